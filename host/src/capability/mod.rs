@@ -1,0 +1,9 @@
+//! Capabilities: what a plugin call may touch. Everything is denied unless granted.
+//!
+//! Each kind of capability is its own module with the same shape: a grant type the user (never
+//! a plugin, an agent or a model) creates, and the code that turns it into exactly that much
+//! access for one call.
+
+pub mod fs;
+
+pub use fs::{Access, FsGrant, FsGrants, GrantError};

@@ -1,0 +1,148 @@
+//! `rawko tool call`: call one tool exactly as an agent would, sandbox and all.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use crate::capability::{Access, FsGrants};
+use crate::cli::{BadInput, Context, print_json, print_out};
+use crate::plugins::ToolSet;
+use crate::runtime::tool::CallContext;
+use crate::runtime::{Budget, ToolPlugin};
+
+/// Call a tool directly
+#[derive(Debug, Args)]
+pub struct ToolCmd {
+    #[command(subcommand)]
+    action: ToolAction,
+}
+
+#[derive(Debug, Subcommand)]
+enum ToolAction {
+    /// Call one tool in its sandbox with explicit grants, and print its result
+    #[command(after_help = "Examples:\n  \
+        rawko tool call Read --read . --input '{\"path\": \"README.md\", \"limit\": 5}'\n  \
+        rawko tool call Write --write out --input '{\"path\": \"out/hello.txt\", \"content\": \"hi\"}'\n\n\
+        The tool sees only the directories granted with --read and --write; everything else \
+        does not exist inside its sandbox.")]
+    Call(CallArgs),
+}
+
+#[derive(Debug, Args)]
+struct CallArgs {
+    /// The tool to call (see `rawko tools list`)
+    tool: String,
+    /// The tool's input, a JSON object
+    #[arg(long, value_name = "JSON")]
+    input: String,
+    /// Grant read-only access to a directory (relative to the workspace); repeatable
+    #[arg(long = "read", value_name = "DIR")]
+    read: Vec<PathBuf>,
+    /// Grant read-write access to a directory (relative to the workspace); repeatable
+    #[arg(long = "write", value_name = "DIR")]
+    write: Vec<PathBuf>,
+    /// Wall-clock limit for the call, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    timeout: f64,
+    /// Memory limit for the call, in MiB
+    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    memory: u64,
+    /// Largest result accepted from the call, in bytes
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    max_output: u64,
+    /// Also load this tool plugin (.wasm), e.g. one you are developing; its tools come after the
+    /// built-in ones
+    #[arg(long, value_name = "FILE")]
+    plugin: Vec<PathBuf>,
+    /// Print the result as JSON: {"ok", "tool", "plugin", "output" | "error", "duration_ms"}
+    #[arg(long)]
+    json: bool,
+}
+
+impl ToolCmd {
+    pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
+        match self.action {
+            ToolAction::Call(args) => call(cx, args).await,
+        }
+    }
+}
+
+async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
+    if !(args.timeout.is_finite() && args.timeout > 0.0 && args.timeout <= 86_400.0) {
+        return Err(BadInput::new("--timeout must be between 0 and 86400 seconds").into());
+    }
+    let mut grants = FsGrants::none();
+    for (paths, access) in [
+        (&args.read, Access::ReadOnly),
+        (&args.write, Access::ReadWrite),
+    ] {
+        for p in paths {
+            grants
+                .grant(cx.workspace(), p, access)
+                .map_err(|e| BadInput::new(e.to_string()))?;
+        }
+    }
+    let budget = Budget {
+        timeout: Duration::from_secs_f64(args.timeout),
+        memory: args.memory.saturating_mul(1 << 20),
+        output: args.max_output,
+    };
+
+    let rt = cx.runtime()?;
+    let mut set = ToolSet::builtin(&rt).await?;
+    for path in &args.plugin {
+        let wasm = std::fs::read(path)
+            .map_err(|e| BadInput::new(format!("plugin {}: {e}", path.display())))?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "plugin".into());
+        set.add(ToolPlugin::load(&rt, &name, &wasm).await?);
+    }
+    let Some((plugin, _)) = set.find(&args.tool) else {
+        return Err(BadInput::new(format!(
+            "no tool named `{}` (available: {})",
+            args.tool,
+            set.names().join(", ")
+        ))
+        .into());
+    };
+
+    let call_cx = CallContext {
+        workspace: cx.workspace(),
+        grants: &grants,
+        budget,
+    };
+    let result = plugin.call(&rt, &args.tool, &args.input, &call_cx).await;
+    match result {
+        Ok(out) => {
+            if args.json {
+                print_json(&serde_json::json!({
+                    "ok": true,
+                    "tool": args.tool,
+                    "plugin": plugin.name(),
+                    "output": out.content,
+                    "duration_ms": out.duration.as_secs_f64() * 1000.0,
+                }))?;
+            } else {
+                print_out(&out.content)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            if args.json {
+                print_json(&serde_json::json!({
+                    "ok": false,
+                    "tool": args.tool,
+                    "plugin": plugin.name(),
+                    "error": { "code": e.code(), "message": e.to_string() },
+                }))?;
+            } else {
+                eprintln!("error: {e}");
+            }
+            Ok(ExitCode::from(if e.is_bad_input() { 2 } else { 1 }))
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! rawko: an agentic coding robot and a sandboxed WebAssembly plugin host.
+//!
+//! Every tool, LLM adapter and bash filter is a WebAssembly component built against the
+//! `rawko:plugin` WIT package; the [`runtime`] runs each call in a fresh instance with only the
+//! [`capability`] grants the user made. The `rawko` binary is a thin layer over this library
+//! (see [`cli`]).
+
+pub mod capability;
+pub mod cli;
+pub mod paths;
+pub mod plugins;
+pub mod runtime;

@@ -1,0 +1,77 @@
+//! The plugins rawko ships inside its binary, and the set of tools a command can call.
+
+use crate::runtime::{Runtime, RuntimeError, ToolInfo, ToolPlugin};
+
+/// A plugin embedded in the binary at build time.
+#[derive(Debug, Clone, Copy)]
+pub struct Builtin {
+    pub name: &'static str,
+    pub wasm: &'static [u8],
+}
+
+/// The first-party file tools: Read, Write, Edit, Glob, Grep, LS.
+pub const TOOLS: Builtin = Builtin {
+    name: "rawko-tools",
+    wasm: include_bytes!(concat!(env!("OUT_DIR"), "/rawko_tools.wasm")),
+};
+
+/// Every built-in tool plugin.
+pub const BUILTIN_TOOL_PLUGINS: &[Builtin] = &[TOOLS];
+
+/// Loaded tool plugins, and which one provides each tool name.
+#[derive(Debug, Default)]
+pub struct ToolSet {
+    plugins: Vec<ToolPlugin>,
+}
+
+impl ToolSet {
+    /// Load the built-in tool plugins.
+    pub async fn builtin(rt: &Runtime) -> Result<Self, RuntimeError> {
+        let mut set = ToolSet::default();
+        for b in BUILTIN_TOOL_PLUGINS {
+            set.add(ToolPlugin::load(rt, b.name, b.wasm).await?);
+        }
+        Ok(set)
+    }
+
+    /// Add a plugin. Tool names already provided by an earlier plugin keep their provider; the
+    /// later duplicate is reported and ignored.
+    pub fn add(&mut self, plugin: ToolPlugin) {
+        for t in plugin.tools() {
+            if let Some((other, _)) = self.find(&t.name) {
+                tracing::warn!(
+                    "plugin {} also provides tool `{}`; using the one from {}",
+                    plugin.name(),
+                    t.name,
+                    other.name()
+                );
+            }
+        }
+        self.plugins.push(plugin);
+    }
+
+    /// The plugin providing tool `name`, and the tool.
+    pub fn find(&self, name: &str) -> Option<(&ToolPlugin, &ToolInfo)> {
+        self.plugins
+            .iter()
+            .find_map(|p| p.tool(name).map(|t| (p, t)))
+    }
+
+    /// Every callable tool with its provider, first provider winning.
+    pub fn tools(&self) -> Vec<(&ToolPlugin, &ToolInfo)> {
+        let mut seen = std::collections::HashSet::new();
+        self.plugins
+            .iter()
+            .flat_map(|p| p.tools().iter().map(move |t| (p, t)))
+            .filter(|(_, t)| seen.insert(t.name.clone()))
+            .collect()
+    }
+
+    /// Names of every callable tool, for error messages.
+    pub fn names(&self) -> Vec<String> {
+        self.tools()
+            .into_iter()
+            .map(|(_, t)| t.name.clone())
+            .collect()
+    }
+}

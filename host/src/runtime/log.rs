@@ -1,0 +1,110 @@
+//! The `log` capability: plugins write to rawko's log, never to the terminal.
+//!
+//! Messages are attributed to the plugin, cut to a maximum length, and limited per call, so a
+//! plugin cannot flood the log or forge lines that look like rawko's own.
+
+use std::sync::Arc;
+
+use super::bindings::log::{Host, Level};
+use super::state::HostState;
+
+/// Longest message kept; the rest is cut.
+pub const MAX_MESSAGE_BYTES: usize = 4096;
+/// Total bytes of messages kept from one call.
+pub const MAX_CALL_BYTES: usize = 64 * 1024;
+
+/// The log state of one call.
+#[derive(Debug)]
+pub struct PluginLog {
+    plugin: Arc<str>,
+    kept: usize,
+    dropped_messages: usize,
+}
+
+impl PluginLog {
+    pub fn new(plugin: Arc<str>) -> Self {
+        PluginLog {
+            plugin,
+            kept: 0,
+            dropped_messages: 0,
+        }
+    }
+
+    pub fn plugin(&self) -> &str {
+        &self.plugin
+    }
+
+    /// Record one message from the plugin.
+    pub fn record(&mut self, level: Level, message: &str) {
+        if self.kept >= MAX_CALL_BYTES {
+            self.dropped_messages += 1;
+            return;
+        }
+        let message = sanitize(message, MAX_MESSAGE_BYTES.min(MAX_CALL_BYTES - self.kept));
+        self.kept += message.len();
+        let plugin = &*self.plugin;
+        match level {
+            Level::Trace => tracing::trace!(target: "rawko::plugin", plugin, "{message}"),
+            Level::Debug => tracing::debug!(target: "rawko::plugin", plugin, "{message}"),
+            Level::Info => tracing::info!(target: "rawko::plugin", plugin, "{message}"),
+            Level::Warn => tracing::warn!(target: "rawko::plugin", plugin, "{message}"),
+            Level::Error => tracing::error!(target: "rawko::plugin", plugin, "{message}"),
+        }
+    }
+
+    /// Report what the per-call cap dropped, once the call is over.
+    pub fn finish(&self) {
+        if self.dropped_messages > 0 {
+            tracing::warn!(
+                target: "rawko::plugin",
+                plugin = &*self.plugin,
+                "{} more log messages dropped (limit {MAX_CALL_BYTES} bytes per call)",
+                self.dropped_messages
+            );
+        }
+    }
+}
+
+/// At most `max` bytes of `message`, on a character boundary, with control characters (which
+/// could move the cursor or fake other output on a terminal) shown escaped.
+pub fn sanitize(message: &str, max: usize) -> String {
+    let mut out = String::with_capacity(message.len().min(max));
+    for c in message.chars() {
+        let before = out.len();
+        if c.is_control() && c != '\t' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+        if out.len() > max {
+            out.truncate(before);
+            out.push('…');
+            break;
+        }
+    }
+    out
+}
+
+impl Host for HostState {
+    fn log(&mut self, level: Level, message: String) {
+        self.log.record(level, &message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(sanitize("a\x1b[2Jb\nc\td", 100), "a\\u{1b}[2Jb\\nc\td");
+    }
+
+    #[test]
+    fn long_messages_are_cut_on_a_char_boundary() {
+        let s = sanitize("ééééé", 5);
+        assert!(s.len() <= 5 + '…'.len_utf8(), "{s}");
+        assert!(s.ends_with('…'));
+        assert_eq!(sanitize("short", 100), "short");
+    }
+}

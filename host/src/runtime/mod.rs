@@ -1,0 +1,74 @@
+//! The plugin runtime: one wasmtime engine per process, compiled components cached on disk, and
+//! a fresh, budgeted store and instance for every call.
+//!
+//! Nothing survives from one call to the next inside a plugin: each call builds its WASI context
+//! from that call's grants, instantiates the pre-linked component into a new store, runs, and
+//! throws the store away. A trap or a broken budget ends that call only.
+
+pub mod bindings;
+pub mod budget;
+pub mod cache;
+pub mod engine;
+pub mod log;
+pub mod state;
+pub mod stdio;
+pub mod tool;
+
+use std::path::PathBuf;
+
+use wasmtime::Engine;
+use wasmtime::component::{HasSelf, Linker};
+
+pub use budget::{Budget, BudgetKind};
+pub use state::HostState;
+pub use tool::{ToolCallError, ToolCallOutput, ToolInfo, ToolPlugin};
+
+/// Why the runtime could not start or a plugin could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("cannot start the WebAssembly engine: {0}")]
+    Engine(String),
+    #[error("plugin {plugin}: {message}")]
+    Load { plugin: String, message: String },
+}
+
+/// The engine, the linker for each plugin kind, and the compiled-component cache.
+pub struct Runtime {
+    engine: Engine,
+    tool_linker: Linker<HostState>,
+    cache: cache::ComponentCache,
+    _ticker: engine::EpochTicker,
+}
+
+impl Runtime {
+    /// Start the runtime, caching compiled plugins under `cache_dir` (no caching if `None`).
+    pub fn new(cache_dir: Option<PathBuf>) -> Result<Self, RuntimeError> {
+        let engine = engine::new_engine().map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
+        let mut tool_linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut tool_linker)
+            .map_err(|e| RuntimeError::Engine(format!("linking WASI: {e:#}")))?;
+        bindings::log::add_to_linker::<HostState, HasSelf<HostState>>(&mut tool_linker, |s| s)
+            .map_err(|e| RuntimeError::Engine(format!("linking log: {e:#}")))?;
+        let ticker = engine::EpochTicker::start(&engine)
+            .map_err(|e| RuntimeError::Engine(format!("cannot start the epoch thread: {e}")))?;
+        let cache = cache::ComponentCache::new(&engine, cache_dir);
+        Ok(Runtime {
+            engine,
+            tool_linker,
+            cache,
+            _ticker: ticker,
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub(crate) fn cache(&self) -> &cache::ComponentCache {
+        &self.cache
+    }
+
+    pub(crate) fn tool_linker(&self) -> &Linker<HostState> {
+        &self.tool_linker
+    }
+}

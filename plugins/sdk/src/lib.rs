@@ -1,0 +1,86 @@
+//! The guest SDK for rawko plugins.
+//!
+//! A rawko plugin is a WebAssembly component built for `wasm32-wasip2` against the
+//! `rawko:plugin` WIT package. This crate hides the generated bindings: a tool plugin is a set of
+//! types implementing [`tool::Tool`] plus one [`export_tools!`] line.
+//!
+//! ```ignore
+//! use rawko_plugin_sdk::tool::{Context, Tool, ToolError};
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! #[serde(deny_unknown_fields)]
+//! struct HelloInput {
+//!     /// Who to greet.
+//!     name: String,
+//! }
+//!
+//! struct Hello;
+//!
+//! impl Tool for Hello {
+//!     const NAME: &'static str = "Hello";
+//!     const DESCRIPTION: &'static str = "Greets someone.";
+//!     type Input = HelloInput;
+//!
+//!     fn call(input: HelloInput, _cx: &Context) -> Result<String, ToolError> {
+//!         Ok(format!("hello, {}", input.name))
+//!     }
+//! }
+//!
+//! rawko_plugin_sdk::export_tools!(Hello);
+//! ```
+//!
+//! Each plugin kind is behind a cargo feature (`tool`, `adapter`, `bash-filter`) because a
+//! component carries the type information of every world linked into it: a plugin enables
+//! exactly the one it implements.
+
+#[cfg(not(any(feature = "tool", feature = "adapter", feature = "bash-filter")))]
+compile_error!(
+    "rawko-plugin-sdk: enable the feature for the kind of plugin you are writing: `tool`, `adapter` or `bash-filter`"
+);
+
+#[cfg(any(
+    all(feature = "tool", feature = "adapter"),
+    all(feature = "tool", feature = "bash-filter"),
+    all(feature = "adapter", feature = "bash-filter"),
+))]
+compile_error!(
+    "rawko-plugin-sdk: a plugin implements one kind; enable only one of `tool`, `adapter`, `bash-filter` \
+     (build plugins of different kinds in separate cargo invocations)"
+);
+
+// The generated bindings name this crate by its path, also from inside it.
+extern crate self as rawko_plugin_sdk;
+
+pub mod log;
+
+#[cfg(feature = "tool")]
+pub mod tool;
+
+/// The version of the `rawko:plugin` WIT package these bindings were generated from.
+pub const WIT_VERSION: &str = "0.1.0";
+
+#[doc(hidden)]
+pub mod __private {
+    #[cfg(feature = "tool")]
+    pub mod tool {
+        pub mod bindings {
+            wit_bindgen::generate!({
+                world: "tool",
+                path: "../../wit",
+                generate_all,
+                pub_export_macro: true,
+                export_macro_name: "__export_tool_world",
+                default_bindings_module: "rawko_plugin_sdk::__private::tool::bindings",
+                runtime_path: "rawko_plugin_sdk::__private::wit_bindgen::rt",
+                bitflags_path: "rawko_plugin_sdk::__private::wit_bindgen::rt::bitflags",
+            });
+        }
+        pub use crate::tool::__dispatch::{dispatch, spec, unknown};
+        pub use bindings::exports::rawko::plugin::tools::{
+            CallContext as WitCallContext, Guest as ToolsGuest, ToolError as WitToolError,
+        };
+        pub use bindings::rawko::plugin::types::ToolSpec as WitToolSpec;
+    }
+
+    pub use wit_bindgen;
+}

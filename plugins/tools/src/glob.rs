@@ -1,0 +1,203 @@
+//! `Glob`: find files by name pattern, honouring `.gitignore`.
+
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::text::Budget;
+use crate::{Context, Tool, ToolError};
+
+/// Most paths returned by one call.
+pub const MAX_RESULTS: usize = 1000;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GlobInput {
+    /// A glob such as `src/**/*.rs` or `*.md`, relative to `path`. `*` stays within one
+    /// directory, `**` crosses directories, `{a,b}` gives alternatives.
+    pub pattern: String,
+    /// The directory to search (default: the workspace root).
+    pub path: Option<String>,
+}
+
+pub struct Glob;
+
+impl Tool for Glob {
+    const NAME: &'static str = "Glob";
+    const DESCRIPTION: &'static str = "Find files whose path matches a glob pattern such as \
+`src/**/*.rs`, searched from `path` (default: the workspace root). Files ignored by .gitignore and \
+the .git directory are skipped. Returns matching file paths, sorted, at most 1000.";
+    type Input = GlobInput;
+
+    fn call(input: GlobInput, cx: &Context) -> Result<String, ToolError> {
+        glob(&input, cx)
+    }
+}
+
+pub fn glob(input: &GlobInput, cx: &Context) -> Result<String, ToolError> {
+    let root = cx.readable(input.path.as_deref().unwrap_or("."))?;
+    let pattern = relative_pattern(&input.pattern, &root)?;
+    let matcher = globset::GlobBuilder::new(&pattern)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| ToolError::InvalidInput(format!("bad glob pattern {:?}: {e}", input.pattern)))?
+        .compile_matcher();
+
+    let meta = std::fs::metadata(&root).map_err(|e| ToolError::io(&root, &e))?;
+    if !meta.is_dir() {
+        return Err(ToolError::InvalidInput(format!(
+            "{} is not a directory",
+            cx.display(&root)
+        )));
+    }
+
+    let mut found: Vec<PathBuf> = Vec::new();
+    let mut truncated = false;
+    for entry in walker(&root).build() {
+        let Ok(entry) = entry else { continue };
+        if entry.file_type().is_some_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(&root) else {
+            continue;
+        };
+        if matcher.is_match(rel) {
+            if found.len() == MAX_RESULTS * 10 {
+                // Keep memory bounded on enormous trees; sorting a sample this large still
+                // gives the first MAX_RESULTS in order often enough, and we say it was cut.
+                truncated = true;
+                break;
+            }
+            found.push(entry.into_path());
+        }
+    }
+    found.sort();
+    if found.is_empty() {
+        return Ok(format!(
+            "No files match {:?} under {}",
+            input.pattern,
+            cx.display(&root)
+        ));
+    }
+    let total = found.len();
+    let mut out = Budget::new(cx.max_output_bytes());
+    let mut shown = 0;
+    for p in found.iter().take(MAX_RESULTS) {
+        if !out.line(&cx.display(p)) {
+            break;
+        }
+        shown += 1;
+    }
+    let mut result = out.finish();
+    if shown < total || truncated {
+        let more = if truncated { "more than " } else { "" };
+        result.push_str(&format!(
+            "[showing {shown} of {more}{total} matches; narrow the pattern or the path]\n"
+        ));
+    }
+    Ok(result)
+}
+
+/// A pattern relative to `root`: absolute patterns under `root` are made relative.
+fn relative_pattern(pattern: &str, root: &Path) -> Result<String, ToolError> {
+    if pattern.is_empty() {
+        return Err(ToolError::InvalidInput("pattern is empty".into()));
+    }
+    if !pattern.starts_with('/') {
+        return Ok(pattern.strip_prefix("./").unwrap_or(pattern).to_string());
+    }
+    let root = root.to_string_lossy();
+    match pattern.strip_prefix(root.as_ref()) {
+        Some(rest) if rest.starts_with('/') => Ok(rest[1..].to_string()),
+        _ => Err(ToolError::InvalidInput(format!(
+            "absolute pattern {pattern:?} is not inside the search directory {root}; give a \
+             relative pattern and set `path`"
+        ))),
+    }
+}
+
+/// The directory walker every search tool uses: `.gitignore` honoured even outside a git
+/// repository, hidden files included, `.git` itself skipped, symlinks not followed.
+pub(crate) fn walker(root: &Path) -> ignore::WalkBuilder {
+    let mut w = ignore::WalkBuilder::new(root);
+    w.hidden(false)
+        .git_ignore(true)
+        .git_exclude(false)
+        .git_global(false)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(|e| e.file_name() != ".git");
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::setup;
+
+    fn input(pattern: &str, path: Option<&str>) -> GlobInput {
+        GlobInput {
+            pattern: pattern.into(),
+            path: path.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn matches_sorted_and_respects_gitignore() {
+        let (_d, cx) = setup(&[
+            ("src/b.rs", b""),
+            ("src/a.rs", b""),
+            ("src/nested/c.rs", b""),
+            ("src/notes.md", b""),
+            ("target/gen.rs", b""),
+            (".gitignore", b"target/\n"),
+            (".git/config", b""),
+        ]);
+        let out = glob(&input("src/**/*.rs", None), &cx).unwrap();
+        assert_eq!(out, "src/a.rs\nsrc/b.rs\nsrc/nested/c.rs\n");
+        let out = glob(&input("src/*.rs", None), &cx).unwrap();
+        assert_eq!(
+            out, "src/a.rs\nsrc/b.rs\n",
+            "`*` must not cross directories"
+        );
+        let out = glob(&input("**/*.rs", None), &cx).unwrap();
+        assert!(!out.contains("target"), "{out}");
+        let out = glob(&input("**/config", None), &cx).unwrap();
+        assert!(out.starts_with("No files match"), ".git is skipped: {out}");
+    }
+
+    #[test]
+    fn searches_from_path_and_accepts_absolute_patterns() {
+        let (_d, cx) = setup(&[("src/a.rs", b""), ("b.rs", b"")]);
+        let out = glob(&input("*.rs", Some("src")), &cx).unwrap();
+        assert_eq!(out, "src/a.rs\n");
+        let abs = format!("{}/src/*.rs", cx.workspace().display());
+        assert_eq!(glob(&input(&abs, None), &cx).unwrap(), "src/a.rs\n");
+        assert!(matches!(
+            glob(&input("/elsewhere/*.rs", None), &cx),
+            Err(ToolError::InvalidInput(_))
+        ));
+    }
+
+    #[test]
+    fn bad_patterns_and_paths() {
+        let (_d, cx) = setup(&[("a", b"")]);
+        assert!(
+            matches!(glob(&input("[", None), &cx), Err(ToolError::InvalidInput(m)) if m.contains("bad glob"))
+        );
+        assert!(matches!(
+            glob(&input("", None), &cx),
+            Err(ToolError::InvalidInput(_))
+        ));
+        assert!(matches!(
+            glob(&input("*", Some("a")), &cx),
+            Err(ToolError::InvalidInput(_))
+        ));
+        assert!(matches!(
+            glob(&input("*", Some("../..")), &cx),
+            Err(ToolError::Denied(_))
+        ));
+    }
+}
