@@ -59,26 +59,26 @@ impl ComponentCache {
     pub fn load(&self, engine: &Engine, wasm: &[u8]) -> wasmtime::Result<Compiled> {
         let digest = sha256_hex(wasm);
         let key = format!("{digest}-{}", self.engine_hash);
-        if let Some(path) = self.entry(&key, "cwasm") {
-            if path.exists() {
-                // SAFETY: the entry was written by `Component::serialize` from this same engine
-                // configuration (the key says so), into the user's own cache directory, and was
-                // renamed into place only once complete. wasmtime checks the header and version
-                // again and refuses anything that does not match.
-                match unsafe { Component::deserialize_file(engine, &path) } {
-                    Ok(component) => {
-                        return Ok(Compiled {
-                            component,
-                            digest,
-                            key,
-                            from_cache: true,
-                        });
-                    }
-                    Err(e) => tracing::warn!(
-                        "ignoring unusable cache entry {}: {e:#}; recompiling",
-                        path.display()
-                    ),
+        if let Some(path) = self.entry(&key, "cwasm")
+            && path.exists()
+        {
+            // SAFETY: the entry was written by `Component::serialize` from this same engine
+            // configuration (the key says so), into the user's own cache directory, and was
+            // renamed into place only once complete. wasmtime checks the header and version
+            // again and refuses anything that does not match.
+            match unsafe { Component::deserialize_file(engine, &path) } {
+                Ok(component) => {
+                    return Ok(Compiled {
+                        component,
+                        digest,
+                        key,
+                        from_cache: true,
+                    });
                 }
+                Err(e) => tracing::warn!(
+                    "ignoring unusable cache entry {}: {e:#}; recompiling",
+                    path.display()
+                ),
             }
         }
         let started = std::time::Instant::now();

@@ -238,6 +238,13 @@ impl ToolPlugin {
         &self.tools
     }
 
+    /// The linked component, for embedders that manage stores themselves (benchmarks use it to
+    /// time a call on a warm instance). Calls through [`ToolPlugin::call`] are sandboxed and
+    /// budgeted; a store built by hand is only as safe as its builder makes it.
+    pub fn instance_pre(&self) -> &ToolPre<HostState> {
+        &self.pre
+    }
+
     pub fn tool(&self, name: &str) -> Option<&ToolInfo> {
         self.tools.iter().find(|t| t.name == name)
     }
@@ -533,7 +540,7 @@ impl Sandbox {
         match e.downcast_ref::<wasmtime::Trap>() {
             Some(wasmtime::Trap::Interrupt) => Failure::Budget(BudgetKind::Time),
             Some(wasmtime::Trap::StackOverflow) => Failure::Budget(BudgetKind::Stack),
-            Some(trap) => Failure::Trap(format!("wasm trap: {trap}")),
+            Some(trap) => Failure::Trap(trap.to_string()),
             None => Failure::Trap(format!("{:#}", e.root_cause())),
         }
     }

@@ -33,15 +33,21 @@
 //! component carries the type information of every world linked into it: a plugin enables
 //! exactly the one it implements.
 
-#[cfg(not(any(feature = "tool", feature = "adapter", feature = "bash-filter")))]
+#[cfg(all(
+    target_arch = "wasm32",
+    not(any(feature = "tool", feature = "adapter", feature = "bash-filter"))
+))]
 compile_error!(
     "rawko-plugin-sdk: enable the feature for the kind of plugin you are writing: `tool`, `adapter` or `bash-filter`"
 );
 
-#[cfg(any(
-    all(feature = "tool", feature = "adapter"),
-    all(feature = "tool", feature = "bash-filter"),
-    all(feature = "adapter", feature = "bash-filter"),
+#[cfg(all(
+    target_arch = "wasm32",
+    any(
+        all(feature = "tool", feature = "adapter"),
+        all(feature = "tool", feature = "bash-filter"),
+        all(feature = "adapter", feature = "bash-filter"),
+    )
 ))]
 compile_error!(
     "rawko-plugin-sdk: a plugin implements one kind; enable only one of `tool`, `adapter`, `bash-filter` \

@@ -212,7 +212,8 @@ impl Search {
         true
     }
 
-    /// Write the matching lines of one file with their context, groups separated by `--`.
+    /// Write the matching lines of one file with their context; with context, groups that do
+    /// not touch are separated by `--`, as grep does.
     fn content(&mut self, bytes: &[u8], matches: &[usize], shown: &str) {
         let starts = line_starts(bytes);
         let last = starts.len() - 2;
@@ -227,7 +228,7 @@ impl Search {
         }
         let mut next_match = matches.iter().peekable();
         for (k, &(from, to)) in windows.iter().enumerate() {
-            if k > 0 && !self.emit("--") {
+            if k > 0 && self.context > 0 && !self.emit("--") {
                 return;
             }
             for n in from..=to {

@@ -195,11 +195,30 @@ impl Tool for Alloc {
     }
 }
 
-/// Recurses n levels deep with a sizeable frame.
+/// Recurses n levels deep on the wasm stack (the engine's own stack limit).
 pub struct Recurse;
 impl Tool for Recurse {
     const NAME: &'static str = "Recurse";
-    const DESCRIPTION: &'static str = "Recursion n levels deep.";
+    const DESCRIPTION: &'static str = "Recursion n levels deep, in wasm locals.";
+    type Input = Size;
+    fn call(i: Size, _: &Context) -> Result<String, ToolError> {
+        // Two operations after the call, so the compiler cannot turn it into a loop.
+        #[inline(never)]
+        fn down(n: u64) -> u64 {
+            if n == 0 {
+                return 1;
+            }
+            down(n - 1).wrapping_mul(3).wrapping_sub(n)
+        }
+        Ok(down(i.n).to_string())
+    }
+}
+
+/// Recurses n levels deep with frames in linear memory (the plugin's own shadow stack).
+pub struct RecurseFrames;
+impl Tool for RecurseFrames {
+    const NAME: &'static str = "RecurseFrames";
+    const DESCRIPTION: &'static str = "Recursion n levels deep, with big frames in memory.";
     type Input = Size;
     fn call(i: Size, _: &Context) -> Result<String, ToolError> {
         #[inline(never)]
@@ -246,6 +265,19 @@ impl Tool for Flood {
     }
 }
 
+/// Counts calls in a static: a fresh instance per call always answers 1.
+pub struct Counter;
+impl Tool for Counter {
+    const NAME: &'static str = "Counter";
+    const DESCRIPTION: &'static str = "Increments a static counter and returns it.";
+    type Input = Empty;
+    fn call(_: Empty, _: &Context) -> Result<String, ToolError> {
+        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        Ok(n.to_string())
+    }
+}
+
 /// Traps halfway through, after touching the filesystem.
 pub struct Trap;
 impl Tool for Trap {
@@ -259,6 +291,20 @@ impl Tool for Trap {
 }
 
 rawko_plugin_sdk::export_tools!(
-    Noop, RawRead, RawWrite, HardLink, List, Env, Connect, Spin, Sleep, Alloc, Recurse, Huge,
-    Flood, Trap
+    Noop,
+    RawRead,
+    RawWrite,
+    HardLink,
+    List,
+    Env,
+    Connect,
+    Spin,
+    Sleep,
+    Alloc,
+    Recurse,
+    RecurseFrames,
+    Huge,
+    Flood,
+    Counter,
+    Trap
 );

@@ -1,0 +1,104 @@
+//! Helpers shared by the integration tests.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Compiled plugins, shared by every test (and every test run) so each component is compiled
+/// once rather than once per test.
+pub fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache")
+}
+
+/// A current-thread async runtime with timers, as the CLI uses.
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("tokio runtime")
+        .block_on(f)
+}
+
+/// A temporary workspace directory, removed on drop.
+pub struct Workspace {
+    dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Workspace {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical tempdir");
+        Workspace { dir, root }
+    }
+
+    /// The workspace root, canonical.
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// Write `content` to `rel`, creating parent directories.
+    pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, content).unwrap();
+        p
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.root.join(rel)).unwrap()
+    }
+}
+
+/// The `rawko` binary, run in `ws` with a private data directory and the shared plugin cache.
+pub fn rawko(ws: &Workspace) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rawko"));
+    cmd.current_dir(ws.path())
+        .env("RAWKO_CACHE_DIR", cache_dir())
+        .env("RAWKO_DATA_DIR", ws.path().join(".test-data"))
+        .env_remove("RAWKO_LOG")
+        .env_remove("XDG_CONFIG_HOME");
+    cmd
+}
+
+/// The result of running the binary, with readable accessors.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn of(out: Output) -> Run {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Run `rawko args...` in `ws`.
+pub fn run(ws: &Workspace, args: &[&str]) -> Run {
+    Run::of(rawko(ws).args(args).output().expect("run rawko"))
+}
