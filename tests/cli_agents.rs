@@ -289,3 +289,18 @@ fn a_broken_workspace_agent_is_listed_as_invalid_not_replaced() {
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stdout.contains(".rawko/agents/planner.yaml:"), "{r:?}");
 }
+
+#[test]
+fn validating_a_file_on_the_search_path_reports_it_once() {
+    let ws = Workspace::new();
+    ws.write(
+        ".rawko/agents/bad.yaml",
+        "name: bad\nsystemPrompt: p\ntransitions: {onSuccess: done}\ncolour: red\n",
+    );
+    let r = run(&ws, &["agents", "validate", ".rawko/agents/bad.yaml"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(
+        r.stdout,
+        ".rawko/agents/bad.yaml:4:1: unknown field 'colour' (the agent takes: name, displayName, whenToUse, systemPrompt, adapter, tools, transitions, limits, outputSchema)\n1 agent file(s) checked: 1 error(s), 0 warning(s)\n"
+    );
+}

@@ -7,11 +7,10 @@
 
 use super::FileInfo;
 use super::decode::{Fields, Spanned, Strictness};
-use super::diag::{Pos, Problems};
+use super::diag::Problems;
 use super::kodelet::name_or_stem;
-use super::model::{
-    Agent, BashPolicy, Dialect, Limits, ModelSettings, Provider, Spans, ToolPolicy, Transitions,
-};
+use super::markdown;
+use super::model::{Agent, BashPolicy, Dialect, ModelSettings, Provider, Spans, ToolPolicy};
 use super::validate;
 use super::yaml::Node;
 
@@ -63,39 +62,25 @@ pub fn decode(
     let _ = f.node("color");
     f.finish(Strictness::Lenient, p);
 
-    let system_prompt = body.trim();
-    if system_prompt.is_empty() {
-        p.error(
-            Pos::new(body_line, 1),
-            "no system prompt: the body below the frontmatter is empty",
-            Some("write the agent's instructions below the closing '---'".into()),
-        );
-    }
+    let system_prompt = markdown::body_prompt(body, body_line, p);
     if p.has_errors() {
         return None;
     }
-    Some(Agent {
-        name: name?,
-        display_name: None,
+    Some(Agent::subagent(
+        name?,
         description,
-        when_to_use: None,
-        system_prompt: system_prompt.to_string(),
-        model: model.unwrap_or_default(),
-        tools: ToolPolicy {
+        system_prompt,
+        model.unwrap_or_default(),
+        ToolPolicy {
             allowed: tools,
             blocked: Vec::new(),
         },
-        bash: BashPolicy {
+        BashPolicy {
             allowed_commands: (!commands.is_empty()).then_some(commands),
             blocked_patterns: Vec::new(),
         },
-        command_tools: Vec::new(),
-        parameters: Vec::new(),
-        transitions: Transitions::default(),
-        limits: Limits::default(),
-        output_schema: None,
-        source: file.source(Dialect::ClaudeCode, spans),
-    })
+        file.source(Dialect::ClaudeCode, spans),
+    ))
 }
 
 /// `Read` -> (`Read`, None); `Bash(git diff:*)` -> (`Bash`, `git diff *`); `MultiEdit` -> `Edit`.

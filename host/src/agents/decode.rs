@@ -135,27 +135,17 @@ impl<'n> Fields<'n> {
 
     pub fn bool(&mut self, key: &'static str, p: &mut Problems) -> Option<Spanned<bool>> {
         let e = self.entry(key)?;
-        match &e.value.value {
-            Value::Scalar(s) => match s.resolve() {
-                Resolved::Bool(b) => Some(Spanned::new(b, e.value.pos)),
-                _ => {
-                    p.error(
-                        e.value.pos,
-                        format!("'{key}' must be true or false, found {}", e.value.kind()),
-                        None,
-                    );
-                    None
-                }
-            },
-            _ => {
-                p.error(
-                    e.value.pos,
-                    format!("'{key}' must be true or false, found {}", e.value.kind()),
-                    None,
-                );
-                None
-            }
+        if let Value::Scalar(s) = &e.value.value
+            && let Resolved::Bool(b) = s.resolve()
+        {
+            return Some(Spanned::new(b, e.value.pos));
         }
+        p.error(
+            e.value.pos,
+            format!("'{key}' must be true or false, found {}", e.value.kind()),
+            None,
+        );
+        None
     }
 
     /// A list of text items; with `comma_string`, a single `a, b, c` string is accepted too.

@@ -6,10 +6,10 @@
 
 use super::FileInfo;
 use super::decode::{Fields, Spanned, Strictness};
-use super::diag::{Pos, Problems, did_you_mean};
+use super::diag::{Problems, did_you_mean};
+use super::markdown;
 use super::model::{
-    Agent, BashPolicy, Dialect, Limits, ModelSettings, Provider, ReasoningEffort, Spans,
-    ToolPolicy, Transitions,
+    Agent, BashPolicy, Dialect, ModelSettings, Provider, ReasoningEffort, Spans, ToolPolicy,
 };
 use super::validate;
 use super::yaml::Node;
@@ -177,24 +177,15 @@ pub fn decode(
     };
     f.finish(Strictness::Lenient, p);
 
-    let system_prompt = body.trim();
-    if system_prompt.is_empty() {
-        p.error(
-            Pos::new(body_line, 1),
-            "no system prompt: the body below the frontmatter is empty",
-            Some("write the agent's instructions below the closing '---'".into()),
-        );
-    }
+    let system_prompt = markdown::body_prompt(body, body_line, p);
     if p.has_errors() {
         return None;
     }
-    Some(Agent {
-        name: name?,
-        display_name: None,
+    Some(Agent::subagent(
+        name?,
         description,
-        when_to_use: None,
-        system_prompt: system_prompt.to_string(),
-        model: ModelSettings {
+        system_prompt,
+        ModelSettings {
             adapter: None,
             provider,
             model,
@@ -204,21 +195,16 @@ pub fn decode(
             base_url,
             api_key_env_var,
         },
-        tools: ToolPolicy {
+        ToolPolicy {
             allowed: allowed_tools,
             blocked: Vec::new(),
         },
-        bash: BashPolicy {
+        BashPolicy {
             allowed_commands: allowed_commands.map(|(_, c)| c),
             blocked_patterns: Vec::new(),
         },
-        command_tools: Vec::new(),
-        parameters: Vec::new(),
-        transitions: Transitions::default(),
-        limits: Limits::default(),
-        output_schema: None,
-        source: file.source(Dialect::Kodelet, spans),
-    })
+        file.source(Dialect::Kodelet, spans),
+    ))
 }
 
 fn decode_openai(node: &Node, p: &mut Problems) -> (Option<String>, Option<String>) {

@@ -5,6 +5,19 @@
 
 use super::diag::{Pos, Problems};
 
+/// The body of a subagent file as its system prompt; an empty body is an error.
+pub fn body_prompt(body: &str, body_line: usize, p: &mut Problems) -> String {
+    let prompt = body.trim();
+    if prompt.is_empty() {
+        p.error(
+            Pos::new(body_line, 1),
+            "no system prompt: the body below the frontmatter is empty",
+            Some("write the agent's instructions below the closing '---'".into()),
+        );
+    }
+    prompt.to_string()
+}
+
 /// A Markdown file split into its frontmatter and body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Split<'t> {

@@ -110,7 +110,7 @@ pub fn load_file(path: &Path, display: &str, origin: Origin) -> Loaded {
         display,
         origin,
     };
-    match read_file(info) {
+    match read_file(info, None) {
         Ok(bytes) => load_bytes(&bytes, info),
         Err(loaded) => *loaded,
     }
@@ -121,13 +121,32 @@ pub fn load_text(text: &str, info: FileInfo<'_>) -> Loaded {
     load_bytes(text.as_bytes(), info)
 }
 
-/// The file's bytes, or a [`Loaded`] carrying the reason they cannot be read.
-pub(crate) fn read_file(info: FileInfo<'_>) -> Result<Vec<u8>, Box<Loaded>> {
-    read_capped(info.path).map_err(|(message, hint)| {
-        let mut p = Problems::new();
-        p.error(Pos::START, message, hint);
-        Box::new(finish(info, None, info.stem().to_string(), None, p))
-    })
+/// The file's bytes, or a [`Loaded`] carrying the reason they cannot be read. With `confine`,
+/// the file (after following links) must lie inside that directory: a workspace's agents
+/// directory comes from whoever wrote the repository, and a link in it must not make rawko
+/// read, and quote back, the user's files elsewhere.
+pub(crate) fn read_file(
+    info: FileInfo<'_>,
+    confine: Option<&Path>,
+) -> Result<Vec<u8>, Box<Loaded>> {
+    let confined = match confine {
+        None => Ok(()),
+        Some(root) => match info.path.canonicalize() {
+            Ok(real) if real.starts_with(root) => Ok(()),
+            Ok(_) => Err((
+                "the file links outside the workspace; it is not read".to_string(),
+                Some("a workspace's agents must live inside the workspace".to_string()),
+            )),
+            Err(e) => Err((format!("cannot read the file: {e}"), None)),
+        },
+    };
+    confined
+        .and_then(|()| read_capped(info.path))
+        .map_err(|(message, hint)| {
+            let mut p = Problems::new();
+            p.error(Pos::START, message, hint);
+            Box::new(finish(info, None, info.stem().to_string(), None, p))
+        })
 }
 
 type ReadError = (String, Option<String>);

@@ -55,6 +55,35 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// A subagent from a foreign Markdown dialect (kodelet, Claude Code): a prompt, a model,
+    /// tools and commands, and the default transitions.
+    pub(crate) fn subagent(
+        name: String,
+        description: Option<String>,
+        system_prompt: String,
+        model: ModelSettings,
+        tools: ToolPolicy,
+        bash: BashPolicy,
+        source: Source,
+    ) -> Agent {
+        Agent {
+            name,
+            display_name: None,
+            description,
+            when_to_use: None,
+            system_prompt,
+            model,
+            tools,
+            bash,
+            command_tools: Vec::new(),
+            parameters: Vec::new(),
+            transitions: Transitions::default(),
+            limits: Limits::default(),
+            output_schema: None,
+            source,
+        }
+    }
+
     /// The name to show people.
     pub fn display_name(&self) -> &str {
         self.display_name.as_deref().unwrap_or(&self.name)

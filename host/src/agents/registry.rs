@@ -340,7 +340,7 @@ pub struct Loader {
     builtins: Vec<Loaded>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Cached {
     stamp: Option<Stamp>,
     digest: [u8; 32],
@@ -375,7 +375,9 @@ impl Stamp {
 pub enum Scan {
     /// Read every file and compare contents: after a change was reported.
     Full,
-    /// Trust length, modification time and identity; read only files whose differ.
+    /// Trust length, modification time and identity; read only files whose differ, and not
+    /// those modified in the last moment (they may be half written). The watcher's periodic
+    /// check, a safety net for lost events.
     Quick,
 }
 
@@ -407,9 +409,32 @@ impl Loader {
     /// Like [`Loader::load`], but `None` when no file was added, removed or changed since the
     /// last load (and `previous` is given), so callers can keep the registry they have.
     pub fn reload(&mut self, previous: Option<&Registry>, scan: Scan) -> Option<Registry> {
+        // A directory replaced while it is read (an editor or a script swapping a whole
+        // agents directory by rename) would give a mix of two versions; read again until the
+        // directories are the same before and after.
+        let mut attempt = 0;
+        let (files, cache, changed) = loop {
+            let before = self.search.dir_ids();
+            let result = self.scan(if attempt == 0 { scan } else { Scan::Full });
+            attempt += 1;
+            if attempt >= MAX_SCAN_ATTEMPTS || self.search.dir_ids() == before {
+                break result;
+            }
+        };
+        self.cache = cache;
+        if !changed && previous.is_some() {
+            return None;
+        }
+        let mut files = files;
+        files.extend(self.builtins.iter().cloned());
+        Some(Registry::build(files, previous))
+    }
+
+    /// Read the search path once: the files, the cache to keep, and whether anything changed.
+    fn scan(&self, scan: Scan) -> (Vec<Loaded>, HashMap<PathBuf, Cached>, bool) {
         let mut files = Vec::new();
         let mut cache = HashMap::new();
-        let mut changed = previous.is_none();
+        let mut changed = false;
         for (origin, path) in self.search.files() {
             let display = self.search.display(&path);
             let info = FileInfo {
@@ -418,64 +443,85 @@ impl Loader {
                 origin,
             };
             let stamp = Stamp::of(&path);
-            let old = self
-                .cache
-                .remove(&path)
-                .filter(|c| c.loaded.origin == origin);
-            if scan == Scan::Quick
-                && let Some(c) = &old
-                && stamp.is_some()
-                && c.stamp == stamp
-            {
-                files.push(c.loaded.clone());
-                cache.insert(path, old.expect("checked"));
-                continue;
+            let old = self.cache.get(&path).filter(|c| c.loaded.origin == origin);
+            if scan == Scan::Quick {
+                let unchanged = old.is_some_and(|c| stamp.is_some() && c.stamp == stamp);
+                // A file written a moment ago may be half written; its own change event
+                // brings a full reload once the writing is done.
+                let settling =
+                    stamp.is_some_and(|s| s.modified.elapsed().is_ok_and(|age| age < SETTLE));
+                if unchanged || settling {
+                    if let Some(c) = old {
+                        files.push(c.loaded.clone());
+                        cache.insert(path, c.clone());
+                    }
+                    continue;
+                }
             }
-            let loaded = match read_file(info) {
+            let confine = match origin {
+                Origin::Workspace => self.search.workspace.as_deref(),
+                _ => None,
+            };
+            let (digest, loaded) = match read_file(info, confine) {
+                // Unreadable (too large, not a regular file): remembered like any other result,
+                // so an unchanged one does not count as a change every time.
                 Err(failed) => {
                     changed |= old.is_none_or(|c| c.loaded.diagnostics != failed.diagnostics);
-                    // Unreadable (too large, not a regular file): remembered like any other
-                    // result, so an unchanged one does not count as a change every time.
-                    cache.insert(
-                        path.clone(),
-                        Cached {
-                            stamp,
-                            digest: [0; 32],
-                            loaded: (*failed).clone(),
-                        },
-                    );
-                    *failed
+                    ([0; 32], *failed)
                 }
                 Ok(bytes) => {
                     let digest: [u8; 32] = Sha256::digest(&bytes).into();
                     let loaded = match old {
-                        Some(c) if c.digest == digest => c.loaded,
+                        Some(c) if c.digest == digest => c.loaded.clone(),
                         _ => {
                             changed = true;
                             load_bytes(&bytes, info)
                         }
                     };
-                    cache.insert(
-                        path.clone(),
-                        Cached {
-                            stamp,
-                            digest,
-                            loaded: loaded.clone(),
-                        },
-                    );
-                    loaded
+                    (digest, loaded)
                 }
             };
+            cache.insert(
+                path.clone(),
+                Cached {
+                    stamp,
+                    digest,
+                    loaded: loaded.clone(),
+                },
+            );
             files.push(loaded);
         }
         // Files that were there last time and are gone now.
-        changed |= !self.cache.is_empty();
-        self.cache = cache;
-        if !changed {
-            return None;
-        }
-        files.extend(self.builtins.iter().cloned());
-        Some(Registry::build(files, previous))
+        changed |= self.cache.keys().any(|k| !cache.contains_key(k));
+        (files, cache, changed)
+    }
+}
+
+/// How long a quick scan leaves a just-modified file alone.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// How often a load is repeated when a directory is replaced while it is read.
+const MAX_SCAN_ATTEMPTS: usize = 5;
+
+/// Which directory a path names (device and inode), to notice one replaced by another.
+pub(crate) type DirId = (u64, u64);
+
+#[cfg(unix)]
+pub(crate) fn dir_id(path: &Path) -> Option<DirId> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    m.is_dir().then(|| (m.dev(), m.ino()))
+}
+
+/// Elsewhere only whether the directory exists is compared.
+#[cfg(not(unix))]
+pub(crate) fn dir_id(path: &Path) -> Option<DirId> {
+    path.is_dir().then_some((0, 0))
+}
+
+impl SearchPath {
+    fn dir_ids(&self) -> Vec<Option<DirId>> {
+        self.dirs.iter().map(|(_, d)| dir_id(d)).collect()
     }
 }
 
@@ -623,6 +669,43 @@ mod tests {
         assert!(r.diagnostics().iter().any(|d| d.to_string()
             == ".rawko/agents/b.yaml:1:7: agent 'dup' is also defined in .rawko/agents/a.yaml (rename one of them; only the first is used)"));
         assert_eq!(r.entry("dup").unwrap().file.display, ".rawko/agents/a.yaml");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn workspace_links_that_lead_outside_are_not_read() {
+        let ws = tempfile::tempdir().unwrap();
+        let ws_root = ws.path().canonicalize().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret.yaml");
+        std::fs::write(
+            &secret,
+            "name: 12345-secret-value
+",
+        )
+        .unwrap();
+        let agents = ws_root.join(".rawko/agents");
+        std::fs::create_dir_all(&agents).unwrap();
+        std::os::unix::fs::symlink(&secret, agents.join("steal.yaml")).unwrap();
+        // A link that stays inside the workspace is fine.
+        write(
+            &ws_root,
+            "shared/inside.yaml",
+            &GOOD.replace("NAME", "inside"),
+        );
+        std::os::unix::fs::symlink(
+            ws_root.join("shared/inside.yaml"),
+            agents.join("inside.yaml"),
+        )
+        .unwrap();
+        let r = Registry::load(&search(&ws_root, outside.path()));
+        let all: String = r.diagnostics().iter().map(|d| format!("{d}\n")).collect();
+        assert!(
+            all.contains(".rawko/agents/steal.yaml:1:1: the file links outside the workspace"),
+            "{all}"
+        );
+        assert!(!all.contains("12345-secret-value"), "{all}");
+        assert!(r.get("inside").is_some(), "{all}");
     }
 
     #[test]

@@ -26,7 +26,7 @@ use serde::Serialize;
 
 use super::diag::Diagnostic;
 use super::model::Agent;
-use super::registry::{Loader, Registry, Scan, SearchPath, Status};
+use super::registry::{DirId, Loader, Registry, Scan, SearchPath, Status, dir_id};
 
 /// How long the files must be quiet before a reload: editors save in several steps (write a
 /// temporary file, rename it over the old one), and one reload should see the end result.
@@ -305,23 +305,6 @@ fn is_relevant(event: &notify::Event, dirs: &[PathBuf]) -> bool {
             .paths
             .iter()
             .any(|p| dirs.iter().any(|d| p.starts_with(d) || d.starts_with(p)))
-}
-
-/// Which directory a path names: device and inode.
-type DirId = (u64, u64);
-
-#[cfg(unix)]
-fn dir_id(path: &Path) -> Option<DirId> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path).ok()?;
-    m.is_dir().then(|| (m.dev(), m.ino()))
-}
-
-/// Elsewhere a directory's identity is not checked; a replaced directory is noticed when the
-/// old one's watch reports its removal.
-#[cfg(not(unix))]
-fn dir_id(path: &Path) -> Option<DirId> {
-    path.is_dir().then_some((0, 0))
 }
 
 struct Worker {

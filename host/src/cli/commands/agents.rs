@@ -441,10 +441,19 @@ fn validate_paths(
         .iter()
         .map(|(path, display)| load_file(path, display, Origin::File))
         .collect();
+    let real = |p: &std::path::Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let named_real: Vec<PathBuf> = named.iter().map(|(p, _)| real(p)).collect();
     let displays: Vec<String> = named.into_iter().map(|(_, d)| d).collect();
-    // The agents in effect, below the named files, so transitions can name them.
+    // The agents in effect, below the named files, so transitions can name them (a named file
+    // that is also on the search path is read once, as named).
     let context = Registry::load(search);
-    loaded.extend(context.files().iter().cloned());
+    loaded.extend(
+        context
+            .files()
+            .iter()
+            .filter(|f| f.origin == Origin::Builtin || !named_real.contains(&real(&f.path)))
+            .cloned(),
+    );
     let registry = Registry::build(loaded, None);
     let diagnostics = registry
         .diagnostics()
