@@ -304,3 +304,32 @@ fn validating_a_file_on_the_search_path_reports_it_once() {
         ".rawko/agents/bad.yaml:4:1: unknown field 'colour' (the agent takes: name, displayName, whenToUse, systemPrompt, adapter, tools, transitions, limits, outputSchema)\n1 agent file(s) checked: 1 error(s), 0 warning(s)\n"
     );
 }
+
+#[test]
+fn escape_sequences_in_agent_files_never_reach_the_terminal() {
+    let ws = Workspace::new();
+    // A double-quoted YAML string may hold any control character.
+    ws.write(
+        ".rawko/agents/evil.yaml",
+        "name: \"evil\\e]0;owned\\a\"\nsystemPrompt: \"Hi\\e[2J\"\ntransitions: {onSuccess: done}\n",
+    );
+    ws.write(
+        ".rawko/agents/sly.md",
+        "---\nname: sly\ndescription: \"clear\\e[2J\"\n---\nHello \u{1b}[31mred\n",
+    );
+    for args in [
+        &["agents", "list", "-v"][..],
+        &["agents", "validate"],
+        &["agents", "show", "sly"],
+    ] {
+        let r = run(&ws, args);
+        for (what, text) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
+            assert!(
+                !text.contains('\u{1b}') && !text.contains('\u{7}'),
+                "{args:?} {what}: {text:?}"
+            );
+        }
+    }
+    let r = run(&ws, &["agents", "show", "sly"]);
+    assert!(r.stdout.contains("Hello \\u{1b}[31mred"), "{r:?}");
+}

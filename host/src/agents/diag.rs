@@ -4,6 +4,7 @@
 //! [`Problems`] list and carries on, so one run of `rawko agents validate` shows everything a
 //! user has to fix. A hostile file can produce a great many problems, so the list is capped.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::Serialize;
@@ -82,6 +83,7 @@ pub struct Problem {
 pub struct Problems {
     items: Vec<Problem>,
     dropped: usize,
+    dropped_errors: usize,
     /// Added to every line, for YAML that starts below line 1 (Markdown frontmatter).
     line_offset: usize,
 }
@@ -110,19 +112,20 @@ impl Problems {
     pub fn push(&mut self, severity: Severity, pos: Pos, message: String, hint: Option<String>) {
         if self.items.len() >= MAX_PROBLEMS {
             self.dropped += 1;
+            self.dropped_errors += usize::from(severity == Severity::Error);
             return;
         }
         let pos = Pos::new(pos.line + self.line_offset, pos.column);
         self.items.push(Problem {
             severity,
             pos,
-            message,
-            hint,
+            message: one_line(message),
+            hint: hint.map(one_line),
         });
     }
 
     pub fn has_errors(&self) -> bool {
-        self.dropped > 0 || self.items.iter().any(|p| p.severity == Severity::Error)
+        self.dropped_errors > 0 || self.items.iter().any(|p| p.severity == Severity::Error)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -131,6 +134,8 @@ impl Problems {
 
     /// The problems, with `file` attached; a last entry counts any that were left out.
     pub fn into_diagnostics(self, file: &str) -> Vec<Diagnostic> {
+        let file = printable(file, false);
+        let file: &str = &file;
         let last = self.items.last().map(|p| p.pos).unwrap_or(Pos::START);
         let mut out: Vec<Diagnostic> = self
             .items
@@ -149,13 +154,55 @@ impl Problems {
                 file: file.to_string(),
                 line: last.line,
                 column: last.column,
-                severity: Severity::Error,
+                severity: if self.dropped_errors > 0 {
+                    Severity::Error
+                } else {
+                    Severity::Warning
+                },
                 message: format!("{} more problems not shown", self.dropped),
                 hint: Some("fix the ones above first".into()),
             });
         }
         out
     }
+}
+
+/// Longest message kept; values quoted from a file are the user's, and may be huge.
+const MAX_MESSAGE_CHARS: usize = 300;
+
+/// `text` made safe to print on a terminal: control characters (an escape sequence hidden in
+/// a hostile file would otherwise drive the user's terminal) are written out as `\u{1b}`;
+/// newlines and tabs are kept only with `multiline`.
+pub fn printable(text: &str, multiline: bool) -> Cow<'_, str> {
+    let bad = |c: char| c.is_control() && !(multiline && (c == '\n' || c == '\t'));
+    if !text.chars().any(bad) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(
+        text.chars()
+            .map(|c| {
+                if bad(c) {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
+/// One line of a message: printable, and cut short if a quoted value made it huge.
+fn one_line(text: String) -> String {
+    let clean = match printable(&text, false) {
+        Cow::Borrowed(_) => text,
+        Cow::Owned(o) => o,
+    };
+    if clean.chars().count() <= MAX_MESSAGE_CHARS {
+        return clean;
+    }
+    let mut cut: String = clean.chars().take(MAX_MESSAGE_CHARS).collect();
+    cut.push_str("...");
+    cut
 }
 
 /// The candidate closest to `word`, if one is close enough to be a likely typo: the same
@@ -217,6 +264,26 @@ mod tests {
         assert_eq!(did_you_mean("max_iterations", &keys), Some("maxIterations"));
         assert_eq!(did_you_mean("system_promt", &keys), Some("systemPrompt"));
         assert_eq!(did_you_mean("colour", &keys), None);
+    }
+
+    #[test]
+    fn quoted_values_cannot_drive_the_terminal_or_flood_it() {
+        let mut p = Problems::new();
+        p.error(
+            Pos::START,
+            format!("name '{}'", "\u{1b}[2J\u{7}x"),
+            Some("a\nb".into()),
+        );
+        p.error(Pos::START, "y".repeat(10_000), None);
+        let d = p.into_diagnostics("dir/\u{1b}]0;evil\u{7}.yaml");
+        let text: String = d.iter().map(|d| format!("{d}\n")).collect();
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(text.contains("name '\\u{1b}[2J\\u{7}x'"), "{text}");
+        assert!(d[1].message.len() < 400);
+        assert_eq!(printable("keep\n\tthis", true), "keep\n\tthis");
     }
 
     #[test]

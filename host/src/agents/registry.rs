@@ -48,14 +48,14 @@ impl SearchPath {
         }
     }
 
-    /// How `path` is shown in messages: relative to the workspace when inside it.
+    /// How `path` is shown in messages: relative to the workspace when inside it, and
+    /// printable whatever the file is called.
     pub fn display(&self, path: &Path) -> String {
-        if let Some(ws) = &self.workspace
-            && let Ok(rel) = path.strip_prefix(ws)
-        {
-            return rel.display().to_string();
-        }
-        path.display().to_string()
+        let shown = match &self.workspace {
+            Some(ws) => path.strip_prefix(ws).unwrap_or(path),
+            None => path,
+        };
+        super::diag::printable(&shown.display().to_string(), false).into_owned()
     }
 
     /// Every agent file on the path, in precedence order.

@@ -244,7 +244,11 @@ pub fn cross_check(
             line: r.pos.line,
             column: r.pos.column,
             severity: Severity::Error,
-            message: format!("'{}' names agent '{name}', which does not exist", r.event),
+            message: format!(
+                "'{}' names agent '{}', which does not exist",
+                r.event,
+                super::diag::printable(name, false)
+            ),
             hint: Some(hint),
         });
     }

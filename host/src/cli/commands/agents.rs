@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::agents::diag::did_you_mean;
+use crate::agents::diag::{did_you_mean, printable};
 use crate::agents::registry::{Entry, Registry, SearchPath, discover};
 use crate::agents::watch::{ChangeKind, Report, Watcher};
 use crate::agents::{Agent, Diagnostic, Origin, Severity, load_file};
@@ -128,7 +128,7 @@ fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
     for e in &entries {
         out.push_str(&format!(
             "{:name_w$}  {:7}  {:origin_w$}  {:dialect_w$}  {}\n",
-            e.name,
+            printable(&e.name, false),
             status_str(e),
             e.file.origin.as_str(),
             e.file.dialect.map_or("-", |d| d.as_str()),
@@ -180,7 +180,8 @@ fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
             Some(s) => format!("did you mean '{s}'?"),
             None => format!("known agents: {}", names.join(", ")),
         };
-        return Err(BadInput::new(format!("no agent named '{}' ({hint})", args.name)).into());
+        let message = format!("no agent named '{}' ({hint})", args.name);
+        return Err(BadInput::new(printable(&message, false)).into());
     };
     let problems: Vec<&Diagnostic> = registry
         .diagnostics()
@@ -202,7 +203,8 @@ fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
         print_json(&v)?;
     } else {
         let mut out = String::new();
-        let mut line = |k: &str, v: &str| out.push_str(&format!("{k:14} {v}\n"));
+        let mut line =
+            |k: &str, v: &str| out.push_str(&format!("{k:14} {}\n", printable(v, false)));
         line("name:", &entry.name);
         line("status:", status_str(entry));
         line(
@@ -232,7 +234,7 @@ fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
             out.push_str("\nsystem prompt:\n");
             for l in a.system_prompt.lines() {
                 out.push_str("  ");
-                out.push_str(l);
+                out.push_str(&printable(l, true));
                 out.push('\n');
             }
         }
@@ -431,10 +433,12 @@ fn validate_paths(
             }
             for f in found {
                 let rel = f.strip_prefix(p).unwrap_or(&f);
-                named.push((f.clone(), p.join(rel).display().to_string()));
+                let shown = p.join(rel).display().to_string();
+                named.push((f.clone(), printable(&shown, false).into_owned()));
             }
         } else {
-            named.push((p.clone(), p.display().to_string()));
+            let shown = p.display().to_string();
+            named.push((p.clone(), printable(&shown, false).into_owned()));
         }
     }
     let mut loaded: Vec<_> = named
@@ -488,7 +492,14 @@ fn watch(cx: &Context, args: WatchArgs) -> anyhow::Result<ExitCode> {
     let dirs: Vec<String> = search.dirs.iter().map(|(_, d)| search.display(d)).collect();
     let agents = registry.agents().count();
     if args.json {
-        print_out(&json!({"event": "ready", "agents": agents, "dirs": dirs, "generation": registry.generation()}).to_string())?;
+        let ready = json!({
+            "event": "ready",
+            "agents": agents,
+            "dirs": dirs,
+            "generation": registry.generation(),
+            "diagnostics": registry.diagnostics(),
+        });
+        print_out(&ready.to_string())?;
     } else {
         print_out(&format!(
             "watching {} and the built-ins: {agents} agents",
@@ -513,17 +524,18 @@ fn watch(cx: &Context, args: WatchArgs) -> anyhow::Result<ExitCode> {
                 let n = ev.generation;
                 let mut out = String::new();
                 for c in &ev.changes {
+                    let name = printable(&c.name, false);
                     let text = match c.kind {
                         ChangeKind::Added | ChangeKind::Updated | ChangeKind::Restored => {
-                            format!("{} {} from {}", c.kind.as_str(), c.name, c.file)
+                            format!("{} {name} from {}", c.kind.as_str(), c.file)
                         }
-                        ChangeKind::Removed => format!("removed {} ({})", c.name, c.file),
+                        ChangeKind::Removed => format!("removed {name} ({})", c.file),
                         ChangeKind::Kept => format!(
-                            "kept {}: {} has errors, the last good version stays in use",
-                            c.name, c.file
+                            "kept {name}: {} has errors, the last good version stays in use",
+                            c.file
                         ),
                         ChangeKind::Invalid => {
-                            format!("invalid {}: {} has errors", c.name, c.file)
+                            format!("invalid {name}: {} has errors", c.file)
                         }
                     };
                     out.push_str(&format!("reload {n}: {text}\n"));
