@@ -53,6 +53,8 @@ pub struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    Init(commands::init::InitCmd),
+    Agents(commands::agents::AgentsCmd),
     Tools(commands::tools::ToolsCmd),
     Tool(commands::tool::ToolCmd),
 }
@@ -156,6 +158,8 @@ pub fn main() -> ExitCode {
 impl Command {
     async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
         match self {
+            Command::Init(c) => c.execute(cx).await,
+            Command::Agents(c) => c.execute(cx).await,
             Command::Tools(c) => c.execute(cx).await,
             Command::Tool(c) => c.execute(cx).await,
         }

@@ -1,4 +1,6 @@
 //! One module per command.
 
+pub mod agents;
+pub mod init;
 pub mod tool;
 pub mod tools;
