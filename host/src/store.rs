@@ -310,13 +310,17 @@ impl Store {
             source,
         };
         let mut conn = Connection::open(path).map_err(open_err)?;
-        conn.busy_timeout(Duration::from_secs(5)).map_err(open_err)?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(open_err)?;
         // WAL: readers (`rawko tasks show` during a run) never block the writer, and a commit
         // is one append. NORMAL synchronisation keeps every commit across a process crash or
         // kill; only a power failure can lose the last few, never corrupt the file.
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(open_err)?;
-        conn.pragma_update(None, "synchronous", "NORMAL").map_err(open_err)?;
-        conn.pragma_update(None, "foreign_keys", true).map_err(open_err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(open_err)?;
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(open_err)?;
@@ -355,7 +359,12 @@ impl Store {
     // ---- tasks ----
 
     /// Create a task in `state` with a fresh id, and return the id.
-    pub fn create_task(&self, prompt: &str, state: &str, options: &serde_json::Value) -> Result<String> {
+    pub fn create_task(
+        &self,
+        prompt: &str,
+        state: &str,
+        options: &serde_json::Value,
+    ) -> Result<String> {
         let now = now_ms();
         loop {
             let id = new_task_id();
@@ -376,7 +385,12 @@ impl Store {
             "SELECT id, prompt, status, state, options, steps, summary, created_at, updated_at
              FROM tasks WHERE id = ?1 OR id LIKE ?2 ESCAPE '\\' ORDER BY id = ?1 DESC LIMIT 2",
         )?;
-        let pattern = format!("{}%", id.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+        let pattern = format!(
+            "{}%",
+            id.replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_")
+        );
         let rows: Vec<Task> = stmt
             .query_map(params![id, pattern], task_row)?
             .collect::<std::result::Result<_, _>>()?;
@@ -465,7 +479,13 @@ impl Store {
     ) -> Result<()> {
         self.conn.execute(
             "UPDATE turns SET ended_at = ?2, outcome = ?3, summary = ?4, output = ?5 WHERE id = ?1",
-            params![turn, now_ms(), outcome, summary, output.map(|o| o.to_string())],
+            params![
+                turn,
+                now_ms(),
+                outcome,
+                summary,
+                output.map(|o| o.to_string())
+            ],
         )?;
         Ok(())
     }
@@ -478,7 +498,9 @@ impl Store {
         )?;
         Ok(self
             .conn
-            .query_row("SELECT iterations FROM turns WHERE id = ?1", [turn], |r| r.get(0))?)
+            .query_row("SELECT iterations FROM turns WHERE id = ?1", [turn], |r| {
+                r.get(0)
+            })?)
     }
 
     /// The turns of a task, in order.
@@ -511,12 +533,19 @@ impl Store {
              FROM turns WHERE parent_id = ?1 AND agent = ?2 AND ended_at IS NULL
              ORDER BY id DESC LIMIT 1",
         )?;
-        Ok(stmt.query_row(params![parent, agent], turn_row).optional()?)
+        Ok(stmt
+            .query_row(params![parent, agent], turn_row)
+            .optional()?)
     }
 
     // ---- messages ----
 
-    pub fn append_message(&self, turn: i64, role: &str, content: &serde_json::Value) -> Result<i64> {
+    pub fn append_message(
+        &self,
+        turn: i64,
+        role: &str,
+        content: &serde_json::Value,
+    ) -> Result<i64> {
         self.conn.execute(
             "INSERT INTO messages (turn_id, role, content, at) VALUES (?1, ?2, ?3, ?4)",
             params![turn, role, content.to_string(), now_ms()],
@@ -525,16 +554,17 @@ impl Store {
     }
 
     pub fn messages(&self, turn: i64) -> Result<Vec<Message>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT id, role, content, at FROM messages WHERE turn_id = ?1 ORDER BY id")?;
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, role, content, at FROM messages WHERE turn_id = ?1 ORDER BY id",
+        )?;
         let rows = stmt
             .query_map([turn], |r| {
                 let content: String = r.get(2)?;
                 Ok(Message {
                     id: r.get(0)?,
                     role: r.get(1)?,
-                    content: serde_json::from_str(&content).unwrap_or(serde_json::Value::String(content)),
+                    content: serde_json::from_str(&content)
+                        .unwrap_or(serde_json::Value::String(content)),
                     at: r.get(3)?,
                 })
             })?
@@ -552,7 +582,15 @@ impl Store {
              (turn_id, call_id, tool, input, output, is_error, verdict, duration_us, at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             params![
-                c.turn_id, c.call_id, c.tool, c.input, c.output, c.is_error, c.verdict, c.duration_us, c.at
+                c.turn_id,
+                c.call_id,
+                c.tool,
+                c.input,
+                c.output,
+                c.is_error,
+                c.verdict,
+                c.duration_us,
+                c.at
             ],
         )?;
         Ok(inserted == 1)
@@ -564,7 +602,9 @@ impl Store {
             "SELECT turn_id, call_id, tool, input, output, is_error, verdict, duration_us, at
              FROM tool_calls WHERE turn_id = ?1 AND call_id = ?2",
         )?;
-        Ok(stmt.query_row(params![turn, call_id], tool_call_row).optional()?)
+        Ok(stmt
+            .query_row(params![turn, call_id], tool_call_row)
+            .optional()?)
     }
 
     /// Every tool call of a task, in order.
@@ -720,9 +760,18 @@ mod tests {
     #[test]
     fn a_task_goes_through_its_transitions() {
         let (_d, s) = store();
-        let id = s.create_task("add a flag", "planner", &serde_json::json!({"max_steps": 5})).unwrap();
+        let id = s
+            .create_task(
+                "add a flag",
+                "planner",
+                &serde_json::json!({"max_steps": 5}),
+            )
+            .unwrap();
         let t = s.task(&id).unwrap();
-        assert_eq!((t.status, t.state.as_str()), (TaskStatus::Running, "planner"));
+        assert_eq!(
+            (t.status, t.state.as_str()),
+            (TaskStatus::Running, "planner")
+        );
         s.transition(
             &id,
             &Transition {
@@ -737,7 +786,10 @@ mod tests {
         )
         .unwrap();
         let t = s.task(&id).unwrap();
-        assert_eq!((t.status, t.state.as_str(), t.steps), (TaskStatus::Done, "done", 1));
+        assert_eq!(
+            (t.status, t.state.as_str(), t.steps),
+            (TaskStatus::Done, "done", 1)
+        );
         assert_eq!(s.transitions(&id).unwrap().len(), 1);
         assert_eq!(s.tasks().unwrap().len(), 1);
     }
@@ -745,16 +797,26 @@ mod tests {
     #[test]
     fn tasks_are_found_by_unique_prefix() {
         let (_d, s) = store();
-        let id = s.create_task("x", "planner", &serde_json::json!({})).unwrap();
+        let id = s
+            .create_task("x", "planner", &serde_json::json!({}))
+            .unwrap();
         assert_eq!(s.task(&id[..id.len() - 2]).unwrap().id, id);
-        assert!(matches!(s.task("zzzz-nope"), Err(StoreError::NoSuchTask(_))));
-        assert!(matches!(s.task("%"), Err(StoreError::NoSuchTask(_))), "LIKE wildcards are literal");
+        assert!(matches!(
+            s.task("zzzz-nope"),
+            Err(StoreError::NoSuchTask(_))
+        ));
+        assert!(
+            matches!(s.task("%"), Err(StoreError::NoSuchTask(_))),
+            "LIKE wildcards are literal"
+        );
     }
 
     #[test]
     fn a_tool_call_is_recorded_once() {
         let (_d, s) = store();
-        let id = s.create_task("x", "developer", &serde_json::json!({})).unwrap();
+        let id = s
+            .create_task("x", "developer", &serde_json::json!({}))
+            .unwrap();
         let turn = s.start_turn(&id, "developer", None).unwrap();
         let call = ToolCall {
             turn_id: turn,
@@ -782,11 +844,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let id = {
             let s = Store::open_workspace(dir.path()).unwrap();
-            let id = s.create_task("x", "planner", &serde_json::json!({})).unwrap();
-            let turn = s.start_turn(&id, "planner", None).unwrap();
-            s.append_message(turn, "user", &serde_json::json!([{"text": "hi"}])).unwrap();
-            s.record_usage(turn, "default", "m", &Usage { input_tokens: 3, output_tokens: 4, ..Usage::default() })
+            let id = s
+                .create_task("x", "planner", &serde_json::json!({}))
                 .unwrap();
+            let turn = s.start_turn(&id, "planner", None).unwrap();
+            s.append_message(turn, "user", &serde_json::json!([{"text": "hi"}]))
+                .unwrap();
+            s.record_usage(
+                turn,
+                "default",
+                "m",
+                &Usage {
+                    input_tokens: 3,
+                    output_tokens: 4,
+                    ..Usage::default()
+                },
+            )
+            .unwrap();
             id
         };
         let s = Store::open_workspace(dir.path()).unwrap();
@@ -811,6 +885,9 @@ mod tests {
     #[test]
     fn ids_sort_by_time() {
         let a = new_task_id();
-        assert!(a.len() >= 9 && a.chars().all(|c| c.is_ascii_alphanumeric()), "{a}");
+        assert!(
+            a.len() >= 9 && a.chars().all(|c| c.is_ascii_alphanumeric()),
+            "{a}"
+        );
     }
 }

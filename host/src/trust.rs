@@ -135,7 +135,9 @@ mod tests {
     fn a_corrupt_file_is_an_error_not_trust() {
         let data = tempfile::tempdir().unwrap();
         std::fs::write(data.path().join(FILE_NAME), "{not json").unwrap();
-        let e = TrustStore::new(data.path()).get(Path::new("/w")).unwrap_err();
+        let e = TrustStore::new(data.path())
+            .get(Path::new("/w"))
+            .unwrap_err();
         assert!(e.to_string().contains("corrupt"), "{e}");
     }
 }

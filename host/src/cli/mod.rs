@@ -54,6 +54,8 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 enum Command {
     Init(commands::init::InitCmd),
+    Trust(commands::trust::TrustCmd),
+    Tasks(commands::tasks::TasksCmd),
     Agents(commands::agents::AgentsCmd),
     Tools(commands::tools::ToolsCmd),
     Tool(commands::tool::ToolCmd),
@@ -159,6 +161,8 @@ impl Command {
     async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
         match self {
             Command::Init(c) => c.execute(cx).await,
+            Command::Trust(c) => c.execute(cx).await,
+            Command::Tasks(c) => c.execute(cx).await,
             Command::Agents(c) => c.execute(cx).await,
             Command::Tools(c) => c.execute(cx).await,
             Command::Tool(c) => c.execute(cx).await,

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 /// One thing that happened in a run.
 #[derive(Debug, Clone, Serialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum RunEvent {
     TaskStarted {
         task: String,

@@ -126,7 +126,10 @@ impl Engine<'_> {
         let mut failures = FailureCounts::default();
         for turn in self.store.turns(id)? {
             if turn.parent_id.is_none()
-                && matches!(turn.outcome.as_deref(), Some("failed" | "max_iterations" | "timeout"))
+                && matches!(
+                    turn.outcome.as_deref(),
+                    Some("failed" | "max_iterations" | "timeout")
+                )
             {
                 failures.record(&turn.agent);
             }
@@ -187,7 +190,8 @@ impl Engine<'_> {
             let outcome = self.turn(id, &agent, None, 0).await?;
             if outcome.event == Event::Cancelled {
                 let summary = format!("cancelled during {}", agent.name);
-                self.store.finish_task(id, TaskStatus::Cancelled, &summary)?;
+                self.store
+                    .finish_task(id, TaskStatus::Cancelled, &summary)?;
                 self.events.emit(&RunEvent::TaskFinished {
                     task: id.to_string(),
                     status: "cancelled".into(),
@@ -242,7 +246,12 @@ impl Engine<'_> {
         }
     }
 
-    fn commit_transition(&self, task: &str, t: &Transition, status: TaskStatus) -> Result<(), EngineError> {
+    fn commit_transition(
+        &self,
+        task: &str,
+        t: &Transition,
+        status: TaskStatus,
+    ) -> Result<(), EngineError> {
         self.store.transition(task, t, status)?;
         self.events.emit(&RunEvent::Transition {
             from: t.from.clone().unwrap_or_default(),
@@ -263,7 +272,10 @@ impl Engine<'_> {
             .filter(|t| t.parent_id.is_none())
             .find_map(|t| t.summary.clone());
         let transitions = self.store.transitions(task)?;
-        let why = transitions.last().map(|t| t.reason.clone()).unwrap_or_default();
+        let why = transitions
+            .last()
+            .map(|t| t.reason.clone())
+            .unwrap_or_default();
         Ok(match last {
             Some(s) if !s.is_empty() => s,
             _ => why,
@@ -278,7 +290,8 @@ impl Engine<'_> {
         agent: &'s Agent,
         call: Option<(i64, &'s str)>,
         depth: u32,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<TurnOutcome, EngineError>> + 's>> {
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<TurnOutcome, EngineError>> + 's>>
+    {
         Box::pin(async move {
             let limits = StateLimits {
                 max_iterations: agent
@@ -339,14 +352,31 @@ impl Engine<'_> {
                 messages.push(Message::user_text(prompt));
             }
             if self.store.messages(turn)?.is_empty() {
-                self.store
-                    .append_message(turn, "user", &serde_json::to_value(&messages[0].content).unwrap_or_default())?;
+                self.store.append_message(
+                    turn,
+                    "user",
+                    &serde_json::to_value(&messages[0].content).unwrap_or_default(),
+                )?;
             }
 
             let outcome = self
-                .agent_loop(task, agent, turn, llm.as_ref(), &mut messages, &mut iterations, limits, depth)
+                .agent_loop(
+                    task,
+                    agent,
+                    turn,
+                    llm.as_ref(),
+                    &mut messages,
+                    &mut iterations,
+                    limits,
+                    depth,
+                )
                 .await?;
-            self.store.end_turn(turn, outcome.event.as_str(), &outcome.summary, outcome.output.as_ref())?;
+            self.store.end_turn(
+                turn,
+                outcome.event.as_str(),
+                &outcome.summary,
+                outcome.output.as_ref(),
+            )?;
             self.events.emit(&RunEvent::StateEnded {
                 agent: agent.name.clone(),
                 outcome: outcome.event.as_str().into(),
@@ -451,7 +481,15 @@ impl Engine<'_> {
             {
                 let last = last.clone();
                 match self
-                    .run_calls(task, agent, turn, &last, &specs, depth, &mut finish_rejected)
+                    .run_calls(
+                        task,
+                        agent,
+                        turn,
+                        &last,
+                        &specs,
+                        depth,
+                        &mut finish_rejected,
+                    )
                     .await?
                 {
                     Step::Finished(outcome) => return Ok(outcome),
@@ -460,7 +498,11 @@ impl Engine<'_> {
                             role: Role::User,
                             content: results,
                         };
-                        self.store.append_message(turn, "user", &serde_json::to_value(&msg.content).unwrap_or_default())?;
+                        self.store.append_message(
+                            turn,
+                            "user",
+                            &serde_json::to_value(&msg.content).unwrap_or_default(),
+                        )?;
                         messages.push(msg);
                     }
                 }
@@ -531,7 +573,11 @@ impl Engine<'_> {
             let mut reply = completion.message;
             reply.role = Role::Assistant;
             sanitize_call_ids(&mut reply, turn, *iterations);
-            self.store.append_message(turn, "assistant", &serde_json::to_value(&reply.content).unwrap_or_default())?;
+            self.store.append_message(
+                turn,
+                "assistant",
+                &serde_json::to_value(&reply.content).unwrap_or_default(),
+            )?;
             self.store
                 .record_usage(turn, llm.adapter(), &completion.model, &completion.usage)?;
             let has_calls = reply.tool_calls().next().is_some();
@@ -540,7 +586,11 @@ impl Engine<'_> {
                 let nudge = Message::user_text(
                     "Continue with the task using your tools. When you are done, call `finish` with status and summary.",
                 );
-                self.store.append_message(turn, "user", &serde_json::to_value(&nudge.content).unwrap_or_default())?;
+                self.store.append_message(
+                    turn,
+                    "user",
+                    &serde_json::to_value(&nudge.content).unwrap_or_default(),
+                )?;
                 messages.push(nudge);
             }
         }
@@ -568,7 +618,10 @@ impl Engine<'_> {
             let recorded = self.store.tool_call(turn, id)?;
             let (output, is_error) = match recorded {
                 Some(done) => (done.output, done.is_error),
-                None => self.run_one(task, agent, turn, id, name, arguments, specs, depth).await?,
+                None => {
+                    self.run_one(task, agent, turn, id, name, arguments, specs, depth)
+                        .await?
+                }
             };
             results.push(Content::ToolResult {
                 call_id: id.to_string(),
@@ -590,15 +643,37 @@ impl Engine<'_> {
             }
             match parse_finish(&arguments, agent.output_schema.as_ref()) {
                 Ok(f) => {
-                    self.record_call(turn, &id, tools::FINISH, &arguments, "accepted", false, "accepted", 0)?;
+                    self.record_call(
+                        turn,
+                        &id,
+                        tools::FINISH,
+                        &arguments,
+                        "accepted",
+                        false,
+                        "accepted",
+                        0,
+                    )?;
                     return Ok(Step::Finished(TurnOutcome {
-                        event: if f.success { Event::Succeeded } else { Event::Failed },
+                        event: if f.success {
+                            Event::Succeeded
+                        } else {
+                            Event::Failed
+                        },
                         summary: f.summary,
                         output: f.output,
                     }));
                 }
                 Err(FinishError(why)) => {
-                    self.record_call(turn, &id, tools::FINISH, &arguments, &why, true, "rejected", 0)?;
+                    self.record_call(
+                        turn,
+                        &id,
+                        tools::FINISH,
+                        &arguments,
+                        &why,
+                        true,
+                        "rejected",
+                        0,
+                    )?;
                     if *finish_rejected {
                         return Ok(Step::Finished(TurnOutcome {
                             event: Event::Failed,
@@ -609,7 +684,9 @@ impl Engine<'_> {
                     *finish_rejected = true;
                     results.push(Content::ToolResult {
                         call_id: id,
-                        content: format!("{why}. Fix it and call `finish` again; this is your only retry."),
+                        content: format!(
+                            "{why}. Fix it and call `finish` again; this is your only retry."
+                        ),
                         is_error: true,
                     });
                 }
@@ -641,7 +718,11 @@ impl Engine<'_> {
             let why = format!(
                 "tool `{name}` is not available to the {} agent (available: {})",
                 agent.name,
-                specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+                specs
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
             self.store.record_decision(
                 task,
@@ -656,8 +737,13 @@ impl Engine<'_> {
                 },
             )?;
             (why, true, "denied: not allowed".to_string())
-        } else if let Some(callee) = self.agents.agent(name).filter(|_| self.tools.specs(agent).iter().all(|s| s.name != name)) {
-            self.call_agent(task, agent, turn, &callee, arguments, depth).await?
+        } else if let Some(callee) = self
+            .agents
+            .agent(name)
+            .filter(|_| self.tools.specs(agent).iter().all(|s| s.name != name))
+        {
+            self.call_agent(task, agent, turn, &callee, arguments, depth)
+                .await?
         } else {
             self.store.record_decision(
                 task,
@@ -720,7 +806,10 @@ impl Engine<'_> {
             .and_then(|v| v.get("query").and_then(|q| q.as_str()).map(str::to_string));
         let Some(query) = query else {
             return Ok((
-                format!("calling the {} agent needs {{\"query\": \"...\"}}", callee.name),
+                format!(
+                    "calling the {} agent needs {{\"query\": \"...\"}}",
+                    callee.name
+                ),
                 true,
                 "invalid input".into(),
             ));
@@ -748,7 +837,9 @@ impl Engine<'_> {
             agent: callee.name.clone(),
             depth: depth + 1,
         });
-        let outcome = self.turn(task, callee, Some((turn, &query)), depth + 1).await?;
+        let outcome = self
+            .turn(task, callee, Some((turn, &query)), depth + 1)
+            .await?;
         let ok = outcome.event == Event::Succeeded;
         let mut answer = outcome.summary;
         if let Some(output) = outcome.output {
@@ -807,7 +898,9 @@ fn sanitize_call_ids(reply: &mut Message, turn: i64, iteration: u32) {
         if let Content::ToolCall { id, .. } = c {
             let ok = !id.is_empty()
                 && id.len() <= 64
-                && id.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.:".contains(ch));
+                && id
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || "-_.:".contains(ch));
             // Prefix with the iteration so ids from different model replies never collide.
             let fresh = if ok {
                 format!("{iteration}.{id}")

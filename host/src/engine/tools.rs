@@ -86,7 +86,10 @@ pub struct FinishError(pub String);
 const MAX_SUMMARY: usize = 20_000;
 
 /// Check a `finish` call against its schema (and the agent's output schema).
-pub fn parse_finish(arguments: &str, output_schema: Option<&serde_json::Value>) -> Result<Finish, FinishError> {
+pub fn parse_finish(
+    arguments: &str,
+    output_schema: Option<&serde_json::Value>,
+) -> Result<Finish, FinishError> {
     let value: serde_json::Value = serde_json::from_str(arguments)
         .map_err(|e| FinishError(format!("`finish` arguments are not valid JSON ({e})")))?;
     let spec = finish_spec(output_schema);
@@ -155,8 +158,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.output.unwrap()["files"][0], "a.rs");
-        let e = parse_finish(r#"{"status":"success","summary":"s","output":{"files":[1]}}"#, Some(&schema))
-            .unwrap_err();
+        let e = parse_finish(
+            r#"{"status":"success","summary":"s","output":{"files":[1]}}"#,
+            Some(&schema),
+        )
+        .unwrap_err();
         assert!(e.0.contains("/output/files/0"), "{e:?}");
         let e = parse_finish(r#"{"status":"success","summary":"s"}"#, Some(&schema)).unwrap_err();
         assert!(e.0.contains("output"), "{e:?}");

@@ -52,7 +52,10 @@ impl TasksCmd {
             }
             TasksAction::Show { task, json } => {
                 if !path.exists() {
-                    return Err(BadInput::new(format!("no task `{task}`: this workspace has no tasks yet")).into());
+                    return Err(BadInput::new(format!(
+                        "no task `{task}`: this workspace has no tasks yet"
+                    ))
+                    .into());
                 }
                 let store = Store::open(&path)?;
                 match show(&store, &task, json) {
@@ -77,9 +80,19 @@ fn list(tasks: &[Task], json: bool) -> std::io::Result<()> {
     if tasks.is_empty() {
         return print_out("No tasks in this workspace yet (start one with `rawko run`).");
     }
-    let mut out = format!("{:<12} {:<10} {:<12} {:>5}  TASK\n", "ID", "STATUS", "STATE", "STEPS");
+    let mut out = format!(
+        "{:<12} {:<10} {:<12} {:>5}  TASK\n",
+        "ID", "STATUS", "STATE", "STEPS"
+    );
     for t in tasks {
-        let prompt: String = t.prompt.lines().next().unwrap_or("").chars().take(60).collect();
+        let prompt: String = t
+            .prompt
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(60)
+            .collect();
         out.push_str(&format!(
             "{:<12} {:<10} {:<12} {:>5}  {prompt}\n",
             t.id,
@@ -110,7 +123,13 @@ fn show(store: &Store, id: &str, json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     let mut out = String::new();
-    out.push_str(&format!("task {}  {}  (state {}, {} steps)\n", task.id, task.status.as_str(), task.state, task.steps));
+    out.push_str(&format!(
+        "task {}  {}  (state {}, {} steps)\n",
+        task.id,
+        task.status.as_str(),
+        task.state,
+        task.steps
+    ));
     out.push_str(&format!("  {}\n", task.prompt.replace('\n', "\n  ")));
     if let Some(s) = &task.summary {
         out.push_str(&format!("result: {s}\n"));
@@ -121,14 +140,23 @@ fn show(store: &Store, id: &str, json: bool) -> anyhow::Result<()> {
     ));
     out.push_str("\ntimeline:\n");
     for turn in &turns {
-        let indent = if turn.parent_id.is_some() { "    " } else { "  " };
+        let indent = if turn.parent_id.is_some() {
+            "    "
+        } else {
+            "  "
+        };
         out.push_str(&format!(
             "{indent}{} [{}] {} iteration{}: {}\n",
             turn.agent,
             turn.outcome.as_deref().unwrap_or("in progress"),
             turn.iterations,
             if turn.iterations == 1 { "" } else { "s" },
-            turn.summary.as_deref().unwrap_or("").lines().next().unwrap_or("")
+            turn.summary
+                .as_deref()
+                .unwrap_or("")
+                .lines()
+                .next()
+                .unwrap_or("")
         ));
         for c in calls.iter().filter(|c| c.turn_id == turn.id) {
             let input: String = c.input.chars().take(80).collect();
@@ -156,7 +184,10 @@ fn show(store: &Store, id: &str, json: bool) -> anyhow::Result<()> {
     if !denied.is_empty() {
         out.push_str("\ndenied or overridden:\n");
         for d in denied {
-            out.push_str(&format!("  {} {} {}: {} ({})\n", d.subject, d.capability, d.detail, d.decision, d.reason));
+            out.push_str(&format!(
+                "  {} {} {}: {} ({})\n",
+                d.subject, d.capability, d.detail, d.decision, d.reason
+            ));
         }
     }
     print_out(&out)?;

@@ -9,10 +9,12 @@ use crate::trust::TrustStore;
 
 /// Trust (or stop trusting) this workspace's own agents, adapters and filters
 #[derive(Debug, Args)]
-#[command(long_about = "Trust (or stop trusting) this workspace's own agents, adapters and filters.\n\n\
+#[command(
+    long_about = "Trust (or stop trusting) this workspace's own agents, adapters and filters.\n\n\
 A repository can ship .rawko/agents/ and .rawko/config.yaml. Until you trust the workspace, its \
 own agents get read-only tools and its own config.yaml is ignored. The decision is stored in \
-rawko's data directory, never in the workspace.")]
+rawko's data directory, never in the workspace."
+)]
 pub struct TrustCmd {
     /// Stop trusting the workspace
     #[arg(long)]
