@@ -358,7 +358,7 @@ mod tests {
             n += 1;
             let len = (n * 7919) % 700;
             body.push_str(&"é".repeat(len / 2));
-            body.push_str(if n % 5 == 0 { "\r\n" } else { "\n" });
+            body.push_str(if n.is_multiple_of(5) { "\r\n" } else { "\n" });
         }
         body.push_str(&"x".repeat(CHUNK + 17));
         body.push_str("\nlast");
