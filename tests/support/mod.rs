@@ -19,10 +19,10 @@ pub fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache")
 }
 
-/// A current-thread async runtime with timers, as the CLI uses.
+/// A current-thread async runtime with timers and network I/O, as the CLI uses.
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .build()
         .expect("tokio runtime")
         .block_on(f)

@@ -152,7 +152,7 @@ pub fn main() -> ExitCode {
     init_tracing(cli.global.verbose);
 
     let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .build()
     {
         Ok(rt) => rt,
