@@ -85,12 +85,24 @@ fn openai_text_reply_with_usage_and_the_key_injected() {
     assert_eq!(r.model, "gpt-4.1-2025-04-14");
 
     let req = &server.received()[0];
-    assert_eq!((req.method.as_str(), req.path.as_str()), ("POST", "/v1/chat/completions"));
-    assert_eq!(req.header("authorization"), Some(&*format!("Bearer {TEST_KEY}")));
+    assert_eq!(
+        (req.method.as_str(), req.path.as_str()),
+        ("POST", "/v1/chat/completions")
+    );
+    assert_eq!(
+        req.header("authorization"),
+        Some(&*format!("Bearer {TEST_KEY}"))
+    );
     let body = req.json();
     assert_eq!(body["model"], "test-model");
-    assert_eq!(body["messages"][0], json!({"role": "system", "content": "You are terse."}));
-    assert_eq!(body["messages"][1], json!({"role": "user", "content": "Hi"}));
+    assert_eq!(
+        body["messages"][0],
+        json!({"role": "system", "content": "You are terse."})
+    );
+    assert_eq!(
+        body["messages"][1],
+        json!({"role": "user", "content": "Hi"})
+    );
     assert_eq!(body["tools"][0]["function"]["name"], "Read");
     assert!(body.get("stream").is_none());
 }
@@ -99,15 +111,31 @@ fn openai_text_reply_with_usage_and_the_key_injected() {
 fn openai_tool_call_then_its_result_in_the_next_turn() {
     let rt = runtime();
     let server = ModelServer::start();
-    server.push(openai::tool_call("call_1", "get_weather", &json!({"city": "Paris"})));
+    server.push(openai::tool_call(
+        "call_1",
+        "get_weather",
+        &json!({"city": "Paris"}),
+    ));
     server.push(openai::text("It is sunny in Paris.", 60, 8));
     let adapter = open_adapter(&rt, "openai", &server.base_url(), fast_policy());
 
-    let first = ask(&rt, &adapter, vec![Message::user("Weather in Paris?")], false).unwrap();
+    let first = ask(
+        &rt,
+        &adapter,
+        vec![Message::user("Weather in Paris?")],
+        false,
+    )
+    .unwrap();
     assert_eq!(first.stop_reason, StopReason::ToolUse);
     let call = first.tool_calls().next().unwrap().clone();
-    assert_eq!((call.id.as_str(), call.name.as_str()), ("call_1", "get_weather"));
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&call.arguments).unwrap(), json!({"city": "Paris"}));
+    assert_eq!(
+        (call.id.as_str(), call.name.as_str()),
+        ("call_1", "get_weather")
+    );
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&call.arguments).unwrap(),
+        json!({"city": "Paris"})
+    );
 
     let second = ask(
         &rt,
@@ -124,7 +152,10 @@ fn openai_tool_call_then_its_result_in_the_next_turn() {
     let sent = server.received()[1].json();
     let m = sent["messages"].as_array().unwrap();
     assert_eq!(m[2]["tool_calls"][0]["id"], "call_1");
-    assert_eq!(m[3], json!({"role": "tool", "tool_call_id": "call_1", "content": "sunny, 24 C"}));
+    assert_eq!(
+        m[3],
+        json!({"role": "tool", "tool_call_id": "call_1", "content": "sunny, 24 C"})
+    );
 }
 
 #[test]
@@ -132,7 +163,11 @@ fn openai_streaming_reports_text_live_and_assembles_tool_calls() {
     let rt = runtime();
     let server = ModelServer::start();
     server.push(openai::stream_text(&["Hel", "lo, ", "world"], 12, 5));
-    server.push(openai::stream_tool_call("call_7", "Read", &["{\"pa", "th\": \"a.rs\"}"]));
+    server.push(openai::stream_tool_call(
+        "call_7",
+        "Read",
+        &["{\"pa", "th\": \"a.rs\"}"],
+    ));
     let adapter = open_adapter(&rt, "openai", &server.base_url(), fast_policy());
     let seen = Arc::new(Collect::default());
     let mut req = adapter.request("", vec![Message::user("hi")], tools());
@@ -147,7 +182,10 @@ fn openai_streaming_reports_text_live_and_assembles_tool_calls() {
 
     let r = block_on(adapter.complete(&rt, req, Arc::new(NoProgress))).unwrap();
     let call = r.tool_calls().next().unwrap();
-    assert_eq!((call.id.as_str(), call.arguments.as_str()), ("call_7", "{\"path\": \"a.rs\"}"));
+    assert_eq!(
+        (call.id.as_str(), call.arguments.as_str()),
+        ("call_7", "{\"path\": \"a.rs\"}")
+    );
     assert_eq!(r.stop_reason, StopReason::ToolUse);
 }
 
@@ -155,15 +193,28 @@ fn openai_streaming_reports_text_live_and_assembles_tool_calls() {
 fn anthropic_text_tool_use_and_tool_results() {
     let rt = runtime();
     let server = ModelServer::start();
-    server.push(anthropic::tool_use("toolu_1", "get_weather", &json!({"city": "Oslo"})));
+    server.push(anthropic::tool_use(
+        "toolu_1",
+        "get_weather",
+        &json!({"city": "Oslo"}),
+    ));
     server.push(anthropic::text("Cold.", 90, 2));
     let adapter = open_adapter(&rt, "anthropic", &server.base_url(), fast_policy());
-    let first = ask(&rt, &adapter, vec![Message::user("Weather in Oslo?")], false).unwrap();
+    let first = ask(
+        &rt,
+        &adapter,
+        vec![Message::user("Weather in Oslo?")],
+        false,
+    )
+    .unwrap();
     assert_eq!(first.stop_reason, StopReason::ToolUse);
     assert_eq!(first.text(), "I'll use a tool.");
     let call = first.tool_calls().next().unwrap().clone();
     assert_eq!(call.arguments, r#"{"city":"Oslo"}"#);
-    assert_eq!((first.usage.input_tokens, first.usage.output_tokens), (40, 20));
+    assert_eq!(
+        (first.usage.input_tokens, first.usage.output_tokens),
+        (40, 20)
+    );
 
     let second = ask(
         &rt,
@@ -187,7 +238,10 @@ fn anthropic_text_tool_use_and_tool_results() {
     assert_eq!(body["system"], "You are terse.");
     assert_eq!(body["max_tokens"], 8192);
     assert_eq!(body["messages"][1]["content"][0]["type"], "tool_use");
-    assert_eq!(body["messages"][1]["content"][0]["input"], json!({"city": "Oslo"}));
+    assert_eq!(
+        body["messages"][1]["content"][0]["input"],
+        json!({"city": "Oslo"})
+    );
     assert_eq!(
         body["messages"][2]["content"][0],
         json!({"type": "tool_result", "tool_use_id": "toolu_1", "content": "-5 C", "is_error": false})
@@ -199,7 +253,11 @@ fn anthropic_streaming_and_thinking_budget() {
     let rt = runtime();
     let server = ModelServer::start();
     server.push(anthropic::stream_text(&["Bon", "jour"], 25, 9));
-    server.push(anthropic::stream_tool_use("toolu_9", "Bash", &["{\"command\":", " \"ls\"}"]));
+    server.push(anthropic::stream_tool_use(
+        "toolu_9",
+        "Bash",
+        &["{\"command\":", " \"ls\"}"],
+    ));
     let adapter = open_adapter(&rt, "anthropic", &server.base_url(), fast_policy());
     let seen = Arc::new(Collect::default());
     let mut req = adapter.request("", vec![Message::user("hi")], tools());
@@ -209,12 +267,18 @@ fn anthropic_streaming_and_thinking_budget() {
     assert_eq!(*seen.0.lock().unwrap(), ["Bon", "jour"]);
     assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (25, 9));
     let body = server.received()[0].json();
-    assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 2048}));
+    assert_eq!(
+        body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 2048})
+    );
     assert_eq!(body["max_tokens"], 2048 + 8192);
     assert_eq!(body["stream"], true);
 
     let r = block_on(adapter.complete(&rt, req, Arc::new(NoProgress))).unwrap();
-    assert_eq!(r.tool_calls().next().unwrap().arguments, r#"{"command":"ls"}"#);
+    assert_eq!(
+        r.tool_calls().next().unwrap().arguments,
+        r#"{"command":"ls"}"#
+    );
 }
 
 fn expect_malformed(r: Result<Response, AdapterCallError>, what: &str) {
@@ -243,12 +307,25 @@ fn malformed_provider_output_is_a_structured_error() {
                 anthropic::stream_text_events(&["Hel", "lo"], 1, 1)[..4].to_vec(),
             )
         };
-        server.push(Reply::bytes(200, "application/json", b"{\"choices\": [".to_vec()));
-        expect_malformed(ask(&rt, &adapter, vec![Message::user("x")], false), "bad JSON");
+        server.push(Reply::bytes(
+            200,
+            "application/json",
+            b"{\"choices\": [".to_vec(),
+        ));
+        expect_malformed(
+            ask(&rt, &adapter, vec![Message::user("x")], false),
+            "bad JSON",
+        );
         server.push(empty);
-        expect_malformed(ask(&rt, &adapter, vec![Message::user("x")], false), "empty reply");
+        expect_malformed(
+            ask(&rt, &adapter, vec![Message::user("x")], false),
+            "empty reply",
+        );
         server.push(Reply::sse(cut_events));
-        expect_malformed(ask(&rt, &adapter, vec![Message::user("x")], true), "truncated stream");
+        expect_malformed(
+            ask(&rt, &adapter, vec![Message::user("x")], true),
+            "truncated stream",
+        );
         // A stream whose connection breaks mid-body is a transport error.
         let events = if plugin == "openai" {
             openai::stream_text_events(&["Hel", "lo"], 1, 1)[..2].to_vec()
@@ -271,7 +348,12 @@ fn bad_tool_calls_come_back_with_the_reply() {
     let adapter = open_adapter(&rt, "openai", &server.base_url(), fast_policy());
     server.push(openai::tool_call("call_1", "rm_rf", &json!({})));
     match ask(&rt, &adapter, vec![Message::user("x")], false) {
-        Err(AdapterCallError::InvalidToolCall { tool, message, response, .. }) => {
+        Err(AdapterCallError::InvalidToolCall {
+            tool,
+            message,
+            response,
+            ..
+        }) => {
             assert_eq!(tool, "rm_rf");
             assert!(message.contains("no such tool"), "{message}");
             assert_eq!(response.tool_calls().count(), 1);
@@ -298,8 +380,12 @@ fn bad_tool_calls_come_back_with_the_reply() {
 }
 
 fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/adapters").join(name))
-        .expect("fixture")
+    std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/adapters")
+            .join(name),
+    )
+    .expect("fixture")
 }
 
 fn sse_fixture(name: &str) -> Reply {
@@ -314,12 +400,29 @@ fn documented_provider_replies_parse() {
     let rt = runtime();
     let server = ModelServer::start();
     let openai_adapter = open_adapter(&rt, "openai", &server.base_url(), fast_policy());
-    server.push(Reply::bytes(200, "application/json", fixture("openai-chat-completion-tool-calls.json")));
+    server.push(Reply::bytes(
+        200,
+        "application/json",
+        fixture("openai-chat-completion-tool-calls.json"),
+    ));
     let r = ask(&rt, &openai_adapter, vec![Message::user("x")], false).unwrap();
     assert_eq!(r.text(), "Let me look at both files.");
     let calls: Vec<_> = r.tool_calls().map(|c| c.id.as_str()).collect();
-    assert_eq!(calls, ["call_Ws1n7hQpZ3kY8rVbTt2mXe9C", "call_Lq4c2GdN8yPa5uJf1oKi6RzB"]);
-    assert_eq!((r.usage.input_tokens, r.usage.cache_read_tokens, r.usage.output_tokens), (318, 1024, 58));
+    assert_eq!(
+        calls,
+        [
+            "call_Ws1n7hQpZ3kY8rVbTt2mXe9C",
+            "call_Lq4c2GdN8yPa5uJf1oKi6RzB"
+        ]
+    );
+    assert_eq!(
+        (
+            r.usage.input_tokens,
+            r.usage.cache_read_tokens,
+            r.usage.output_tokens
+        ),
+        (318, 1024, 58)
+    );
 
     server.push(sse_fixture("openai-chat-completion-stream.sse"));
     let r = ask(&rt, &openai_adapter, vec![Message::user("x")], true).unwrap();
@@ -327,16 +430,35 @@ fn documented_provider_replies_parse() {
     assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (211, 4));
 
     let anthropic_adapter = open_adapter(&rt, "anthropic", &server.base_url(), fast_policy());
-    server.push(Reply::bytes(200, "application/json", fixture("anthropic-message-tool-use.json")));
+    server.push(Reply::bytes(
+        200,
+        "application/json",
+        fixture("anthropic-message-tool-use.json"),
+    ));
     let r = ask(&rt, &anthropic_adapter, vec![Message::user("x")], false).unwrap();
-    assert!(matches!(&r.content[0], Content::Thinking(t) if t.signature.as_deref().is_some_and(|s| s.starts_with("EqQB"))));
-    assert_eq!(r.tool_calls().next().unwrap().arguments, r#"{"offset":10,"path":"tests/parse.rs"}"#);
-    assert_eq!((r.usage.input_tokens, r.usage.cache_read_tokens, r.usage.output_tokens), (472, 2048, 91));
+    assert!(
+        matches!(&r.content[0], Content::Thinking(t) if t.signature.as_deref().is_some_and(|s| s.starts_with("EqQB")))
+    );
+    assert_eq!(
+        r.tool_calls().next().unwrap().arguments,
+        r#"{"offset":10,"path":"tests/parse.rs"}"#
+    );
+    assert_eq!(
+        (
+            r.usage.input_tokens,
+            r.usage.cache_read_tokens,
+            r.usage.output_tokens
+        ),
+        (472, 2048, 91)
+    );
 
     server.push(sse_fixture("anthropic-messages-stream.sse"));
     let r = ask(&rt, &anthropic_adapter, vec![Message::user("x")], true).unwrap();
     assert_eq!(r.text(), "Running the tests now.");
-    assert_eq!(r.tool_calls().next().unwrap().arguments, r#"{"command":"cargo test"}"#);
+    assert_eq!(
+        r.tool_calls().next().unwrap().arguments,
+        r#"{"command":"cargo test"}"#
+    );
     assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (318, 64));
 }
 
@@ -347,8 +469,21 @@ fn replay_adapter(rt: &Runtime, ws: &Workspace, recording: &str) -> Adapter {
         ..AdapterConfig::default()
     };
     let config_file = ws.path().join(".rawko/config.yaml");
-    let instance = resolve("demo", &cfg, &Source::Workspace(config_file), None, Trust::Untrusted).unwrap();
-    block_on(Adapter::open(rt, instance, &|_| None, OpenOptions::default())).unwrap()
+    let instance = resolve(
+        "demo",
+        &cfg,
+        &Source::Workspace(config_file),
+        None,
+        Trust::Untrusted,
+    )
+    .unwrap();
+    block_on(Adapter::open(
+        rt,
+        instance,
+        &|_| None,
+        OpenOptions::default(),
+    ))
+    .unwrap()
 }
 
 #[test]
@@ -359,12 +494,22 @@ fn a_recorded_conversation_replays_exactly_without_network() {
     let path = ws.path().join(".rawko/session.jsonl");
     {
         let server = ModelServer::start();
-        server.push(openai::tool_call("call_1", "Read", &json!({"path": "a.rs"})));
+        server.push(openai::tool_call(
+            "call_1",
+            "Read",
+            &json!({"path": "a.rs"}),
+        ));
         server.push(openai::text("Done.", 40, 2));
         let mut adapter = open_adapter(&rt, "openai", &server.base_url(), fast_policy());
         adapter.record_to(Arc::new(Recorder::create(&path).unwrap()));
         // The key typed into a prompt is redacted from the recording too.
-        let first = ask(&rt, &adapter, vec![Message::user(format!("my key is {TEST_KEY}"))], false).unwrap();
+        let first = ask(
+            &rt,
+            &adapter,
+            vec![Message::user(format!("my key is {TEST_KEY}"))],
+            false,
+        )
+        .unwrap();
         let call = first.tool_calls().next().unwrap().clone();
         let convo = vec![
             Message::user(format!("my key is {TEST_KEY}")),
@@ -374,7 +519,10 @@ fn a_recorded_conversation_replays_exactly_without_network() {
         assert_eq!(ask(&rt, &adapter, convo, false).unwrap().text(), "Done.");
     }
     let text = std::fs::read_to_string(&path).unwrap();
-    assert!(!text.contains(TEST_KEY), "the key reached the recording:\n{text}");
+    assert!(
+        !text.contains(TEST_KEY),
+        "the key reached the recording:\n{text}"
+    );
     assert_eq!(text.lines().count(), 3, "{text}");
 
     // The server is gone; the replay needs neither it nor a key.
@@ -407,7 +555,10 @@ fn a_recorded_conversation_replays_exactly_without_network() {
     let r = ask(&rt, &replay, vec![Message::user("something else")], false);
     match r {
         Err(AdapterCallError::Adapter(AdapterError::Unsupported { message })) => {
-            assert!(message.contains("diverged") && message.contains("messages[0]"), "{message}");
+            assert!(
+                message.contains("diverged") && message.contains("messages[0]"),
+                "{message}"
+            );
             assert!(message.contains("something else"), "{message}");
         }
         other => panic!("{other:?}"),

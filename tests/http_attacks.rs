@@ -33,7 +33,8 @@ struct Harness {
 impl Harness {
     fn new() -> Harness {
         let rt = Runtime::new(Some(cache_dir())).unwrap();
-        let wasm = std::fs::read(rawko_test_artifacts::HOSTILE_ADAPTER).expect("hostile adapter built");
+        let wasm =
+            std::fs::read(rawko_test_artifacts::HOSTILE_ADAPTER).expect("hostile adapter built");
         let plugin = block_on(AdapterPlugin::load(&rt, "hostile", &wasm)).expect("load");
         Harness {
             rt,
@@ -93,10 +94,16 @@ impl Harness {
         };
         let r = block_on(self.plugin.complete(&self.rt, &request, &cx)).map(|r| r.text());
         if let Ok(text) = &r {
-            assert!(!text.contains(TEST_KEY), "the key reached the plugin: {text}");
+            assert!(
+                !text.contains(TEST_KEY),
+                "the key reached the plugin: {text}"
+            );
         }
         if let Err(e) = &r {
-            assert!(!e.to_string().contains(TEST_KEY), "the key is in an error: {e}");
+            assert!(
+                !e.to_string().contains(TEST_KEY),
+                "the key is in an error: {e}"
+            );
         }
         r
     }
@@ -110,7 +117,10 @@ impl Harness {
     fn assert_healthy(&self) {
         self.server.push(openai::text("still fine", 1, 1));
         let out = self.attack(json!({"fetch": format!("{}/v1/health", self.server.url())}));
-        assert!(out.starts_with("ok status=200") && out.contains("still fine"), "{out}");
+        assert!(
+            out.starts_with("ok status=200") && out.contains("still fine"),
+            "{out}"
+        );
     }
 }
 
@@ -128,7 +138,10 @@ fn hosts_outside_the_grant_are_refused_before_any_connection() {
         "http://[::1]:1/".to_string(),
     ] {
         let out = h.attack(json!({ "fetch": url }));
-        assert!(out.starts_with("err denied:") || out.starts_with("err invalid request"), "{url}: {out}");
+        assert!(
+            out.starts_with("err denied:") || out.starts_with("err invalid request"),
+            "{url}: {out}"
+        );
     }
     assert_eq!(h.other.hits(), 0);
     assert_eq!(h.server.hits(), 0);
@@ -138,7 +151,8 @@ fn hosts_outside_the_grant_are_refused_before_any_connection() {
 #[test]
 fn a_redirect_out_of_the_grant_is_not_followed() {
     let h = Harness::new();
-    h.server.push(Reply::redirect(302, &format!("{}/steal", h.other.url())));
+    h.server
+        .push(Reply::redirect(302, &format!("{}/steal", h.other.url())));
     let out = h.attack(json!({"fetch": format!("{}/v1/models", h.server.url())}));
     assert!(out.starts_with("err denied: redirect from"), "{out}");
     assert_eq!(h.other.hits(), 0, "the redirect target was contacted");
@@ -149,7 +163,10 @@ fn a_redirect_out_of_the_grant_is_not_followed() {
     assert!(out.starts_with("ok status=200"), "{out}");
     let got = h.server.received();
     assert_eq!(got.last().unwrap().path, "/v1/moved");
-    assert_eq!(got.last().unwrap().header("authorization"), Some(&*format!("Bearer {TEST_KEY}")));
+    assert_eq!(
+        got.last().unwrap().header("authorization"),
+        Some(&*format!("Bearer {TEST_KEY}"))
+    );
     h.assert_healthy();
 }
 
@@ -166,7 +183,10 @@ fn a_granted_name_that_resolves_to_a_private_address_is_refused() {
     grant.allow(named.clone(), false);
     let client = h.client_with(grant, named.clone(), fast_policy(), fixed.clone());
     let out = h.attack_with(client, json!({ "fetch": url })).unwrap();
-    assert!(out.starts_with("err denied:") && out.contains("loopback"), "{out}");
+    assert!(
+        out.starts_with("err denied:") && out.contains("loopback"),
+        "{out}"
+    );
     assert_eq!(h.server.hits(), 0);
 
     // The same for an address literal granted without private access.
@@ -175,9 +195,15 @@ fn a_granted_name_that_resolves_to_a_private_address_is_refused() {
     grant.allow(literal.clone(), false);
     let client = h.client_with(grant, literal, fast_policy(), HashMap::new());
     let out = h
-        .attack_with(client, json!({"fetch": format!("{}/v1/models", h.server.url())}))
+        .attack_with(
+            client,
+            json!({"fetch": format!("{}/v1/models", h.server.url())}),
+        )
         .unwrap();
-    assert!(out.starts_with("err denied:") && out.contains("allow_private_network"), "{out}");
+    assert!(
+        out.starts_with("err denied:") && out.contains("allow_private_network"),
+        "{out}"
+    );
     assert_eq!(h.server.hits(), 0);
 
     // Granted on purpose, it is reached.
@@ -197,15 +223,20 @@ fn the_plugin_cannot_read_the_api_key() {
     let out = h.attack(json!({"env": true}));
     assert_eq!(out, "vars=");
     // Not from a server that echoes the request's headers back, in the body or in a header.
-    h.server.push(Reply::echo_headers().header("x-echo", &format!("Bearer {TEST_KEY}")));
+    h.server
+        .push(Reply::echo_headers().header("x-echo", &format!("Bearer {TEST_KEY}")));
     let out = h.attack(json!({"fetch": format!("{}/v1/echo", h.server.url())}));
     assert!(out.starts_with("ok status=200"), "{out}");
-    assert!(out.contains("\"authorization\":\"Bearer [redacted]\""), "{out}");
+    assert!(
+        out.contains("\"authorization\":\"Bearer [redacted]\""),
+        "{out}"
+    );
     assert!(out.contains("x-echo: Bearer [redacted]"), "{out}");
     // Not when the echo is streamed in pieces that split the key.
     let body = format!("{{\"echo\":\"{TEST_KEY}\"}}");
     let (a, b) = body.split_at(14);
-    h.server.push(Reply::sse(vec![a.to_string(), b.to_string()]));
+    h.server
+        .push(Reply::sse(vec![a.to_string(), b.to_string()]));
     let out = h.attack(json!({"stream": format!("{}/v1/echo", h.server.url())}));
     assert!(out.contains("{\"echo\":\"[redacted]\"}"), "{out}");
     // A header the plugin sets in the credential's place is replaced, not added.
@@ -215,7 +246,11 @@ fn the_plugin_cannot_read_the_api_key() {
         "headers": [["Authorization", "Bearer chosen-by-plugin"], ["Host", "evil.example"]],
     }));
     let last = h.server.received().pop().unwrap();
-    let auth: Vec<_> = last.headers.iter().filter(|(k, _)| k == "authorization").collect();
+    let auth: Vec<_> = last
+        .headers
+        .iter()
+        .filter(|(k, _)| k == "authorization")
+        .collect();
     assert_eq!(auth.len(), 1);
     assert_eq!(auth[0].1, format!("Bearer {TEST_KEY}"));
     assert_ne!(last.header("host"), Some("evil.example"));
@@ -226,7 +261,12 @@ fn the_plugin_cannot_read_the_api_key() {
     grant.allow(other, true);
     let client = h.client_with(grant, h.origin(), fast_policy(), HashMap::new());
     h.other.push(Reply::echo_headers());
-    let out = h.attack_with(client, json!({"fetch": format!("{}/v1/echo", h.other.url())})).unwrap();
+    let out = h
+        .attack_with(
+            client,
+            json!({"fetch": format!("{}/v1/echo", h.other.url())}),
+        )
+        .unwrap();
     assert!(!out.contains("authorization"), "{out}");
     h.assert_healthy();
 }
@@ -241,14 +281,24 @@ fn a_huge_response_stops_at_the_cap() {
     for cmd in ["fetch", "stream"] {
         h.server.push(Reply::huge(16 << 20));
         let out = h
-            .attack_with(h.client(policy()), json!({ cmd: format!("{}/v1/huge", h.server.url()) }))
+            .attack_with(
+                h.client(policy()),
+                json!({ cmd: format!("{}/v1/huge", h.server.url()) }),
+            )
             .unwrap();
-        assert_eq!(out, "err reading body: the response is larger than the 1048576-byte limit", "{cmd}");
+        assert_eq!(
+            out, "err reading body: the response is larger than the 1048576-byte limit",
+            "{cmd}"
+        );
     }
     // A declared length over the cap is refused before the body is read.
-    h.server.push(Reply::bytes(200, "application/json", vec![b' '; 2 << 20]));
+    h.server
+        .push(Reply::bytes(200, "application/json", vec![b' '; 2 << 20]));
     let out = h
-        .attack_with(h.client(policy()), json!({"fetch": format!("{}/v1/huge", h.server.url())}))
+        .attack_with(
+            h.client(policy()),
+            json!({"fetch": format!("{}/v1/huge", h.server.url())}),
+        )
         .unwrap();
     assert!(out.contains("larger than the 1048576-byte limit"), "{out}");
     h.assert_healthy();
@@ -264,14 +314,25 @@ fn a_slow_loris_response_hits_the_deadline() {
     h.server.push(Reply::slow_loris(Duration::from_millis(50)));
     let started = Instant::now();
     let out = h
-        .attack_with(h.client(policy()), json!({"stream": format!("{}/v1/slow", h.server.url())}))
+        .attack_with(
+            h.client(policy()),
+            json!({"stream": format!("{}/v1/slow", h.server.url())}),
+        )
         .unwrap();
     assert_eq!(out, "err reading body: timed out");
-    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
     // A head that never comes.
-    h.server.push(Reply::status(200).delay(Duration::from_secs(5)));
+    h.server
+        .push(Reply::status(200).delay(Duration::from_secs(5)));
     let out = h
-        .attack_with(h.client(policy()), json!({"fetch": format!("{}/v1/slow", h.server.url())}))
+        .attack_with(
+            h.client(policy()),
+            json!({"fetch": format!("{}/v1/slow", h.server.url())}),
+        )
         .unwrap();
     assert_eq!(out, "err timed out");
     h.assert_healthy();
@@ -282,6 +343,9 @@ fn a_flood_of_requests_is_cut_off() {
     let h = Harness::new();
     h.server.repeat(Reply::status(204));
     let out = h.attack(json!({"spin_fetch": format!("{}/v1/x", h.server.url()), "n": 1000}));
-    assert!(out.starts_with("err denied: more than 16 requests"), "{out}");
+    assert!(
+        out.starts_with("err denied: more than 16 requests"),
+        "{out}"
+    );
     assert_eq!(h.server.hits(), 16);
 }

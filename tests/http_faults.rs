@@ -14,8 +14,12 @@ use crate::support::{block_on, cache_dir, fast_policy, open_adapter};
 fn ask(rt: &Runtime, adapter: &rawko::adapters::Adapter) -> Result<String, AdapterCallError> {
     let mut req = adapter.request("", vec![Message::user("hi")], vec![]);
     req.stream = false;
-    block_on(adapter.complete(rt, req, std::sync::Arc::new(rawko::capability::progress::NoProgress)))
-        .map(|r| r.text())
+    block_on(adapter.complete(
+        rt,
+        req,
+        std::sync::Arc::new(rawko::capability::progress::NoProgress),
+    ))
+    .map(|r| r.text())
 }
 
 #[test]
@@ -28,7 +32,11 @@ fn a_429_with_retry_after_is_waited_out_then_succeeds() {
     let started = Instant::now();
     assert_eq!(ask(&rt, &adapter).unwrap(), "finally");
     // The server's wait is honoured, not the (millisecond) backoff of the test policy.
-    assert!(started.elapsed() >= Duration::from_millis(950), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_millis(950),
+        "{:?}",
+        started.elapsed()
+    );
     let s = adapter.http_stats();
     assert_eq!((s.requests, s.attempts, s.retries), (1, 2, 1));
     assert_eq!(server.hits(), 2);
@@ -75,7 +83,13 @@ fn a_retry_after_beyond_the_retry_window_is_not_waited_for() {
     let adapter = open_adapter(&rt, "openai", &server.base_url(), fast_policy());
     let r = ask(&rt, &adapter);
     assert!(
-        matches!(&r, Err(AdapterCallError::Adapter(AdapterError::Status { status: 429, .. }))),
+        matches!(
+            &r,
+            Err(AdapterCallError::Adapter(AdapterError::Status {
+                status: 429,
+                ..
+            }))
+        ),
         "{r:?}"
     );
     assert_eq!(adapter.http_stats().attempts, 1);
@@ -103,11 +117,19 @@ fn connection_refused_is_retried_then_reported() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let adapter = open_adapter(&rt, "openai", &format!("http://127.0.0.1:{port}/v1"), fast_policy());
+    let adapter = open_adapter(
+        &rt,
+        "openai",
+        &format!("http://127.0.0.1:{port}/v1"),
+        fast_policy(),
+    );
     let r = ask(&rt, &adapter);
     match r {
         Err(AdapterCallError::Adapter(AdapterError::Transport { message })) => {
-            assert!(message.contains("cannot connect") && message.contains("after 4 attempts"), "{message}");
+            assert!(
+                message.contains("cannot connect") && message.contains("after 4 attempts"),
+                "{message}"
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -145,7 +167,13 @@ fn a_500_then_a_dropped_connection_then_success() {
     // A connection closed before any response is the peer breaking the protocol, not a
     // connection error: the request may have been processed, so it is not sent again.
     let r = ask(&rt, &adapter);
-    assert!(matches!(&r, Err(AdapterCallError::Adapter(AdapterError::Transport { .. }))), "{r:?}");
+    assert!(
+        matches!(
+            &r,
+            Err(AdapterCallError::Adapter(AdapterError::Transport { .. }))
+        ),
+        "{r:?}"
+    );
     assert_eq!(adapter.http_stats().retries, 1);
     assert_eq!(server.hits(), 2);
 }

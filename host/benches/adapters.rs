@@ -29,7 +29,10 @@ use rawko_plugin_sdk::llm::Message;
 fn main() {
     divan::main();
     let f = &*FIXTURE;
-    for (name, s) in [("openai", &f.openai_server), ("anthropic", &f.anthropic_server)] {
+    for (name, s) in [
+        ("openai", &f.openai_server),
+        ("anthropic", &f.anthropic_server),
+    ] {
         let hits = s.hits().max(1) as u32;
         println!(
             "{name} server: {} requests, {:?} of server time per request",

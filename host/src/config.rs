@@ -298,7 +298,11 @@ defaults:
             a.reasoning_effort,
             Some(rawko_plugin_sdk::llm::ReasoningEffort::High)
         );
-        let e = Config::parse(Path::new("c"), "adapters:\n  x:\n    plugin: openai\n    reasoning_effort: extreme\n").unwrap_err();
+        let e = Config::parse(
+            Path::new("c"),
+            "adapters:\n  x:\n    plugin: openai\n    reasoning_effort: extreme\n",
+        )
+        .unwrap_err();
         assert!(e.to_string().starts_with("c:4:"), "{e}");
     }
 

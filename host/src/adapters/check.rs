@@ -76,14 +76,26 @@ pub async fn check(
                     "recording",
                     format!("{}: {} exchanges", rec.display(), ex.len()),
                 )),
-                Err(e) => findings.push(finding(false, "recording", format!("{}: {e}", rec.display()))),
+                Err(e) => findings.push(finding(
+                    false,
+                    "recording",
+                    format!("{}: {e}", rec.display()),
+                )),
             },
-            Err(e) => findings.push(finding(false, "recording", format!("{}: {e}", rec.display()))),
+            Err(e) => findings.push(finding(
+                false,
+                "recording",
+                format!("{}: {e}", rec.display()),
+            )),
         }
     }
     let adapter = match Adapter::open(rt, instance.clone(), env, options).await {
         Ok(a) => {
-            findings.push(finding(true, "plugin", format!("{} loads", instance.plugin.plugin.name)));
+            findings.push(finding(
+                true,
+                "plugin",
+                format!("{} loads", instance.plugin.plugin.name),
+            ));
             a
         }
         Err(OpenError::Load(e)) => {

@@ -16,8 +16,8 @@ use std::time::Duration;
 use rawko_plugin_sdk::llm::{Options, ReasoningEffort};
 
 use super::builtin::{self, BuiltinAdapter};
-use crate::capability::http::{CredentialScheme, Origin, grant::classify};
 use crate::capability::http::grant::AddrClass;
+use crate::capability::http::{CredentialScheme, Origin, grant::classify};
 use crate::config::{AdapterConfig, Config, Layers};
 
 /// Seconds per request when an instance does not say.
@@ -125,7 +125,10 @@ pub fn resolve_all(
 ) -> Result<BTreeMap<String, AdapterInstance>, InstanceError> {
     let mut out = BTreeMap::new();
     for (name, cfg) in builtin_configs() {
-        out.insert(name.clone(), resolve(&name, &cfg, &Source::Builtin, None, trust)?);
+        out.insert(
+            name.clone(),
+            resolve(&name, &cfg, &Source::Builtin, None, trust)?,
+        );
     }
     let user = layers.user.as_ref().map(|(_, c)| c);
     if let Some((path, config)) = &layers.user {
@@ -315,10 +318,7 @@ fn relative_to(config_file: &Path, path: &Path) -> PathBuf {
     if path.is_absolute() {
         return path.to_path_buf();
     }
-    config_file
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join(path)
+    config_file.parent().unwrap_or(Path::new(".")).join(path)
 }
 
 /// The origin of a base URL, which must be a plain http(s) URL: no credentials, no query.
@@ -441,13 +441,18 @@ mod tests {
         let all = resolve_all(&Layers::default(), Trust::Untrusted).unwrap();
         let o = &all["openai"];
         assert_eq!(o.base_url, "https://api.openai.com/v1");
-        assert!(matches!(&o.credential, CredentialSpec::Env { var, .. } if var == "OPENAI_API_KEY"));
+        assert!(
+            matches!(&o.credential, CredentialSpec::Env { var, .. } if var == "OPENAI_API_KEY")
+        );
         assert!(matches!(
             &all["anthropic"].credential,
             CredentialSpec::Env { scheme: CredentialScheme::Header(h), .. } if h == "x-api-key"
         ));
         let all = resolve_all(
-            &layers("adapters:\n  openai:\n    plugin: openai\n    model: gpt-5\n", ""),
+            &layers(
+                "adapters:\n  openai:\n    plugin: openai\n    model: gpt-5\n",
+                "",
+            ),
             Trust::Untrusted,
         )
         .unwrap();
@@ -466,7 +471,10 @@ mod tests {
         );
         // Trusted, it gets what it asks for.
         let all = resolve_all(&layers("", evil), Trust::Trusted).unwrap();
-        assert!(matches!(all["default"].credential, CredentialSpec::Env { .. }));
+        assert!(matches!(
+            all["default"].credential,
+            CredentialSpec::Env { .. }
+        ));
     }
 
     #[test]
@@ -482,7 +490,10 @@ mod tests {
         // Another key to the same host is not the same grant.
         let ws_other = "adapters:\n  team:\n    plugin: openai\n    base_url: https://llm.corp.example/v1\n    api_key_env: OPENAI_API_KEY\n";
         let all = resolve_all(&layers(user, ws_other), Trust::Untrusted).unwrap();
-        assert!(matches!(all["team"].credential, CredentialSpec::Withheld { .. }));
+        assert!(matches!(
+            all["team"].credential,
+            CredentialSpec::Withheld { .. }
+        ));
     }
 
     #[test]
@@ -492,24 +503,51 @@ mod tests {
         assert!(!all["local"].allow_private_network);
         assert_eq!(all["local"].withheld.len(), 1);
         let all = resolve_all(&layers(ws, ""), Trust::Untrusted).unwrap();
-        assert!(all["local"].allow_private_network, "the user's own config is trusted");
+        assert!(
+            all["local"].allow_private_network,
+            "the user's own config is trusted"
+        );
     }
 
     #[test]
     fn bad_definitions_say_where_and_why() {
         for (text, want) in [
-            ("adapters:\n  a:\n    plugin: opnai\n", "unknown adapter plugin `opnai`"),
-            ("adapters:\n  a:\n    plugin: openai\n    base_url: nope\n", "not a URL"),
-            ("adapters:\n  a:\n    plugin: openai\n    base_url: https://x.example/v1?key=1\n", "query"),
-            ("adapters:\n  a:\n    plugin: openai\n    base_url: http://api.example/v1\n    api_key_env: K\n", "unencrypted"),
-            ("adapters:\n  a:\n    plugin: openai\n    api_key_env: 'A-B'\n", "environment variable"),
-            ("adapters:\n  a:\n    plugin: openai\n    timeout: 0\n", "timeout"),
+            (
+                "adapters:\n  a:\n    plugin: opnai\n",
+                "unknown adapter plugin `opnai`",
+            ),
+            (
+                "adapters:\n  a:\n    plugin: openai\n    base_url: nope\n",
+                "not a URL",
+            ),
+            (
+                "adapters:\n  a:\n    plugin: openai\n    base_url: https://x.example/v1?key=1\n",
+                "query",
+            ),
+            (
+                "adapters:\n  a:\n    plugin: openai\n    base_url: http://api.example/v1\n    api_key_env: K\n",
+                "unencrypted",
+            ),
+            (
+                "adapters:\n  a:\n    plugin: openai\n    api_key_env: 'A-B'\n",
+                "environment variable",
+            ),
+            (
+                "adapters:\n  a:\n    plugin: openai\n    timeout: 0\n",
+                "timeout",
+            ),
             ("adapters:\n  a:\n    plugin: replay\n", "needs `recording`"),
-            ("adapters:\n  a:\n    plugin: replay\n    recording: r.jsonl\n    base_url: https://x.example\n", "does not apply"),
+            (
+                "adapters:\n  a:\n    plugin: replay\n    recording: r.jsonl\n    base_url: https://x.example\n",
+                "does not apply",
+            ),
         ] {
             let e = resolve_all(&layers(text, ""), Trust::Trusted).unwrap_err();
             let msg = e.to_string();
-            assert!(msg.starts_with("/home/u/.config/rawko/config.yaml: adapters.a: "), "{msg}");
+            assert!(
+                msg.starts_with("/home/u/.config/rawko/config.yaml: adapters.a: "),
+                "{msg}"
+            );
             assert!(msg.contains(want), "{msg}");
         }
     }
@@ -549,10 +587,12 @@ mod tests {
         })
         .unwrap();
         assert_eq!(cfg.api_key_env.as_deref(), Some("ANTHROPIC_API_KEY"));
-        assert!(from_provider_fields(&ProviderFields {
-            provider: "gemini".into(),
-            ..ProviderFields::default()
-        })
-        .is_err());
+        assert!(
+            from_provider_fields(&ProviderFields {
+                provider: "gemini".into(),
+                ..ProviderFields::default()
+            })
+            .is_err()
+        );
     }
 }

@@ -118,7 +118,9 @@ impl Adapter {
                     return Err(OpenError::BadCredential {
                         adapter,
                         var: var.clone(),
-                        problem: "not a valid header value (it contains spaces or control characters)".into(),
+                        problem:
+                            "not a valid header value (it contains spaces or control characters)"
+                                .into(),
                     });
                 }
                 // `origin` is set for every instance with a credential.
@@ -140,11 +142,12 @@ impl Adapter {
                     timeout: instance.timeout,
                     ..HttpPolicy::default()
                 });
-                let client = HttpClient::new(grant, credentials.clone(), policy, options.fixed_hosts)
-                    .map_err(|message| OpenError::Setup {
-                        adapter: adapter.clone(),
-                        message,
-                    })?;
+                let client =
+                    HttpClient::new(grant, credentials.clone(), policy, options.fixed_hosts)
+                        .map_err(|message| OpenError::Setup {
+                            adapter: adapter.clone(),
+                            message,
+                        })?;
                 Some(Arc::new(client))
             }
         };
@@ -158,8 +161,9 @@ impl Adapter {
                     message: format!("the recording {}: {e}", rec.display()),
                 })?;
         }
-        let plugin = AdapterPlugin::load(rt, instance.plugin.plugin.name, instance.plugin.plugin.wasm)
-            .await?;
+        let plugin =
+            AdapterPlugin::load(rt, instance.plugin.plugin.name, instance.plugin.plugin.wasm)
+                .await?;
         let redactor = Redactor::new(
             credentials
                 .iter()
@@ -217,7 +221,11 @@ impl Adapter {
     /// The sandbox budget of one completion: the request's own time, the retries' waits, and
     /// room for a second request.
     fn budget(&self) -> Budget {
-        let policy = self.http.as_ref().map(|h| h.policy().clone()).unwrap_or_default();
+        let policy = self
+            .http
+            .as_ref()
+            .map(|h| h.policy().clone())
+            .unwrap_or_default();
         Budget {
             timeout: policy.timeout * 2 + policy.retry_window + Duration::from_secs(5),
             output: policy.max_body,
@@ -267,17 +275,23 @@ impl Adapter {
         let r = |s: &str| self.redactor.text(s).into_owned();
         match e {
             AdapterCallError::Adapter(a) => AdapterCallError::Adapter(match a {
-                AdapterError::Transport { message } => AdapterError::Transport { message: r(&message) },
+                AdapterError::Transport { message } => AdapterError::Transport {
+                    message: r(&message),
+                },
                 AdapterError::Status { status, message } => AdapterError::Status {
                     status,
                     message: r(&message),
                 },
-                AdapterError::Malformed { message } => AdapterError::Malformed { message: r(&message) },
-                AdapterError::Unsupported { message } => {
-                    AdapterError::Unsupported { message: r(&message) }
-                }
+                AdapterError::Malformed { message } => AdapterError::Malformed {
+                    message: r(&message),
+                },
+                AdapterError::Unsupported { message } => AdapterError::Unsupported {
+                    message: r(&message),
+                },
             }),
-            AdapterCallError::Trap { message } => AdapterCallError::Trap { message: r(&message) },
+            AdapterCallError::Trap { message } => AdapterCallError::Trap {
+                message: r(&message),
+            },
             other => other,
         }
     }

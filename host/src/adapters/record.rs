@@ -25,7 +25,9 @@ struct Inner {
 
 impl std::fmt::Debug for Recorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Recorder").field("path", &self.path).finish()
+        f.debug_struct("Recorder")
+            .field("path", &self.path)
+            .finish()
     }
 }
 

@@ -108,7 +108,8 @@ impl Context {
 
     /// The user's and the workspace's `config.yaml`, kept apart. A broken file is bad input.
     pub fn config_layers(&self) -> anyhow::Result<Layers> {
-        Ok(Layers::load(&self.dirs.config, &self.workspace).map_err(|e| BadInput::new(e.to_string()))?)
+        Ok(Layers::load(&self.dirs.config, &self.workspace)
+            .map_err(|e| BadInput::new(e.to_string()))?)
     }
 
     /// Whether the workspace's own `.rawko/` files are trusted. Until trust decisions are
@@ -121,7 +122,8 @@ impl Context {
     /// Every adapter instance, checked, with what the workspace may not have withheld.
     pub fn adapter_instances(&self) -> anyhow::Result<BTreeMap<String, AdapterInstance>> {
         let layers = self.config_layers()?;
-        Ok(resolve_all(&layers, self.workspace_trust()).map_err(|e| BadInput::new(e.to_string()))?)
+        Ok(resolve_all(&layers, self.workspace_trust())
+            .map_err(|e| BadInput::new(e.to_string()))?)
     }
 }
 

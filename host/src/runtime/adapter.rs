@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rawko_plugin_sdk::llm::{
-    AdapterError, Content, ReasoningEffort, Request, Response, Role, StopReason,
-    Thinking, ToolCall, ToolResult, Usage,
+    AdapterError, Content, ReasoningEffort, Request, Response, Role, StopReason, Thinking,
+    ToolCall, ToolResult, Usage,
 };
 
 use super::bindings::adapter::AdapterPre;
@@ -259,7 +259,12 @@ pub fn check(request: &Request, response: Response) -> Result<Response, AdapterC
             }
         }
     }
-    if !visible && !matches!(response.stop_reason, StopReason::MaxTokens | StopReason::Refusal) {
+    if !visible
+        && !matches!(
+            response.stop_reason,
+            StopReason::MaxTokens | StopReason::Refusal
+        )
+    {
         return malformed("the reply is empty: no text and no tool calls");
     }
     if let Some((call, message)) = problem {
@@ -444,8 +449,20 @@ mod tests {
 
     #[test]
     fn good_replies_pass() {
-        assert!(check(&request(), reply(vec![Content::text("hello")], StopReason::EndTurn)).is_ok());
-        assert!(check(&request(), reply(vec![call("1", "Read", "{}")], StopReason::ToolUse)).is_ok());
+        assert!(
+            check(
+                &request(),
+                reply(vec![Content::text("hello")], StopReason::EndTurn)
+            )
+            .is_ok()
+        );
+        assert!(
+            check(
+                &request(),
+                reply(vec![call("1", "Read", "{}")], StopReason::ToolUse)
+            )
+            .is_ok()
+        );
         // Out of tokens while thinking is not malformed.
         assert!(check(&request(), reply(vec![], StopReason::MaxTokens)).is_ok());
     }
@@ -457,7 +474,10 @@ mod tests {
             ("not json", "Read", "not valid JSON"),
             ("[1]", "Read", "not a JSON object"),
         ] {
-            let r = check(&request(), reply(vec![call("c", name, args)], StopReason::ToolUse));
+            let r = check(
+                &request(),
+                reply(vec![call("c", name, args)], StopReason::ToolUse),
+            );
             match r {
                 Err(AdapterCallError::InvalidToolCall {
                     message, response, ..

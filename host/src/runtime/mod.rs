@@ -48,9 +48,8 @@ impl Runtime {
     /// Start the runtime, caching compiled plugins under `cache_dir` (no caching if `None`).
     pub fn new(cache_dir: Option<PathBuf>) -> Result<Self, RuntimeError> {
         let engine = engine::new_engine().map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
-        let link = |what: &str, e: wasmtime::Error| {
-            RuntimeError::Engine(format!("linking {what}: {e:#}"))
-        };
+        let link =
+            |what: &str, e: wasmtime::Error| RuntimeError::Engine(format!("linking {what}: {e:#}"));
         // Every kind gets the sandbox world: WASI (as narrowed per call) and the log.
         let base = || -> Result<Linker<HostState>, RuntimeError> {
             let mut linker = Linker::new(&engine);

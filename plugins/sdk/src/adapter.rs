@@ -400,7 +400,7 @@ pub mod __dispatch {
     use crate::llm::*;
 
     pub fn dispatch<A: Adapter>(request: wit::Request) -> Result<wit::Response, wit::AdapterError> {
-        let request = from_wit(request).map_err(|m| wit::AdapterError::Unsupported(m))?;
+        let request = from_wit(request).map_err(wit::AdapterError::Unsupported)?;
         match A::complete(request) {
             Ok(r) => Ok(response_to_wit(r)),
             Err(e) => Err(error_to_wit(e)),
@@ -542,7 +542,10 @@ mod tests {
             AdapterError::Status { message, .. } => message,
             other => panic!("{other:?}"),
         };
-        assert_eq!(m(r#"{"error":{"message":"bad model","type":"x"}}"#), "bad model");
+        assert_eq!(
+            m(r#"{"error":{"message":"bad model","type":"x"}}"#),
+            "bad model"
+        );
         assert_eq!(m(r#"{"error":"model not found"}"#), "model not found");
         assert_eq!(m(r#"{"message":"nope"}"#), "nope");
         assert_eq!(m("  plain text\n"), "plain text");

@@ -50,9 +50,7 @@ pub struct Thinking {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Content {
-    Text {
-        text: String,
-    },
+    Text { text: String },
     Thinking(Thinking),
     ToolCall(ToolCall),
     ToolResult(ToolResult),
@@ -272,7 +270,9 @@ impl AdapterError {
 impl std::fmt::Display for AdapterError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            AdapterError::Transport { message } => write!(f, "cannot reach the provider: {message}"),
+            AdapterError::Transport { message } => {
+                write!(f, "cannot reach the provider: {message}")
+            }
             AdapterError::Status { status, message } if message.is_empty() => {
                 write!(f, "the provider answered with status {status}")
             }

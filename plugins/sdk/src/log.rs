@@ -16,10 +16,10 @@ pub enum Level {
 /// Send one message to the host's log.
 pub fn log(level: Level, message: &str) {
     // Each plugin kind has its own generated bindings; the `log` interface is the same in all.
-    #[cfg(feature = "tool")]
-    use crate::__private::tool::bindings::rawko::plugin::log as wit;
     #[cfg(all(feature = "adapter", not(feature = "tool")))]
     use crate::__private::adapter::bindings::rawko::plugin::log as wit;
+    #[cfg(feature = "tool")]
+    use crate::__private::tool::bindings::rawko::plugin::log as wit;
     #[cfg(any(feature = "tool", feature = "adapter"))]
     {
         let level = match level {

@@ -366,7 +366,10 @@ mod tests {
             result("/tmp/b/x", true),
         ]);
         let d = diverges(&recorded, &failed).unwrap();
-        assert!(d.contains("messages[2].content[0]") && d.contains("failed"), "{d}");
+        assert!(
+            d.contains("messages[2].content[0]") && d.contains("failed"),
+            "{d}"
+        );
 
         let other_task = request(vec![Message::user("other")]);
         let d = diverges(&recorded, &other_task).unwrap();

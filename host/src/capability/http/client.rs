@@ -514,7 +514,12 @@ fn retryable_status(s: StatusCode) -> bool {
 /// The wait a response asks for: `retry-after-ms` (OpenAI), or `Retry-After` in seconds or as
 /// an HTTP date.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    let get = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
     if let Some(ms) = get("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
         && ms.is_finite()
         && ms >= 0.0
@@ -672,10 +677,16 @@ mod tests {
     fn retry_after_in_every_form() {
         let h = |k: &str, v: &str| {
             let mut m = HeaderMap::new();
-            m.insert(HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+            m.insert(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
             m
         };
-        assert_eq!(retry_after(&h("retry-after", "2")), Some(Duration::from_secs(2)));
+        assert_eq!(
+            retry_after(&h("retry-after", "2")),
+            Some(Duration::from_secs(2))
+        );
         assert_eq!(
             retry_after(&h("retry-after-ms", "150")),
             Some(Duration::from_millis(150))
@@ -693,8 +704,21 @@ mod tests {
 
     #[test]
     fn only_overload_and_server_errors_are_retried() {
-        for (s, retry) in [(429, true), (500, true), (503, true), (529, true), (501, false), (400, false), (401, false), (200, false)] {
-            assert_eq!(retryable_status(StatusCode::from_u16(s).unwrap()), retry, "{s}");
+        for (s, retry) in [
+            (429, true),
+            (500, true),
+            (503, true),
+            (529, true),
+            (501, false),
+            (400, false),
+            (401, false),
+            (200, false),
+        ] {
+            assert_eq!(
+                retryable_status(StatusCode::from_u16(s).unwrap()),
+                retry,
+                "{s}"
+            );
         }
     }
 
@@ -713,10 +737,20 @@ mod tests {
         )
         .unwrap();
         let w0 = client.backoff(0, None, Duration::ZERO).unwrap();
-        assert!((Duration::from_millis(50)..=Duration::from_millis(100)).contains(&w0), "{w0:?}");
+        assert!(
+            (Duration::from_millis(50)..=Duration::from_millis(100)).contains(&w0),
+            "{w0:?}"
+        );
         let w2 = client.backoff(2, None, Duration::ZERO).unwrap();
-        assert!((Duration::from_millis(200)..=Duration::from_millis(400)).contains(&w2), "{w2:?}");
-        assert_eq!(client.backoff(3, None, Duration::ZERO), None, "out of retries");
+        assert!(
+            (Duration::from_millis(200)..=Duration::from_millis(400)).contains(&w2),
+            "{w2:?}"
+        );
+        assert_eq!(
+            client.backoff(3, None, Duration::ZERO),
+            None,
+            "out of retries"
+        );
         assert_eq!(
             client.backoff(0, Some(Duration::from_millis(700)), Duration::ZERO),
             Some(Duration::from_millis(700)),

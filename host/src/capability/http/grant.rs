@@ -328,7 +328,10 @@ mod tests {
     #[test]
     fn origins_match_exactly() {
         let g = grant(&[("https://api.openai.com/v1", false)]);
-        assert!(g.check_url(&url("https://api.openai.com/v1/chat/completions")).is_ok());
+        assert!(
+            g.check_url(&url("https://api.openai.com/v1/chat/completions"))
+                .is_ok()
+        );
         assert!(g.check_url(&url("https://API.OpenAI.com:443/x")).is_ok());
         for bad in [
             "http://api.openai.com/v1",
@@ -374,7 +377,12 @@ mod tests {
 
     #[test]
     fn reserved_addresses_are_never_admitted() {
-        for u in ["http://0.0.0.0:80/", "http://[::]:80/", "http://224.0.0.1/", "http://255.255.255.255/"] {
+        for u in [
+            "http://0.0.0.0:80/",
+            "http://[::]:80/",
+            "http://224.0.0.1/",
+            "http://255.255.255.255/",
+        ] {
             let u = url(u);
             let o = Origin::of(&u).unwrap().to_string();
             assert!(grant(&[(&o, true)]).check_url(&u).is_err(), "{u}");

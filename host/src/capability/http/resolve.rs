@@ -37,7 +37,10 @@ impl CheckedResolver {
     }
 
     /// The admitted addresses of `host`.
-    pub async fn lookup(&self, host: &str) -> Result<Vec<IpAddr>, Box<dyn std::error::Error + Send + Sync>> {
+    pub async fn lookup(
+        &self,
+        host: &str,
+    ) -> Result<Vec<IpAddr>, Box<dyn std::error::Error + Send + Sync>> {
         let host = host.to_ascii_lowercase();
         // The client asks only for names of granted URLs; anything else is a bug, refused.
         let Some(private) = self.grant.private_allowed(&host) else {
@@ -96,7 +99,10 @@ mod tests {
         fixed.insert("model.test".into(), vec!["127.0.0.1".parse().unwrap()]);
         fixed.insert(
             "mixed.test".into(),
-            vec!["10.0.0.1".parse().unwrap(), "93.184.216.34".parse().unwrap()],
+            vec![
+                "10.0.0.1".parse().unwrap(),
+                "93.184.216.34".parse().unwrap(),
+            ],
         );
         CheckedResolver::new(Arc::new(g), fixed)
     }

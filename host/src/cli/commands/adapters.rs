@@ -20,8 +20,10 @@ enum AdaptersAction {
     /// List the adapter instances: built-in, from your config, and from the workspace's
     List(ListArgs),
     /// Check adapter instances: configuration, credential, plugin and endpoint
-    #[command(after_help = "Without NAME, checks every instance your config and the workspace's \
-        define, or the built-in ones when there are none. Exit status 1 when a check fails.")]
+    #[command(
+        after_help = "Without NAME, checks every instance your config and the workspace's \
+        define, or the built-in ones when there are none. Exit status 1 when a check fails."
+    )]
     Check(CheckArgs),
 }
 
@@ -112,7 +114,15 @@ fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
             ]
         })
         .collect();
-    let header = ["NAME", "PLUGIN", "MODEL", "ENDPOINT", "CREDENTIAL", "SOURCE"].map(String::from);
+    let header = [
+        "NAME",
+        "PLUGIN",
+        "MODEL",
+        "ENDPOINT",
+        "CREDENTIAL",
+        "SOURCE",
+    ]
+    .map(String::from);
     let mut widths = header.clone().map(|h| h.len());
     for r in &rows {
         for (w, c) in widths.iter_mut().zip(r) {

@@ -59,7 +59,12 @@ impl ProgressSink for Live {
             .collect::<Vec<_>>()
             .join("\n");
         let mut out = std::io::stdout().lock();
-        if out.write_all(safe.as_bytes()).and_then(|()| out.flush()).is_ok() && !safe.is_empty() {
+        if out
+            .write_all(safe.as_bytes())
+            .and_then(|()| out.flush())
+            .is_ok()
+            && !safe.is_empty()
+        {
             self.printed.store(true, Ordering::Relaxed);
             self.ends_with_newline
                 .store(safe.ends_with('\n'), Ordering::Relaxed);
@@ -95,7 +100,10 @@ impl AskCmd {
         };
         let recorder = match &self.record {
             Some(path) => Some(Arc::new(Recorder::create(path).map_err(|e| {
-                BadInput::new(format!("cannot write the recording {}: {e}", path.display()))
+                BadInput::new(format!(
+                    "cannot write the recording {}: {e}",
+                    path.display()
+                ))
             })?)),
             None => None,
         };

@@ -43,10 +43,14 @@ impl Adapter for Anthropic {
         let mut acc = stream::Accumulator::default();
         for event in reply.events() {
             let event = event?;
-            let done = acc.feed(event.event.as_deref(), &event.data, &mut |delta| match delta {
-                stream::Delta::Text(t) => report_text(t),
-                stream::Delta::Thinking(t) => report_thinking(t),
-            })?;
+            let done = acc.feed(
+                event.event.as_deref(),
+                &event.data,
+                &mut |delta| match delta {
+                    stream::Delta::Text(t) => report_text(t),
+                    stream::Delta::Thinking(t) => report_thinking(t),
+                },
+            )?;
             if done {
                 break;
             }

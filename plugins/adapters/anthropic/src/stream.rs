@@ -82,10 +82,18 @@ struct StartMessage {
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum BlockDelta {
-    TextDelta { text: String },
-    InputJsonDelta { partial_json: String },
-    ThinkingDelta { thinking: String },
-    SignatureDelta { signature: String },
+    TextDelta {
+        text: String,
+    },
+    InputJsonDelta {
+        partial_json: String,
+    },
+    ThinkingDelta {
+        thinking: String,
+    },
+    SignatureDelta {
+        signature: String,
+    },
     #[serde(other)]
     Unknown,
 }
@@ -154,14 +162,20 @@ impl Accumulator {
                         show(Delta::Text(&text));
                         t.push_str(&text);
                     }
-                    (Partial::ToolUse { json, .. }, BlockDelta::InputJsonDelta { partial_json }) => {
+                    (
+                        Partial::ToolUse { json, .. },
+                        BlockDelta::InputJsonDelta { partial_json },
+                    ) => {
                         json.push_str(&partial_json);
                     }
                     (Partial::Thinking { text, .. }, BlockDelta::ThinkingDelta { thinking }) => {
                         show(Delta::Thinking(&thinking));
                         text.push_str(&thinking);
                     }
-                    (Partial::Thinking { signature, .. }, BlockDelta::SignatureDelta { signature: s }) => {
+                    (
+                        Partial::Thinking { signature, .. },
+                        BlockDelta::SignatureDelta { signature: s },
+                    ) => {
                         signature.get_or_insert_with(String::new).push_str(&s);
                     }
                     (Partial::Skipped, _) | (_, BlockDelta::Unknown) => {}
@@ -304,7 +318,9 @@ mod tests {
         ]);
         let r = r.unwrap();
         assert_eq!(shown, "Checking");
-        assert!(matches!(&r.content[0], Content::Thinking(t) if t.signature.as_deref() == Some("EqQB")));
+        assert!(
+            matches!(&r.content[0], Content::Thinking(t) if t.signature.as_deref() == Some("EqQB"))
+        );
         let call = r.tool_calls().next().unwrap();
         assert_eq!(call.arguments, r#"{"city":"Paris"}"#);
         assert_eq!(r.stop_reason, StopReason::ToolUse);

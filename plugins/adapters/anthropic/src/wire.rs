@@ -106,7 +106,9 @@ impl Extra {
             return Ok(extra);
         };
         let Some(obj) = v.as_object() else {
-            return Err(AdapterError::unsupported("adapter options must be a JSON object"));
+            return Err(AdapterError::unsupported(
+                "adapter options must be a JSON object",
+            ));
         };
         for (k, v) in obj {
             match (k.as_str(), v) {
@@ -363,23 +365,20 @@ mod tests {
         assert_eq!(m[1]["content"][0]["type"], "thinking");
         assert_eq!(m[1]["content"][1]["input"]["city"], "Paris");
         assert_eq!(m[2]["content"][0]["tool_use_id"], "toolu_1");
-        assert_eq!(headers[0], ("anthropic-version".into(), "2023-06-01".into()));
+        assert_eq!(
+            headers[0],
+            ("anthropic-version".into(), "2023-06-01".into())
+        );
     }
 
     #[test]
     fn impossible_limits_are_refused() {
         let mut r = request();
         r.options.max_tokens = Some(1000);
-        assert!(matches!(
-            build(&r),
-            Err(AdapterError::Unsupported { .. })
-        ));
+        assert!(matches!(build(&r), Err(AdapterError::Unsupported { .. })));
         r.options.thinking_budget = Some(10);
         r.options.max_tokens = None;
-        assert!(matches!(
-            build(&r),
-            Err(AdapterError::Unsupported { .. })
-        ));
+        assert!(matches!(build(&r), Err(AdapterError::Unsupported { .. })));
     }
 
     #[test]

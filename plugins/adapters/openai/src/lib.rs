@@ -25,7 +25,10 @@ struct OpenAi;
 impl Adapter for OpenAi {
     fn complete(request: Request) -> Result<Response, AdapterError> {
         let body = wire::request_body(&request)?;
-        let url = format!("{}/chat/completions", request.base_url.trim_end_matches('/'));
+        let url = format!(
+            "{}/chat/completions",
+            request.base_url.trim_end_matches('/')
+        );
         let mut reply = http::Request::post(url).json(&body).send()?;
         if !reply.is_success() {
             return Err(reply.error());

@@ -84,7 +84,9 @@ impl Extra {
             return Ok(extra);
         };
         let Some(obj) = v.as_object() else {
-            return Err(AdapterError::unsupported("adapter options must be a JSON object"));
+            return Err(AdapterError::unsupported(
+                "adapter options must be a JSON object",
+            ));
         };
         for (k, v) in obj {
             match (k.as_str(), v) {
@@ -169,7 +171,11 @@ fn assistant_message(content: &[Content]) -> Value {
     m.insert("role".into(), json!("assistant"));
     m.insert(
         "content".into(),
-        if text.is_empty() { Value::Null } else { json!(text) },
+        if text.is_empty() {
+            Value::Null
+        } else {
+            json!(text)
+        },
     );
     if !calls.is_empty() {
         m.insert("tool_calls".into(), Value::Array(calls));
@@ -292,7 +298,11 @@ pub fn parse_response(body: &[u8]) -> Result<Response, AdapterError> {
         return Err(AdapterError::malformed("the first choice has no message"));
     };
     let mut content = Vec::new();
-    if let Some(r) = m.reasoning_content.or(m.reasoning).filter(|r| !r.is_empty()) {
+    if let Some(r) = m
+        .reasoning_content
+        .or(m.reasoning)
+        .filter(|r| !r.is_empty())
+    {
         content.push(Content::Thinking(Thinking {
             text: r,
             signature: None,
@@ -312,10 +322,15 @@ pub fn parse_response(body: &[u8]) -> Result<Response, AdapterError> {
             )));
         };
         let Some(name) = f.name.filter(|n| !n.is_empty()) else {
-            return Err(AdapterError::malformed(format!("tool call {i} has no name")));
+            return Err(AdapterError::malformed(format!(
+                "tool call {i} has no name"
+            )));
         };
         content.push(Content::ToolCall(ToolCall {
-            id: t.id.filter(|s| !s.is_empty()).unwrap_or_else(|| format!("call_{i}")),
+            id: t
+                .id
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| format!("call_{i}")),
             name,
             arguments: f.arguments.unwrap_or_default(),
         }));
