@@ -474,10 +474,7 @@ async fn write_reply(conn: &mut TcpStream, req: &Received, reply: Reply) -> bool
                 if p.is_empty() {
                     continue;
                 }
-                let mut chunk = format!("{:x}\r\n", p.len()).into_bytes();
-                chunk.extend_from_slice(p);
-                chunk.extend_from_slice(b"\r\n");
-                if conn.write_all(&chunk).await.is_err() {
+                if conn.write_all(&chunked(p)).await.is_err() {
                     return false;
                 }
             }
@@ -494,10 +491,7 @@ async fn write_reply(conn: &mut TcpStream, req: &Received, reply: Reply) -> bool
             }
             let until = Instant::now() + ENDLESS_LIMIT;
             while Instant::now() < until {
-                let mut chunk = format!("{:x}\r\n", part.len()).into_bytes();
-                chunk.extend_from_slice(&part);
-                chunk.extend_from_slice(b"\r\n");
-                if conn.write_all(&chunk).await.is_err() {
+                if conn.write_all(&chunked(&part)).await.is_err() {
                     return false;
                 }
                 tokio::time::sleep(interval).await;
@@ -505,6 +499,14 @@ async fn write_reply(conn: &mut TcpStream, req: &Received, reply: Reply) -> bool
             false
         }
     }
+}
+
+/// `part` as one chunk of a chunked body.
+fn chunked(part: &[u8]) -> Vec<u8> {
+    let mut chunk = format!("{:x}\r\n", part.len()).into_bytes();
+    chunk.extend_from_slice(part);
+    chunk.extend_from_slice(b"\r\n");
+    chunk
 }
 
 /// One SSE event with a `data:` line.

@@ -117,14 +117,7 @@ impl AdapterPlugin {
             plugin: name.to_string(),
             message,
         };
-        let compiled = rt
-            .cache()
-            .load(rt.engine(), wasm)
-            .map_err(|e| fail(format!("not a valid WebAssembly component: {e:#}")))?;
-        let pre = rt
-            .adapter_linker()
-            .instantiate_pre(&compiled.component)
-            .map_err(|e| fail(format!("needs an import rawko does not provide: {e:#}")))?;
+        let (compiled, pre) = rt.link(name, wasm, rt.adapter_linker())?;
         let pre = AdapterPre::new(pre).map_err(|e| {
             fail(format!(
                 "is not an adapter plugin (no `rawko:plugin/llm@0.1.0` export): {e:#}"
@@ -237,16 +230,13 @@ fn reply_size(r: &wit::Response) -> u64 {
 /// Refuse a reply no one could act on, and flag tool calls the agent loop must not run.
 pub fn check(request: &Request, response: Response) -> Result<Response, AdapterCallError> {
     let malformed = |m: &str| Err(AdapterCallError::Adapter(AdapterError::malformed(m)));
-    let mut visible = false;
     let mut ids = std::collections::HashSet::new();
     let mut problem = None;
     for c in &response.content {
         match c {
-            Content::Text { text } => visible |= !text.is_empty(),
-            Content::Thinking(_) => {}
+            Content::Text { .. } | Content::Thinking(_) => {}
             Content::ToolResult(_) => return malformed("the reply contains a tool result"),
             Content::ToolCall(t) => {
-                visible = true;
                 if t.id.is_empty() || !ids.insert(t.id.as_str()) {
                     return malformed(&format!(
                         "tool call ids must be present and unique; got {:?}",
@@ -259,12 +249,7 @@ pub fn check(request: &Request, response: Response) -> Result<Response, AdapterC
             }
         }
     }
-    if !visible
-        && !matches!(
-            response.stop_reason,
-            StopReason::MaxTokens | StopReason::Refusal
-        )
-    {
+    if response.is_empty() {
         return malformed("the reply is empty: no text and no tool calls");
     }
     if let Some((call, message)) = problem {

@@ -19,7 +19,7 @@ pub mod tool;
 use std::path::PathBuf;
 
 use wasmtime::Engine;
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::{HasSelf, InstancePre, Linker};
 
 pub use adapter::{AdapterCallError, AdapterPlugin};
 pub use budget::{Budget, BudgetKind};
@@ -93,5 +93,27 @@ impl Runtime {
 
     pub(crate) fn adapter_linker(&self) -> &Linker<HostState> {
         &self.adapter_linker
+    }
+
+    /// Compile `wasm` (or load it from the cache) and link it with `linker`: the first steps of
+    /// loading a plugin of any kind. Errors name the plugin and say what is wrong with it.
+    pub(crate) fn link(
+        &self,
+        name: &str,
+        wasm: &[u8],
+        linker: &Linker<HostState>,
+    ) -> Result<(cache::Compiled, InstancePre<HostState>), RuntimeError> {
+        let fail = |message: String| RuntimeError::Load {
+            plugin: name.to_string(),
+            message,
+        };
+        let compiled = self
+            .cache
+            .load(&self.engine, wasm)
+            .map_err(|e| fail(format!("not a valid WebAssembly component: {e:#}")))?;
+        let pre = linker
+            .instantiate_pre(&compiled.component)
+            .map_err(|e| fail(format!("needs an import rawko does not provide: {e:#}")))?;
+        Ok((compiled, pre))
     }
 }

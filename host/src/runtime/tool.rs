@@ -180,14 +180,7 @@ impl ToolPlugin {
             plugin: name.to_string(),
             message,
         };
-        let compiled = rt
-            .cache()
-            .load(rt.engine(), wasm)
-            .map_err(|e| fail(format!("not a valid WebAssembly component: {e:#}")))?;
-        let pre = rt
-            .tool_linker()
-            .instantiate_pre(&compiled.component)
-            .map_err(|e| fail(format!("needs an import rawko does not provide: {e:#}")))?;
+        let (compiled, pre) = rt.link(name, wasm, rt.tool_linker())?;
         let pre = ToolPre::new(pre).map_err(|e| {
             fail(format!(
                 "is not a tool plugin (no `rawko:plugin/tools@0.1.0` export): {e:#}"

@@ -57,6 +57,55 @@ pub fn report_thinking(delta: &str) {
     }
 }
 
+/// Something a streamed reply showed, to report as it arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delta<'a> {
+    Text(&'a str),
+    Thinking(&'a str),
+}
+
+/// A provider's streamed reply being put together, one server-sent event at a time.
+pub trait StreamParser {
+    /// Take one event, passing what it shows to `show`. `Ok(true)` when it ends the reply.
+    fn feed(
+        &mut self,
+        event: &crate::sse::Event,
+        show: &mut dyn FnMut(Delta<'_>),
+    ) -> Result<bool, AdapterError>;
+
+    /// The reply, once the stream is over. A stream that stopped before its documented end
+    /// is [`AdapterError::Malformed`].
+    fn finish(self) -> Result<Response, AdapterError>;
+}
+
+/// Send `request` and make a reply of the answer: an error status becomes the provider's
+/// error, an event stream goes through `stream` (its text reported live), and anything else,
+/// a reply in one piece, through `parse`. Servers that ignore a request to stream are handled
+/// by the same call.
+pub fn exchange<S: StreamParser>(
+    request: http::Request,
+    parse: impl FnOnce(&[u8]) -> Result<Response, AdapterError>,
+    mut stream: S,
+) -> Result<Response, AdapterError> {
+    let mut reply = request.send()?;
+    if !reply.is_success() {
+        return Err(reply.error());
+    }
+    if !reply.is_event_stream() {
+        return parse(&reply.read_all()?);
+    }
+    let mut show = |d: Delta<'_>| match d {
+        Delta::Text(t) => report_text(t),
+        Delta::Thinking(t) => report_thinking(t),
+    };
+    for event in reply.events() {
+        if stream.feed(&event?, &mut show)? {
+            break;
+        }
+    }
+    stream.finish()
+}
+
 /// Register the plugin's adapter:
 ///
 /// ```ignore
@@ -250,6 +299,12 @@ pub mod http {
 
         pub fn is_success(&self) -> bool {
             (200..300).contains(&self.status)
+        }
+
+        /// Whether the body is server-sent events.
+        pub fn is_event_stream(&self) -> bool {
+            self.header("content-type")
+                .is_some_and(|t| t.trim_start().starts_with("text/event-stream"))
         }
 
         pub fn headers(&self) -> &[(String, String)] {

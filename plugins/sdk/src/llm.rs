@@ -230,6 +230,21 @@ impl Response {
         out
     }
 
+    /// Whether the reply gives the caller anything to act on: text or a tool call. A reply cut
+    /// short by the token limit or refused may be empty; any other empty reply is malformed.
+    pub fn is_empty(&self) -> bool {
+        let said = self.content.iter().any(|c| match c {
+            Content::Text { text } => !text.is_empty(),
+            Content::ToolCall(_) => true,
+            Content::Thinking(_) | Content::ToolResult(_) => false,
+        });
+        !said
+            && !matches!(
+                self.stop_reason,
+                StopReason::MaxTokens | StopReason::Refusal
+            )
+    }
+
     /// The tool calls, in order.
     pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
         self.content.iter().filter_map(|c| match c {

@@ -6,17 +6,13 @@
 //! brings the stop reason and the output usage, and `message_stop` ends the reply. An `error`
 //! event ends it with the provider's error; a stream that ends before `message_stop` was cut off.
 
+use rawko_plugin_sdk::adapter::{Delta, StreamParser};
 use rawko_plugin_sdk::llm::{AdapterError, Content, Response, Thinking};
+use rawko_plugin_sdk::sse;
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::wire::{Block, WireUsage, check_not_empty, stop_reason, tool_call};
-
-/// Something to show as it arrives.
-pub enum Delta<'a> {
-    Text(&'a str),
-    Thinking(&'a str),
-}
 
 #[derive(Default)]
 pub struct Accumulator {
@@ -106,15 +102,28 @@ struct MessageDeltaBody {
 /// More content blocks than any reply has; an index past it is garbage.
 const MAX_BLOCKS: usize = 4096;
 
-impl Accumulator {
-    /// Take one event. Returns `true` at `message_stop`.
-    pub fn feed(
+impl StreamParser for Accumulator {
+    fn feed(
         &mut self,
-        _name: Option<&str>,
+        event: &sse::Event,
+        show: &mut dyn FnMut(Delta<'_>),
+    ) -> Result<bool, AdapterError> {
+        self.feed_data(&event.data, show)
+    }
+
+    fn finish(self) -> Result<Response, AdapterError> {
+        self.assemble()
+    }
+}
+
+impl Accumulator {
+    /// Take one event's data (its type is in the data as well as in its name; the data is
+    /// what counts). Returns `true` at `message_stop`.
+    pub fn feed_data(
+        &mut self,
         data: &str,
         show: &mut dyn FnMut(Delta<'_>),
     ) -> Result<bool, AdapterError> {
-        // The event's type is in its data as well as in its name; the data is what counts.
         let event: Event = serde_json::from_str(data).map_err(|e| {
             AdapterError::malformed(format!("a stream event is not a Messages API event: {e}"))
         })?;
@@ -228,7 +237,7 @@ impl Accumulator {
     }
 
     /// The reply, once the stream has ended.
-    pub fn finish(self) -> Result<Response, AdapterError> {
+    fn assemble(self) -> Result<Response, AdapterError> {
         if !self.done {
             return Err(AdapterError::malformed(
                 "the stream ended before the reply was complete (no message_stop)",
@@ -284,7 +293,7 @@ mod tests {
         let mut acc = Accumulator::default();
         let mut shown = String::new();
         for e in events {
-            match acc.feed(None, e, &mut |d| {
+            match acc.feed_data(e, &mut |d| {
                 if let Delta::Text(t) = d {
                     shown.push_str(t)
                 }
@@ -294,7 +303,7 @@ mod tests {
                 Err(e) => return (Err(e), shown),
             }
         }
-        (acc.finish(), shown)
+        (acc.assemble(), shown)
     }
 
     const START: &str = r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"usage":{"input_tokens":25,"output_tokens":1}}}"#;

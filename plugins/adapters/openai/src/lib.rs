@@ -17,7 +17,7 @@
 mod stream;
 mod wire;
 
-use rawko_plugin_sdk::adapter::{Adapter, http, report_text, report_thinking};
+use rawko_plugin_sdk::adapter::{Adapter, exchange, http};
 use rawko_plugin_sdk::llm::{AdapterError, Request, Response};
 
 struct OpenAi;
@@ -29,29 +29,11 @@ impl Adapter for OpenAi {
             "{}/chat/completions",
             request.base_url.trim_end_matches('/')
         );
-        let mut reply = http::Request::post(url).json(&body).send()?;
-        if !reply.is_success() {
-            return Err(reply.error());
-        }
-        let is_stream = reply
-            .header("content-type")
-            .is_some_and(|t| t.starts_with("text/event-stream"));
-        if !is_stream {
-            // Also where a server ignored `stream: true` and answered in one piece.
-            return wire::parse_response(&reply.read_all()?);
-        }
-        let mut acc = stream::Accumulator::default();
-        for event in reply.events() {
-            let event = event?;
-            let done = acc.feed(&event.data, &mut |delta| match delta {
-                stream::Delta::Text(t) => report_text(t),
-                stream::Delta::Thinking(t) => report_thinking(t),
-            })?;
-            if done {
-                break;
-            }
-        }
-        acc.finish()
+        exchange(
+            http::Request::post(url).json(&body),
+            wire::parse_response,
+            stream::Accumulator::default(),
+        )
     }
 }
 

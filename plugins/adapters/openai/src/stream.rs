@@ -5,16 +5,12 @@
 //! finish reason comes in the last chunk with choices, the usage in a chunk of its own, and
 //! `[DONE]` ends the stream. A stream that stops before any finish reason was cut off.
 
+use rawko_plugin_sdk::adapter::{Delta, StreamParser};
 use rawko_plugin_sdk::llm::{AdapterError, Content, Response, Thinking, ToolCall};
+use rawko_plugin_sdk::sse::Event;
 use serde::Deserialize;
 
 use crate::wire::{WireUsage, check_not_empty, stop_reason};
-
-/// Something to show as it arrives.
-pub enum Delta<'a> {
-    Text(&'a str),
-    Thinking(&'a str),
-}
 
 #[derive(Default)]
 pub struct Accumulator {
@@ -77,9 +73,23 @@ struct ChunkFunction {
 /// More tool calls than any model makes in one reply; an index past it is garbage.
 const MAX_CALLS: usize = 1024;
 
+impl StreamParser for Accumulator {
+    fn feed(
+        &mut self,
+        event: &Event,
+        show: &mut dyn FnMut(Delta<'_>),
+    ) -> Result<bool, AdapterError> {
+        self.feed_data(&event.data, show)
+    }
+
+    fn finish(self) -> Result<Response, AdapterError> {
+        self.assemble()
+    }
+}
+
 impl Accumulator {
     /// Take one event's data. Returns `true` at `[DONE]`.
-    pub fn feed(
+    pub fn feed_data(
         &mut self,
         data: &str,
         show: &mut dyn FnMut(Delta<'_>),
@@ -153,7 +163,7 @@ impl Accumulator {
     }
 
     /// The reply, once the stream has ended.
-    pub fn finish(self) -> Result<Response, AdapterError> {
+    fn assemble(self) -> Result<Response, AdapterError> {
         if !self.done && self.finish_reason.is_none() {
             return Err(AdapterError::malformed(
                 "the stream ended before the reply was complete (no finish reason, no [DONE])",
@@ -204,7 +214,7 @@ mod tests {
         let mut acc = Accumulator::default();
         let mut shown = String::new();
         for e in events {
-            let r = acc.feed(e, &mut |d| {
+            let r = acc.feed_data(e, &mut |d| {
                 if let Delta::Text(t) = d {
                     shown.push_str(t)
                 }
@@ -215,7 +225,7 @@ mod tests {
                 Err(e) => return (Err(e), shown),
             }
         }
-        (acc.finish(), shown)
+        (acc.assemble(), shown)
     }
 
     #[test]

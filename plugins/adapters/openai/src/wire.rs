@@ -273,13 +273,7 @@ pub fn stop_reason(finish_reason: Option<&str>, has_tool_calls: bool) -> StopRea
 
 /// Check a finished reply: something to show, unless the provider says why not.
 pub fn check_not_empty(r: Response) -> Result<Response, AdapterError> {
-    let allowed_empty = matches!(r.stop_reason, StopReason::MaxTokens | StopReason::Refusal);
-    let visible = r.content.iter().any(|c| match c {
-        Content::Text { text } => !text.is_empty(),
-        Content::ToolCall(_) => true,
-        Content::Thinking(_) | Content::ToolResult(_) => false,
-    });
-    if !visible && !allowed_empty {
+    if r.is_empty() {
         return Err(AdapterError::malformed(
             "the reply has neither text nor tool calls",
         ));
