@@ -136,6 +136,20 @@ pub struct Options {
     pub extra: Option<serde_json::Value>,
 }
 
+impl Options {
+    /// The adapter-specific settings as the JSON object they must be; empty when there are
+    /// none. An adapter should refuse keys it does not know, so a misspelt one is not ignored.
+    pub fn extra_object(&self) -> Result<serde_json::Map<String, serde_json::Value>, AdapterError> {
+        match &self.extra {
+            None => Ok(serde_json::Map::new()),
+            Some(serde_json::Value::Object(m)) => Ok(m.clone()),
+            Some(_) => Err(AdapterError::unsupported(
+                "adapter options must be a JSON object",
+            )),
+        }
+    }
+}
+
 /// A request for the model's next message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -102,15 +102,7 @@ impl Extra {
             beta: None,
             body: Map::new(),
         };
-        let Some(v) = &request.options.extra else {
-            return Ok(extra);
-        };
-        let Some(obj) = v.as_object() else {
-            return Err(AdapterError::unsupported(
-                "adapter options must be a JSON object",
-            ));
-        };
-        for (k, v) in obj {
+        for (k, v) in &request.options.extra_object()? {
             match (k.as_str(), v) {
                 ("anthropic_version", Value::String(s)) => extra.version = s.clone(),
                 ("beta", Value::String(s)) => extra.beta = Some(s.clone()),

@@ -80,15 +80,7 @@ impl Extra {
             stream_usage: true,
             body: Map::new(),
         };
-        let Some(v) = &request.options.extra else {
-            return Ok(extra);
-        };
-        let Some(obj) = v.as_object() else {
-            return Err(AdapterError::unsupported(
-                "adapter options must be a JSON object",
-            ));
-        };
-        for (k, v) in obj {
+        for (k, v) in &request.options.extra_object()? {
             match (k.as_str(), v) {
                 ("max_tokens_param", Value::String(s))
                     if s == "max_tokens" || s == "max_completion_tokens" =>
