@@ -220,6 +220,17 @@ pub fn resolve(
             Source::User(p) | Source::Workspace(p) => relative_to(p, rec),
             Source::Builtin => rec.clone(),
         };
+        // The replay plugin gets the recording's directory to read; a stranger's workspace
+        // may only hand it one of its own.
+        if let (Source::Workspace(config_file), true) = (source, workspace_untrusted)
+            && !inside_workspace(config_file, &recording)
+        {
+            return Err(err(format!(
+                "`recording` {} is outside the workspace; an untrusted workspace may only play \
+                 back its own files",
+                recording.display()
+            )));
+        }
         return Ok(AdapterInstance {
             name: name.to_string(),
             base_url: format!("file://{}", recording.display()),
@@ -319,6 +330,32 @@ fn relative_to(config_file: &Path, path: &Path) -> PathBuf {
         return path.to_path_buf();
     }
     config_file.parent().unwrap_or(Path::new(".")).join(path)
+}
+
+/// Whether `path` (its directory, with symlinks resolved where it exists) is inside the
+/// workspace whose `.rawko/config.yaml` is `config_file`.
+fn inside_workspace(config_file: &Path, path: &Path) -> bool {
+    let Some(root) = config_file.parent().and_then(Path::parent) else {
+        return false;
+    };
+    let real = |p: &Path| p.canonicalize().unwrap_or_else(|_| normalize(p));
+    let dir = path.parent().unwrap_or(path);
+    real(dir).starts_with(real(root))
+}
+
+/// `.` and `..` resolved without the filesystem.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
 }
 
 /// The origin of a base URL, which must be a plain http(s) URL: no credentials, no query.
@@ -563,6 +600,12 @@ mod tests {
         );
         assert_eq!(d.base_url, "file:///ws/.rawko/recordings/demo.jsonl");
         assert!(d.origin.is_none());
+        for outside in ["../../home/u/.ssh/id_rsa", "/etc/passwd"] {
+            let ws = format!("adapters:\n  demo:\n    plugin: replay\n    recording: {outside}\n");
+            let e = resolve_all(&layers("", &ws), Trust::Untrusted).unwrap_err();
+            assert!(e.to_string().contains("outside the workspace"), "{e}");
+            assert!(resolve_all(&layers("", &ws), Trust::Trusted).is_ok());
+        }
     }
 
     #[test]

@@ -30,8 +30,9 @@ const LONG_ABOUT: &str =
 is a sandboxed WebAssembly plugin.
 
 Each plugin call runs in a fresh WebAssembly instance that sees only the directories it was \
-granted, has no network, no environment and no terminal, and is stopped when it overruns its \
-time, memory or output budget.";
+granted, has no network (an LLM adapter reaches its own endpoint only, through rawko, which \
+holds the API key), no environment and no terminal, and is stopped when it overruns its time, \
+memory or output budget.";
 
 #[derive(Debug, Parser)]
 #[command(name = "rawko", version, about = ABOUT, long_about = LONG_ABOUT)]
