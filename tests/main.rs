@@ -3,8 +3,18 @@
 //! - `sandbox`: hostile plugins against the real runtime, in-process, so each attack can be
 //!   followed by a normal call to the same host.
 //! - `cli_tools`: the real `rawko` binary calling the real first-party tools.
+//! - `adapters`: the first-party adapters through the real HTTP capability against the scripted
+//!   model server: replies, tool calls, streaming, usage, malformed output, recorded fixtures,
+//!   recording and replay.
+//! - `http_attacks`: a hostile adapter against the HTTP capability's grant and secrets.
+//! - `http_faults`: retries, backoff and timeouts, with the attempts counted.
+//! - `cli_adapters`: `rawko adapters` and `rawko ask` through the real binary.
 
 mod support;
 
+mod adapters;
+mod cli_adapters;
 mod cli_tools;
+mod http_attacks;
+mod http_faults;
 mod sandbox;

@@ -32,14 +32,17 @@ pub struct Config {
     pub bash: Option<BashConfig>,
 }
 
-/// A named adapter instance.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A named adapter instance: a plugin, the model it asks, where, with which credential, and
+/// the defaults of its requests. Checked and resolved by [`crate::adapters::instance`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdapterConfig {
     /// `openai`, `anthropic`, `replay`, or an installed adapter plugin.
     pub plugin: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The provider's API root, such as `https://api.openai.com/v1`. Its scheme, host and port
+    /// are what the adapter may reach.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
     /// The environment variable holding the API key; the host reads it and adds it to requests,
@@ -49,6 +52,24 @@ pub struct AdapterConfig {
     /// Seconds per request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u64>,
+    /// Let the adapter reach loopback, private and link-local addresses (a model server on this
+    /// machine or the LAN). Off by default, so a name that resolves to one is refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_private_network: bool,
+    /// For `replay`: the recording to play back, relative to the directory of this config file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<PathBuf>,
+    /// Default output limit of a request, in tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// `low`, `medium` or `high`, for reasoning models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<rawko_plugin_sdk::llm::ReasoningEffort>,
+    /// Tokens the model may spend thinking (Anthropic's extended thinking).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
     /// Adapter-specific settings, passed to the plugin as JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<serde_json::Value>,
@@ -265,6 +286,24 @@ defaults:
         let msg = e.to_string();
         assert!(msg.starts_with(".rawko/config.yaml:4:"), "{msg}");
         assert!(msg.contains("unknown field `modle`"), "{msg}");
+    }
+
+    #[test]
+    fn adapter_defaults_and_local_servers_parse() {
+        let text = "adapters:\n  local:\n    plugin: openai\n    base_url: http://127.0.0.1:11434/v1\n    allow_private_network: true\n    reasoning_effort: high\n    max_tokens: 4096\n";
+        let c = Config::parse(Path::new("c"), text).unwrap();
+        let a = &c.adapters["local"];
+        assert!(a.allow_private_network);
+        assert_eq!(
+            a.reasoning_effort,
+            Some(rawko_plugin_sdk::llm::ReasoningEffort::High)
+        );
+        let e = Config::parse(
+            Path::new("c"),
+            "adapters:\n  x:\n    plugin: openai\n    reasoning_effort: extreme\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("c:4:"), "{e}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! [`capability`] grants the user made. The `rawko` binary is a thin layer over this library
 //! (see [`cli`]).
 
+pub mod adapters;
 pub mod capability;
 pub mod cli;
 pub mod config;

@@ -1,4 +1,5 @@
 //! The plugins rawko ships inside its binary, and the set of tools a command can call.
+//! The built-in adapters are described in [`crate::adapters::builtin`].
 
 use crate::runtime::{Runtime, RuntimeError, ToolInfo, ToolPlugin};
 
@@ -17,6 +18,24 @@ pub const TOOLS: Builtin = Builtin {
 
 /// Every built-in tool plugin.
 pub const BUILTIN_TOOL_PLUGINS: &[Builtin] = &[TOOLS];
+
+/// The OpenAI Chat Completions adapter (and compatible servers).
+pub const OPENAI: Builtin = Builtin {
+    name: "openai",
+    wasm: include_bytes!(concat!(env!("OUT_DIR"), "/rawko_adapter_openai.wasm")),
+};
+
+/// The Anthropic Messages API adapter.
+pub const ANTHROPIC: Builtin = Builtin {
+    name: "anthropic",
+    wasm: include_bytes!(concat!(env!("OUT_DIR"), "/rawko_adapter_anthropic.wasm")),
+};
+
+/// The adapter that plays back a recording.
+pub const REPLAY: Builtin = Builtin {
+    name: "replay",
+    wasm: include_bytes!(concat!(env!("OUT_DIR"), "/rawko_adapter_replay.wasm")),
+};
 
 /// Loaded tool plugins, and which one provides each tool name.
 #[derive(Debug, Default)]

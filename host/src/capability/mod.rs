@@ -5,5 +5,8 @@
 //! access for one call.
 
 pub mod fs;
+pub mod http;
+pub mod progress;
 
 pub use fs::{Access, FsGrant, FsGrants, GrantError};
+pub use http::{HttpClient, HttpGrant, HttpPolicy, Origin};

@@ -29,6 +29,10 @@
 //! rawko_plugin_sdk::export_tools!(Hello);
 //! ```
 //!
+//! An adapter plugin implements [`adapter::Adapter`] on provider-neutral [`llm`] types and
+//! registers it with [`export_adapter!`]; [`sse`] parses streamed replies. The [`llm`],
+//! [`recording`] and [`sse`] modules need no feature, so the host shares them.
+//!
 //! Each plugin kind is behind a cargo feature (`tool`, `adapter`, `bash-filter`) because a
 //! component carries the type information of every world linked into it: a plugin enables
 //! exactly the one it implements.
@@ -57,8 +61,13 @@ compile_error!(
 // The generated bindings name this crate by its path, also from inside it.
 extern crate self as rawko_plugin_sdk;
 
+pub mod llm;
 pub mod log;
+pub mod recording;
+pub mod sse;
 
+#[cfg(feature = "adapter")]
+pub mod adapter;
 #[cfg(feature = "tool")]
 pub mod tool;
 
@@ -88,5 +97,27 @@ pub mod __private {
         pub use bindings::rawko::plugin::types::ToolSpec as WitToolSpec;
     }
 
+    #[cfg(feature = "adapter")]
+    pub mod adapter {
+        pub mod bindings {
+            wit_bindgen::generate!({
+                world: "adapter",
+                path: "../../wit",
+                generate_all,
+                pub_export_macro: true,
+                export_macro_name: "__export_adapter_world",
+                default_bindings_module: "rawko_plugin_sdk::__private::adapter::bindings",
+                runtime_path: "rawko_plugin_sdk::__private::wit_bindgen::rt",
+                bitflags_path: "rawko_plugin_sdk::__private::wit_bindgen::rt::bitflags",
+            });
+        }
+        pub use crate::adapter::__dispatch::dispatch;
+        pub use bindings::exports::rawko::plugin::llm::{
+            AdapterError as WitAdapterError, Guest as LlmGuest, Request as WitRequest,
+            Response as WitResponse,
+        };
+    }
+
+    #[cfg(any(feature = "tool", feature = "adapter", feature = "bash-filter"))]
     pub use wit_bindgen;
 }

@@ -1,4 +1,6 @@
 //! One module per command.
 
+pub mod adapters;
+pub mod ask;
 pub mod tool;
 pub mod tools;
