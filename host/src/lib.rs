@@ -8,6 +8,7 @@
 pub mod capability;
 pub mod cli;
 pub mod config;
+pub mod distribution;
 pub mod paths;
 pub mod plugins;
 pub mod runtime;

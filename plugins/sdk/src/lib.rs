@@ -27,6 +27,8 @@
 //! }
 //!
 //! rawko_plugin_sdk::export_tools!(Hello);
+//! // Embeds `rawko-plugin.yaml`, the manifest `rawko plugin install` checks and shows.
+//! rawko_plugin_sdk::manifest!();
 //! ```
 //!
 //! Each plugin kind is behind a cargo feature (`tool`, `adapter`, `bash-filter`) because a
@@ -58,6 +60,7 @@ compile_error!(
 extern crate self as rawko_plugin_sdk;
 
 pub mod log;
+pub mod manifest;
 
 #[cfg(feature = "tool")]
 pub mod tool;
@@ -88,5 +91,6 @@ pub mod __private {
         pub use bindings::rawko::plugin::types::ToolSpec as WitToolSpec;
     }
 
+    pub use crate::manifest::manifest_bytes;
     pub use wit_bindgen;
 }

@@ -1,4 +1,5 @@
 //! One module per command.
 
+pub mod plugin;
 pub mod tool;
 pub mod tools;
