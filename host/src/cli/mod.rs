@@ -127,7 +127,9 @@ pub fn main() -> ExitCode {
     };
     init_tracing(cli.global.verbose);
 
+    // IO for HTTP (plugin downloads, registries), time for call deadlines.
     let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_io()
         .enable_time()
         .build()
     {
