@@ -52,10 +52,19 @@ fn an_installed_tool_runs_with_only_what_was_granted() {
 
     let r = run(
         &ws,
-        &["plugin", "install", "greeter.wasm", "--grant", "fs.read=public"],
+        &[
+            "plugin",
+            "install",
+            "greeter.wasm",
+            "--grant",
+            "fs.read=public",
+        ],
     );
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.stderr.contains("can read every file in your workspace"), "{r:?}");
+    assert!(
+        r.stderr.contains("can read every file in your workspace"),
+        "{r:?}"
+    );
     assert!(r.stdout.contains("granted: fs.read=public"), "{r:?}");
     assert!(r.stdout.contains("denied:  fs.read=."), "{r:?}");
 
@@ -78,14 +87,27 @@ fn an_installed_tool_runs_with_only_what_was_granted() {
         )
     };
     let r = call(r#"{"name":"Ada","from_file":"public/hi.txt"}"#);
-    assert_eq!((r.code, r.stdout.trim()), (0, "Hello, Ada! from public"), "{r:?}");
+    assert_eq!(
+        (r.code, r.stdout.trim()),
+        (0, "Hello, Ada! from public"),
+        "{r:?}"
+    );
     let r = call(r#"{"name":"Ada","from_file":"secret.txt"}"#);
     assert_eq!(r.code, 1, "{r:?}");
-    assert!(!r.stdout.contains("the secret") && !r.stderr.contains("the secret"), "{r:?}");
+    assert!(
+        !r.stdout.contains("the secret") && !r.stderr.contains("the secret"),
+        "{r:?}"
+    );
     // And without a call grant it reaches nothing, whatever the plugin was granted.
     let r = run(
         &ws,
-        &["tool", "call", "Greet", "--input", r#"{"name":"A","from_file":"public/hi.txt"}"#],
+        &[
+            "tool",
+            "call",
+            "Greet",
+            "--input",
+            r#"{"name":"A","from_file":"public/hi.txt"}"#,
+        ],
     );
     assert_eq!(r.code, 1, "{r:?}");
 
@@ -101,7 +123,11 @@ fn an_installed_tool_runs_with_only_what_was_granted() {
 
     let r = run(&ws, &["plugin", "inspect", "greeter"]);
     assert_eq!(r.code, 0, "{r:?}");
-    for part in ["rawko:plugin/tools@0.1.0", "rawko:plugin/tool@0.1.0", "granted fs.read=public"] {
+    for part in [
+        "rawko:plugin/tools@0.1.0",
+        "rawko:plugin/tool@0.1.0",
+        "granted fs.read=public",
+    ] {
         assert!(r.stdout.contains(part), "{part}: {r:?}");
     }
 
@@ -126,7 +152,13 @@ fn without_a_terminal_consent_must_be_explicit() {
     // A grant the plugin did not ask for cannot be given.
     let r = run(
         &ws,
-        &["plugin", "install", "greeter.wasm", "--grant", "net.http=evil.example"],
+        &[
+            "plugin",
+            "install",
+            "greeter.wasm",
+            "--grant",
+            "net.http=evil.example",
+        ],
     );
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("does not ask for that"), "{r:?}");
@@ -144,10 +176,7 @@ fn without_a_terminal_consent_must_be_explicit() {
 fn plugins_that_exceed_or_lack_their_manifest_are_refused() {
     let ws = Workspace::new();
     let cases = [
-        (
-            rawko_test_artifacts::GREEDY_TOOL,
-            "imports `wasi:sockets/",
-        ),
+        (rawko_test_artifacts::GREEDY_TOOL, "imports `wasi:sockets/"),
         (
             rawko_test_artifacts::FUTURE_TOOL,
             "built against rawko:plugin@0.9.0, which this rawko does not support",
@@ -160,13 +189,22 @@ fn plugins_that_exceed_or_lack_their_manifest_are_refused() {
     for (wasm, reason) in cases {
         let r = run(&ws, &["plugin", "install", wasm, "--yes"]);
         assert_eq!(r.code, 1, "{r:?}");
-        assert!(r.stderr.contains("refused") && r.stderr.contains(reason), "{reason}: {r:?}");
+        assert!(
+            r.stderr.contains("refused") && r.stderr.contains(reason),
+            "{reason}: {r:?}"
+        );
         assert_nothing_installed(&ws);
     }
     // Inspecting shows the reason without installing.
-    let r = run(&ws, &["plugin", "inspect", rawko_test_artifacts::GREEDY_TOOL]);
+    let r = run(
+        &ws,
+        &["plugin", "inspect", rawko_test_artifacts::GREEDY_TOOL],
+    );
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.stdout.contains("REFUSED") && r.stdout.contains("wasi:sockets/"), "{r:?}");
+    assert!(
+        r.stdout.contains("REFUSED") && r.stdout.contains("wasi:sockets/"),
+        "{r:?}"
+    );
     assert_nothing_installed(&ws);
 }
 
@@ -208,8 +246,11 @@ fn minisign_signatures_verify_and_forgeries_are_refused() {
         .expect("the manifest text is in the component");
     bytes[at + 5] = b'z';
     std::fs::write(&tampered, &bytes).unwrap();
-    std::fs::copy(ws.path().join("signed.wasm.minisig"), ws.path().join("tampered.wasm.minisig"))
-        .unwrap();
+    std::fs::copy(
+        ws.path().join("signed.wasm.minisig"),
+        ws.path().join("tampered.wasm.minisig"),
+    )
+    .unwrap();
 
     // Signed by a key nobody trusts.
     let forged = copy_plugin(&ws, rawko_test_artifacts::GREETER, "forged.wasm");
@@ -225,31 +266,52 @@ fn minisign_signatures_verify_and_forgeries_are_refused() {
 
     let refusals = [
         (&tampered, "does not match the plugin's bytes"),
-        (&forged, &*format!("signed by key {}, which you do not trust", mallory.key_id())),
+        (
+            &forged,
+            &*format!("signed by key {}, which you do not trust", mallory.key_id()),
+        ),
         (&unsigned, "has no signature"),
     ];
     for (file, reason) in refusals {
         let r = run(
             &ws,
-            &["plugin", "install", file.to_str().unwrap(), "--yes", "--require-signature"],
+            &[
+                "plugin",
+                "install",
+                file.to_str().unwrap(),
+                "--yes",
+                "--require-signature",
+            ],
         );
         assert_eq!(r.code, 1, "{r:?}");
         assert!(r.stderr.contains(reason), "{reason}: {r:?}");
         assert_nothing_installed(&ws);
     }
     // A bad signature by a trusted key is refused even when signatures are not required.
-    let r = run(&ws, &["plugin", "install", tampered.to_str().unwrap(), "--yes"]);
+    let r = run(
+        &ws,
+        &["plugin", "install", tampered.to_str().unwrap(), "--yes"],
+    );
     assert_eq!(r.code, 1, "{r:?}");
     assert_nothing_installed(&ws);
 
     let r = run(
         &ws,
-        &["plugin", "install", signed.to_str().unwrap(), "--yes", "--require-signature"],
+        &[
+            "plugin",
+            "install",
+            signed.to_str().unwrap(),
+            "--yes",
+            "--require-signature",
+        ],
     );
     assert_eq!(r.code, 0, "{r:?}");
     let list = installed(&ws);
     assert_eq!(list[0]["signer"]["key_id"], alice.key_id());
-    assert_eq!(list[0]["signer"]["trusted_comment"], "signed by the rawko tests");
+    assert_eq!(
+        list[0]["signer"]["trusted_comment"],
+        "signed by the rawko tests"
+    );
 
     // Once the key is removed, --trusted-key brings it back for one command.
     let r = run(&ws, &["plugin", "remove", "greeter"]);
@@ -258,12 +320,25 @@ fn minisign_signatures_verify_and_forgeries_are_refused() {
     assert_eq!(r.code, 0, "{r:?}");
     let r = run(
         &ws,
-        &["plugin", "install", signed.to_str().unwrap(), "--yes", "--require-signature"],
+        &[
+            "plugin",
+            "install",
+            signed.to_str().unwrap(),
+            "--yes",
+            "--require-signature",
+        ],
     );
     assert_eq!(r.code, 1, "{r:?}");
     let r = run(
         &ws,
-        &["plugin", "install", signed.to_str().unwrap(), "--yes", "--trusted-key", alice_pub],
+        &[
+            "plugin",
+            "install",
+            signed.to_str().unwrap(),
+            "--yes",
+            "--trusted-key",
+            alice_pub,
+        ],
     );
     assert_eq!(r.code, 0, "{r:?}");
 }
@@ -306,7 +381,14 @@ fn oci_publish_install_by_tag_and_digest_and_pinning() {
     // By tag, with the signature carried in the manifest.
     let r = run(
         &ws,
-        &["plugin", "install", &tag, "--yes", "--trusted-key", alice.public.to_str().unwrap()],
+        &[
+            "plugin",
+            "install",
+            &tag,
+            "--yes",
+            "--trusted-key",
+            alice.public.to_str().unwrap(),
+        ],
     );
     assert_eq!(r.code, 0, "{r:?}");
     let list = installed(&ws);
@@ -318,7 +400,10 @@ fn oci_publish_install_by_tag_and_digest_and_pinning() {
     let other = Workspace::new();
     let r = run(&other, &["plugin", "install", &pinned, "--yes"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(installed(&other)[0]["digest"], format!("sha256:{}", sha256(&v1)));
+    assert_eq!(
+        installed(&other)[0]["digest"],
+        format!("sha256:{}", sha256(&v1))
+    );
     let r = run(
         &other,
         &["tool", "call", "Greet", "--input", r#"{"name":"registry"}"#],
@@ -331,14 +416,30 @@ fn oci_publish_install_by_tag_and_digest_and_pinning() {
     let r = run(&ws, &["plugin", "install", &tag, "--yes"]);
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("pinned in the lockfile"), "{r:?}");
-    assert_eq!(installed(&ws)[0]["digest"], format!("sha256:{}", sha256(&v1)));
+    assert_eq!(
+        installed(&ws)[0]["digest"],
+        format!("sha256:{}", sha256(&v1))
+    );
     // And so does a digest given on the command line, in a fresh data directory.
     let fresh = Workspace::new();
-    let r = run(&fresh, &["plugin", "install", &tag, "--yes", "--sha256", &sha256(&v1)]);
+    let r = run(
+        &fresh,
+        &["plugin", "install", &tag, "--yes", "--sha256", &sha256(&v1)],
+    );
     assert_eq!(r.code, 1, "{r:?}");
     assert_nothing_installed(&fresh);
     // The pinned manifest digest still names the old bytes.
-    let r = run(&fresh, &["plugin", "install", &pinned, "--yes", "--sha256", &sha256(&v1)]);
+    let r = run(
+        &fresh,
+        &[
+            "plugin",
+            "install",
+            &pinned,
+            "--yes",
+            "--sha256",
+            &sha256(&v1),
+        ],
+    );
     assert_eq!(r.code, 0, "{r:?}");
     assert_ne!(sha256(&v1), sha256(&v2));
 
@@ -382,7 +483,15 @@ fn interrupted_and_failed_downloads_leave_nothing_installed() {
         ("/short.wasm", "the transfer"),
         ("/broken.wasm", "the server answered 500"),
     ] {
-        let r = run(&ws, &["plugin", "install", &format!("{}{path}", server.base), "--yes"]);
+        let r = run(
+            &ws,
+            &[
+                "plugin",
+                "install",
+                &format!("{}{path}", server.base),
+                "--yes",
+            ],
+        );
         assert_eq!(r.code, 1, "{r:?}");
         assert!(r.stderr.contains(reason), "{reason}: {r:?}");
         assert_nothing_installed(&ws);
@@ -390,7 +499,12 @@ fn interrupted_and_failed_downloads_leave_nothing_installed() {
 
     // Killed in the middle of the download.
     let mut child = rawko(&ws)
-        .args(["plugin", "install", &format!("{}/stalled.wasm", server.base), "--yes"])
+        .args([
+            "plugin",
+            "install",
+            &format!("{}/stalled.wasm", server.base),
+            "--yes",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -404,7 +518,15 @@ fn interrupted_and_failed_downloads_leave_nothing_installed() {
     assert_nothing_installed(&ws);
 
     // The next install works.
-    let r = run(&ws, &["plugin", "install", &format!("{}/whole.wasm", server.base), "--yes"]);
+    let r = run(
+        &ws,
+        &[
+            "plugin",
+            "install",
+            &format!("{}/whole.wasm", server.base),
+            "--yes",
+        ],
+    );
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(installed(&ws).len(), 1);
 }
@@ -422,26 +544,62 @@ fn updates_ask_again_for_new_capabilities_and_refuse_new_signers() {
     bob.sign(&v2);
     alice.sign(&v2_alice);
     for key in [&alice, &bob] {
-        let r = run(&ws, &["plugin", "keys", "add", key.public.to_str().unwrap()]);
+        let r = run(
+            &ws,
+            &["plugin", "keys", "add", key.public.to_str().unwrap()],
+        );
         assert_eq!(r.code, 0, "{r:?}");
     }
-    let r = run(&ws, &["plugin", "install", "greeter.wasm", "--grant", "fs.read=public"]);
+    let r = run(
+        &ws,
+        &[
+            "plugin",
+            "install",
+            "greeter.wasm",
+            "--grant",
+            "fs.read=public",
+        ],
+    );
     assert_eq!(r.code, 0, "{r:?}");
     let version = |ws: &Workspace| installed(ws)[0]["version"].as_str().unwrap().to_string();
 
     // Another signer.
-    let r = run(&ws, &["plugin", "update", "greeter", "--from", "greeter-2.wasm", "--yes"]);
+    let r = run(
+        &ws,
+        &[
+            "plugin",
+            "update",
+            "greeter",
+            "--from",
+            "greeter-2.wasm",
+            "--yes",
+        ],
+    );
     assert_eq!(r.code, 1, "{r:?}");
-    assert!(r.stderr.contains(&format!("signed by key {}", alice.key_id())), "{r:?}");
+    assert!(
+        r.stderr
+            .contains(&format!("signed by key {}", alice.key_id())),
+        "{r:?}"
+    );
     assert!(r.stderr.contains("--allow-new-signer"), "{r:?}");
     assert_eq!(version(&ws), "0.1.0");
 
     // The same signer, but the new version wants the network: it stops and asks.
-    let r = run(&ws, &["plugin", "update", "greeter", "--from", "greeter-2a.wasm"]);
+    let r = run(
+        &ws,
+        &["plugin", "update", "greeter", "--from", "greeter-2a.wasm"],
+    );
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("It now also asks for:\n  net.http=api.example.com"), "{r:?}");
+    assert!(
+        r.stderr
+            .contains("It now also asks for:\n  net.http=api.example.com"),
+        "{r:?}"
+    );
     assert!(r.stderr.contains("it could send your code there"), "{r:?}");
-    assert!(r.stderr.contains("--grant net.http=api.example.com"), "{r:?}");
+    assert!(
+        r.stderr.contains("--grant net.http=api.example.com"),
+        "{r:?}"
+    );
     assert_eq!(version(&ws), "0.1.0");
 
     // On a terminal, it asks; declining changes nothing.
@@ -453,7 +611,15 @@ fn updates_ask_again_for_new_capabilities_and_refuse_new_signers() {
 
     let r = run(
         &ws,
-        &["plugin", "update", "greeter", "--from", "greeter-2a.wasm", "--grant", "net.http=api.example.com"],
+        &[
+            "plugin",
+            "update",
+            "greeter",
+            "--from",
+            "greeter-2a.wasm",
+            "--grant",
+            "net.http=api.example.com",
+        ],
     );
     assert_eq!(r.code, 0, "{r:?}");
     let list = installed(&ws);
@@ -467,12 +633,27 @@ fn updates_ask_again_for_new_capabilities_and_refuse_new_signers() {
     // A new signer is accepted only when asked for.
     let r = run(
         &ws,
-        &["plugin", "update", "greeter", "--from", "greeter.wasm", "--yes"],
+        &[
+            "plugin",
+            "update",
+            "greeter",
+            "--from",
+            "greeter.wasm",
+            "--yes",
+        ],
     );
     assert_eq!(r.code, 0, "{r:?}");
     let r = run(
         &ws,
-        &["plugin", "update", "greeter", "--from", "greeter-2.wasm", "--yes", "--allow-new-signer"],
+        &[
+            "plugin",
+            "update",
+            "greeter",
+            "--from",
+            "greeter-2.wasm",
+            "--yes",
+            "--allow-new-signer",
+        ],
     );
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(installed(&ws)[0]["signer"]["key_id"], bob.key_id());
@@ -490,7 +671,9 @@ fn on_a_terminal(ws: &Workspace, args: &str, input: &str) -> Option<String> {
     let cmd = format!("{} plugin {args}", env!("CARGO_BIN_EXE_rawko"));
     let base = rawko(ws);
     let mut command = std::process::Command::new(script);
-    command.args(["-qec", &cmd, "/dev/null"]).current_dir(ws.path());
+    command
+        .args(["-qec", &cmd, "/dev/null"])
+        .current_dir(ws.path());
     for (key, value) in base.get_envs() {
         match value {
             Some(v) => command.env(key, v),
@@ -521,7 +704,12 @@ fn a_new_tool_plugin_builds_installs_and_runs() {
         .args(["build", "--target", "wasm32-wasip2", "--release", "--quiet"])
         .current_dir(&dir)
         .env("CARGO_TARGET_DIR", &target);
-    for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_TARGET", "RUSTC_WORKSPACE_WRAPPER"] {
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "RUSTC_WORKSPACE_WRAPPER",
+    ] {
         cargo.env_remove(var);
     }
     let out = cargo.output().expect("run cargo");

@@ -106,7 +106,10 @@ impl Registry {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("docker-registry did not answer on {} within 20 s", self.addr);
+        panic!(
+            "docker-registry did not answer on {} within 20 s",
+            self.addr
+        );
     }
 }
 
@@ -210,7 +213,10 @@ impl Server {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
-        let routes: Vec<(String, Reply)> = routes.into_iter().map(|(p, r)| (p.to_string(), r)).collect();
+        let routes: Vec<(String, Reply)> = routes
+            .into_iter()
+            .map(|(p, r)| (p.to_string(), r))
+            .collect();
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
             for conn in listener.incoming() {
@@ -245,7 +251,10 @@ fn serve(conn: &mut TcpStream, routes: &[(String, Reply)], stop: &AtomicBool) {
         }
     }
     let path = request.split_whitespace().nth(1).unwrap_or("/").to_string();
-    let reply = routes.iter().find(|(p, _)| *p == path).map(|(_, r)| r.clone());
+    let reply = routes
+        .iter()
+        .find(|(p, _)| *p == path)
+        .map(|(_, r)| r.clone());
     let head = |status: u16, len: usize| {
         format!("HTTP/1.1 {status} X\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n")
     };
@@ -311,7 +320,12 @@ impl TokenGate {
         let addr = listener.local_addr().unwrap().to_string();
         let stop = Arc::new(AtomicBool::new(false));
         let issued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (flag, count, up, me) = (stop.clone(), issued.clone(), upstream.to_string(), addr.clone());
+        let (flag, count, up, me) = (
+            stop.clone(),
+            issued.clone(),
+            upstream.to_string(),
+            addr.clone(),
+        );
         let thread = std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if flag.load(Ordering::SeqCst) {
@@ -365,7 +379,8 @@ fn gate(client: TcpStream, upstream: &str, me: &str, issued: &std::sync::atomic:
             if let Some(v) = lower.strip_prefix("content-length:") {
                 len = v.trim().parse().unwrap_or(0);
             }
-            if lower.starts_with("authorization:") && line.contains(&format!("Bearer {GATE_TOKEN}")) {
+            if lower.starts_with("authorization:") && line.contains(&format!("Bearer {GATE_TOKEN}"))
+            {
                 authorized = true;
             }
             if !lower.starts_with("connection:") {
@@ -392,7 +407,9 @@ fn gate(client: TcpStream, upstream: &str, me: &str, issued: &std::sync::atomic:
             .into_bytes()
         } else {
             // One upstream connection per request, closed by the registry after its answer.
-            let Ok(mut up) = TcpStream::connect(upstream) else { return };
+            let Ok(mut up) = TcpStream::connect(upstream) else {
+                return;
+            };
             let mut forward = request_line.clone().into_bytes();
             forward.extend_from_slice(&head);
             forward.extend_from_slice(b"Connection: close\r\n\r\n");

@@ -33,7 +33,11 @@ pub enum FetchError {
     #[error("{url}: larger than the {limit} bytes allowed")]
     TooLarge { url: String, limit: u64 },
     #[error("{url}: the transfer ended after {got} of {expected} bytes")]
-    Truncated { url: String, got: u64, expected: u64 },
+    Truncated {
+        url: String,
+        got: u64,
+        expected: u64,
+    },
     #[error("{0}")]
     Other(String),
 }
@@ -106,20 +110,22 @@ pub async fn read_body(
     {
         return Err(FetchError::TooLarge { url, limit });
     }
-    let bar = label.filter(|_| std::io::stderr().is_terminal()).map(|label| {
-        let bar = match expected {
-            Some(len) => indicatif::ProgressBar::new(len),
-            None => indicatif::ProgressBar::no_length(),
-        };
-        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-        if let Ok(style) = indicatif::ProgressStyle::with_template(
-            "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}",
-        ) {
-            bar.set_style(style.progress_chars("=> "));
-        }
-        bar.set_message(label.to_string());
-        bar
-    });
+    let bar = label
+        .filter(|_| std::io::stderr().is_terminal())
+        .map(|label| {
+            let bar = match expected {
+                Some(len) => indicatif::ProgressBar::new(len),
+                None => indicatif::ProgressBar::no_length(),
+            };
+            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}",
+            ) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar.set_message(label.to_string());
+            bar
+        });
     let mut body = Vec::with_capacity(expected.unwrap_or(0).min(limit) as usize);
     let result = loop {
         match resp.chunk().await {
@@ -170,10 +176,14 @@ pub async fn get(
     optional: bool,
 ) -> Result<Option<Vec<u8>>, FetchError> {
     check_scheme(url)?;
-    let resp = client.get(url.clone()).send().await.map_err(|e| FetchError::Http {
-        url: url.to_string(),
-        message: describe(&e),
-    })?;
+    let resp = client
+        .get(url.clone())
+        .send()
+        .await
+        .map_err(|e| FetchError::Http {
+            url: url.to_string(),
+            message: describe(&e),
+        })?;
     let status = resp.status();
     if optional && status == reqwest::StatusCode::NOT_FOUND {
         return Ok(None);

@@ -99,7 +99,9 @@ impl std::str::FromStr for Kind {
         Kind::ALL
             .into_iter()
             .find(|k| k.as_str() == s)
-            .ok_or_else(|| format!("unknown plugin kind `{s}` (expected tool, adapter or bash-filter)"))
+            .ok_or_else(|| {
+                format!("unknown plugin kind `{s}` (expected tool, adapter or bash-filter)")
+            })
     }
 }
 
@@ -177,15 +179,15 @@ impl Grant {
             Grant::FsWrite(p) => {
                 format!("can create, change and delete files under {p} in your workspace")
             }
-            Grant::NetHttp(h) => format!(
-                "can send requests to {h}: whatever it can read could be sent there"
-            ),
+            Grant::NetHttp(h) => {
+                format!("can send requests to {h}: whatever it can read could be sent there")
+            }
             Grant::Env(v) => format!(
                 "requests it makes to its granted hosts carry the secret in ${v} (it never sees the value itself)"
             ),
-            Grant::Exec(c) => format!(
-                "can run `{c}` through rawko's shell, subject to your bash filters"
-            ),
+            Grant::Exec(c) => {
+                format!("can run `{c}` through rawko's shell, subject to your bash filters")
+            }
         }
     }
 }
@@ -248,15 +250,11 @@ fn check_host(h: &str) -> Result<String, String> {
     };
     let host_ok = !host.is_empty()
         && host.len() <= 253
-        && host
-            .split('.')
-            .all(|label| {
-                !label.is_empty()
-                    && label.len() <= 63
-                    && label
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '-')
-            });
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        });
     if !host_ok {
         return Err(format!(
             "`{h}` is not a host name: give a host with an optional port (api.example.com or api.example.com:8443), no scheme, path or wildcard"
@@ -362,7 +360,10 @@ pub struct Manifest {
     pub provides: Provides,
 }
 
-fn serialize_display<S: serde::Serializer, T: fmt::Display>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+fn serialize_display<S: serde::Serializer, T: fmt::Display>(
+    v: &T,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     s.collect_str(v)
 }
 
@@ -425,7 +426,9 @@ impl Manifest {
         let version = semver::Version::parse(&raw.version)
             .map_err(|e| format!("version `{}` is not a semantic version: {e}", raw.version))?;
         if raw.kinds.is_empty() {
-            return Err("kinds is empty: name the kind of plugin (tool, adapter or bash-filter)".into());
+            return Err(
+                "kinds is empty: name the kind of plugin (tool, adapter or bash-filter)".into(),
+            );
         }
         let mut kinds = Vec::new();
         for k in &raw.kinds {
@@ -437,11 +440,16 @@ impl Manifest {
         }
         kinds.sort();
         let wit = semver::VersionReq::parse(&raw.wit).map_err(|e| {
-            format!("wit `{}` is not a version requirement (e.g. ^0.1.0): {e}", raw.wit)
+            format!(
+                "wit `{}` is not a version requirement (e.g. ^0.1.0): {e}",
+                raw.wit
+            )
         })?;
         let oneline = |field: &str, s: &str, max: usize| -> Result<(), String> {
             if s.len() > max || s.chars().any(|c| c.is_control() && c != '\n') {
-                Err(format!("{field} is longer than {max} bytes or holds control characters"))
+                Err(format!(
+                    "{field} is longer than {max} bytes or holds control characters"
+                ))
             } else {
                 Ok(())
             }
@@ -619,15 +627,24 @@ impl ComponentInfo {
             let allowed = Interface::parse(name).is_some_and(|i| {
                 let base = format!("{}/{}", i.package, i.name);
                 let version_ok = match i.package.split(':').next() {
-                    Some("wasi") => i.version.as_ref().is_some_and(|v| v.major == 0 && v.minor == 2),
+                    Some("wasi") => i
+                        .version
+                        .as_ref()
+                        .is_some_and(|v| v.major == 0 && v.minor == 2),
                     _ => true,
                 };
                 version_ok
                     && (SANDBOX_IMPORTS.contains(&base.as_str())
-                        || kinds.iter().any(|k| k.extra_imports().contains(&base.as_str())))
+                        || kinds
+                            .iter()
+                            .any(|k| k.extra_imports().contains(&base.as_str())))
             });
             if !allowed {
-                let kinds_text = kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ");
+                let kinds_text = kinds
+                    .iter()
+                    .map(|k| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 return Err(mismatch(format!(
                     "imports `{name}`, which is beyond what a {kinds_text} plugin may use; \
                      rawko refuses plugins that ask for more than their manifest declares"
@@ -756,9 +773,15 @@ provides: { tools: [Hello] }
     fn bad_manifests_say_what_is_wrong() {
         let cases = [
             (GOOD.replace("name: hello", "name: Hello"), "name `Hello`"),
-            (GOOD.replace("license: MIT", "licence: MIT"), "unknown field `licence`"),
+            (
+                GOOD.replace("license: MIT", "licence: MIT"),
+                "unknown field `licence`",
+            ),
             (GOOD.replace("^0.1.0", "zero"), "not a version requirement"),
-            (GOOD.replace("[tool]", "[toll]"), "unknown plugin kind `toll`"),
+            (
+                GOOD.replace("[tool]", "[toll]"),
+                "unknown plugin kind `toll`",
+            ),
             (
                 GOOD.replace("\".\": reads", "\"../..\": reads"),
                 "climbs out of the workspace",
@@ -767,10 +790,7 @@ provides: { tools: [Hello] }
                 GOOD.replace("api.example.com\"", "*.example.com\""),
                 "not a host name",
             ),
-            (
-                GOOD.replace("fetches greetings", "\"  \""),
-                "has no reason",
-            ),
+            (GOOD.replace("fetches greetings", "\"  \""), "has no reason"),
         ];
         for (text, expected) in cases {
             let e = Manifest::parse(text.as_bytes()).unwrap_err().to_string();
@@ -780,7 +800,13 @@ provides: { tools: [Hello] }
 
     #[test]
     fn grants_round_trip_through_text() {
-        for s in ["fs.read=.", "fs.write=/tmp/x", "net.http=api.example.com:8443", "env=API_KEY", "exec=git *"] {
+        for s in [
+            "fs.read=.",
+            "fs.write=/tmp/x",
+            "net.http=api.example.com:8443",
+            "env=API_KEY",
+            "exec=git *",
+        ] {
             assert_eq!(s.parse::<Grant>().unwrap().to_string(), s);
         }
         assert_eq!(
@@ -797,20 +823,26 @@ provides: { tools: [Hello] }
     fn imports_beyond_the_kind_are_refused() {
         let m = Manifest::parse(GOOD.as_bytes()).unwrap();
         let ok = info(
-            &["rawko:plugin/log@0.1.0", "wasi:io/streams@0.2.6", "rawko:plugin/types@0.1.0"],
+            &[
+                "rawko:plugin/log@0.1.0",
+                "wasi:io/streams@0.2.6",
+                "rawko:plugin/types@0.1.0",
+            ],
             &["rawko:plugin/tools@0.1.0"],
         );
         assert_eq!(ok.check(&m).unwrap(), semver::Version::new(0, 1, 0));
 
-        let sockets = info(
-            &["wasi:sockets/tcp@0.2.0"],
-            &["rawko:plugin/tools@0.1.0"],
-        );
+        let sockets = info(&["wasi:sockets/tcp@0.2.0"], &["rawko:plugin/tools@0.1.0"]);
         let e = sockets.check(&m).unwrap_err().to_string();
         assert!(e.contains("imports `wasi:sockets/tcp@0.2.0`"), "{e}");
 
         let http = info(&["rawko:plugin/http@0.1.0"], &["rawko:plugin/tools@0.1.0"]);
-        assert!(http.check(&m).unwrap_err().to_string().contains("rawko:plugin/http"));
+        assert!(
+            http.check(&m)
+                .unwrap_err()
+                .to_string()
+                .contains("rawko:plugin/http")
+        );
 
         let wasi3 = info(&["wasi:io/streams@0.3.0"], &["rawko:plugin/tools@0.1.0"]);
         assert!(wasi3.check(&m).is_err());
@@ -819,14 +851,24 @@ provides: { tools: [Hello] }
     #[test]
     fn exports_and_versions_must_match_the_manifest() {
         let m = Manifest::parse(GOOD.as_bytes()).unwrap();
-        let e = info(&[], &["rawko:plugin/tools@0.9.0"]).check(&m).unwrap_err();
-        assert!(e.to_string().contains("rawko:plugin@0.9.0, which this rawko does not support"), "{e}");
-        let e = info(&[], &["rawko:plugin/filter@0.1.0"]).check(&m).unwrap_err();
+        let e = info(&[], &["rawko:plugin/tools@0.9.0"])
+            .check(&m)
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("rawko:plugin@0.9.0, which this rawko does not support"),
+            "{e}"
+        );
+        let e = info(&[], &["rawko:plugin/filter@0.1.0"])
+            .check(&m)
+            .unwrap_err();
         assert!(e.to_string().contains("does not list bash-filter"), "{e}");
         let e = info(&[], &["wasi:cli/run@0.2.0"]).check(&m).unwrap_err();
         assert!(e.to_string().contains("not a rawko plugin"), "{e}");
         let older = Manifest::parse(GOOD.replace("^0.1.0", "^0.2.0").as_bytes()).unwrap();
-        let e = info(&[], &["rawko:plugin/tools@0.1.0"]).check(&older).unwrap_err();
+        let e = info(&[], &["rawko:plugin/tools@0.1.0"])
+            .check(&older)
+            .unwrap_err();
         assert!(e.to_string().contains("the manifest says"), "{e}");
     }
 
@@ -842,7 +884,11 @@ provides: { tools: [Hello] }
             .map(|i| {
                 let i = i.trim_end_matches(';');
                 let i = i.split('@').next().unwrap();
-                if i.contains(':') { i.to_string() } else { format!("rawko:plugin/{i}") }
+                if i.contains(':') {
+                    i.to_string()
+                } else {
+                    format!("rawko:plugin/{i}")
+                }
             })
             .collect();
         from_wit.push("rawko:plugin/types".into());

@@ -176,11 +176,17 @@ pub fn examine(wasm: &[u8]) -> Result<Examined, ManifestError> {
 
 /// Normalize a digest given by a user: `sha256:HEX` or bare `HEX`, any case.
 pub fn parse_digest(s: &str) -> Result<String, String> {
-    let hex = s.trim().strip_prefix("sha256:").unwrap_or(s.trim()).to_ascii_lowercase();
+    let hex = s
+        .trim()
+        .strip_prefix("sha256:")
+        .unwrap_or(s.trim())
+        .to_ascii_lowercase();
     if hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
         Ok(format!("sha256:{hex}"))
     } else {
-        Err(format!("`{s}` is not a SHA-256 digest (64 hex digits, optionally after `sha256:`)"))
+        Err(format!(
+            "`{s}` is not a SHA-256 digest (64 hex digits, optionally after `sha256:`)"
+        ))
     }
 }
 

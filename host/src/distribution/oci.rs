@@ -41,9 +41,13 @@ pub struct Reference {
 impl Reference {
     pub fn parse(s: &str) -> Result<Reference, String> {
         let bad = |why: &str| {
-            format!("`{s}` is not an OCI reference ({why}); write oci://registry/repository:tag or oci://registry/repository@sha256:DIGEST")
+            format!(
+                "`{s}` is not an OCI reference ({why}); write oci://registry/repository:tag or oci://registry/repository@sha256:DIGEST"
+            )
         };
-        let rest = s.strip_prefix("oci://").ok_or_else(|| bad("no oci:// prefix"))?;
+        let rest = s
+            .strip_prefix("oci://")
+            .ok_or_else(|| bad("no oci:// prefix"))?;
         let (registry, path) = rest.split_once('/').ok_or_else(|| bad("no repository"))?;
         if registry.is_empty() || registry.contains(['@', '?', '#']) {
             return Err(bad("no registry host"));
@@ -65,12 +69,15 @@ impl Reference {
                     })
             });
         if !repo_ok {
-            return Err(bad("the repository must be lowercase letters, digits, `.`, `_`, `-` and `/`"));
+            return Err(bad(
+                "the repository must be lowercase letters, digits, `.`, `_`, `-` and `/`",
+            ));
         }
         if let Some(t) = &tag {
             let ok = !t.is_empty()
                 && t.len() <= 128
-                && t.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+                && t.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
             if !ok {
                 return Err(bad("a tag is letters, digits, `.`, `_` and `-`"));
             }
@@ -233,7 +240,9 @@ impl Client {
             if let Some(auth) = &self.auth {
                 req = req.header(AUTHORIZATION, auth);
             }
-            let req = req.build().map_err(|e| FetchError::Other(fetch::describe(&e)))?;
+            let req = req
+                .build()
+                .map_err(|e| FetchError::Other(fetch::describe(&e)))?;
             let url = req.url().clone();
             fetch::check_scheme(&url)?;
             let resp = self.http.execute(req).await.map_err(|e| FetchError::Http {
@@ -282,9 +291,11 @@ impl Client {
                 Ok(value)
             }
             "bearer" => {
-                let realm = params.get("realm").ok_or_else(|| FetchError::Other(format!(
-                    "{url}: the registry asked for a token without saying where to get one"
-                )))?;
+                let realm = params.get("realm").ok_or_else(|| {
+                    FetchError::Other(format!(
+                        "{url}: the registry asked for a token without saying where to get one"
+                    ))
+                })?;
                 let mut token_url = Url::parse(realm)
                     .map_err(|e| FetchError::Other(format!("token realm `{realm}`: {e}")))?;
                 {
@@ -360,8 +371,9 @@ impl Client {
                 "{reference}: the registry returned a manifest with digest {manifest_digest}, not the one asked for"
             )));
         }
-        let manifest: ImageManifest = serde_json::from_slice(&body)
-            .map_err(|e| FetchError::Other(format!("{reference}: not an OCI image manifest: {e}")))?;
+        let manifest: ImageManifest = serde_json::from_slice(&body).map_err(|e| {
+            FetchError::Other(format!("{reference}: not an OCI image manifest: {e}"))
+        })?;
         let wasm_layers: Vec<&Descriptor> = manifest
             .layers
             .iter()
@@ -394,7 +406,10 @@ impl Client {
                 limit: MAX_PLUGIN_BYTES,
             });
         }
-        let blob_url = self.url(&format!("v2/{}/blobs/{}", reference.repository, layer.digest))?;
+        let blob_url = self.url(&format!(
+            "v2/{}/blobs/{}",
+            reference.repository, layer.digest
+        ))?;
         let resp = self.send(&scope, |c| c.get(blob_url.clone())).await?;
         let resp = ok_or_status(resp, "layer")?;
         let wasm = fetch::read_body(resp, layer.size, Some("downloading")).await?;
@@ -419,7 +434,11 @@ impl Client {
     }
 
     /// Push `artifact` to `reference` (which needs a tag); returns the manifest digest.
-    pub async fn push(&mut self, reference: &Reference, artifact: &Artifact<'_>) -> Result<String, FetchError> {
+    pub async fn push(
+        &mut self,
+        reference: &Reference,
+        artifact: &Artifact<'_>,
+    ) -> Result<String, FetchError> {
         let Some(tag) = reference.tag.clone() else {
             return Err(FetchError::Other(format!(
                 "{reference}: publishing needs a tag (oci://registry/repository:TAG)"
@@ -440,8 +459,10 @@ impl Client {
         };
         let config = serde_json::to_vec(&config).expect("the config serializes");
         let config_digest = format!("sha256:{}", sha256_hex(&config));
-        self.upload(reference, &scope, &config_digest, &config).await?;
-        self.upload(reference, &scope, &layer_digest, artifact.wasm).await?;
+        self.upload(reference, &scope, &config_digest, &config)
+            .await?;
+        self.upload(reference, &scope, &layer_digest, artifact.wasm)
+            .await?;
         let manifest = ImageManifest {
             schema_version: 2,
             media_type: Some(MANIFEST_MEDIA_TYPE.into()),
@@ -485,7 +506,9 @@ impl Client {
     ) -> Result<(), FetchError> {
         let repo = &reference.repository;
         let head = self.url(&format!("v2/{repo}/blobs/{digest}"))?;
-        let resp = self.send(scope, |c| c.request(Method::HEAD, head.clone())).await?;
+        let resp = self
+            .send(scope, |c| c.request(Method::HEAD, head.clone()))
+            .await?;
         if resp.status().is_success() {
             return Ok(());
         }
@@ -496,7 +519,9 @@ impl Client {
             .headers()
             .get(LOCATION)
             .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| FetchError::Other(format!("{start}: the registry gave no upload location")))?;
+            .ok_or_else(|| {
+                FetchError::Other(format!("{start}: the registry gave no upload location"))
+            })?;
         let mut put = resp
             .url()
             .join(location)
@@ -535,7 +560,9 @@ fn ok_or_status(resp: reqwest::Response, what: &str) -> Result<reqwest::Response
 }
 
 fn credentials() -> Option<(String, String)> {
-    let user = std::env::var("RAWKO_REGISTRY_USERNAME").ok().filter(|u| !u.is_empty())?;
+    let user = std::env::var("RAWKO_REGISTRY_USERNAME")
+        .ok()
+        .filter(|u| !u.is_empty())?;
     let pass = std::env::var("RAWKO_REGISTRY_PASSWORD").unwrap_or_default();
     Some((user, pass))
 }
@@ -550,7 +577,11 @@ fn parse_challenge(header: &str) -> (String, BTreeMap<String, String>) {
         let Some((key, after)) = rest.split_once('=') else {
             break;
         };
-        let key = key.trim().trim_start_matches(',').trim().to_ascii_lowercase();
+        let key = key
+            .trim()
+            .trim_start_matches(',')
+            .trim()
+            .to_ascii_lowercase();
         let after = after.trim_start();
         let (value, next) = if let Some(quoted) = after.strip_prefix('"') {
             match quoted.find('"') {
@@ -628,7 +659,10 @@ mod tests {
         assert_eq!(p["service"], "registry.example.com");
         assert_eq!(p["scope"], "repository:a/b:pull");
         let (s, p) = parse_challenge(r#"Basic realm="Registry Realm""#);
-        assert_eq!((s.as_str(), p["realm"].as_str()), ("Basic", "Registry Realm"));
+        assert_eq!(
+            (s.as_str(), p["realm"].as_str()),
+            ("Basic", "Registry Realm")
+        );
     }
 
     #[test]

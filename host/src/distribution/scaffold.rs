@@ -29,7 +29,12 @@ pub enum ScaffoldError {
 
 /// Write a new `kind` plugin crate called `name` into `dir` (which must not exist yet), using the
 /// SDK at `sdk`. Returns the files written.
-pub fn create(kind: Kind, name: &str, dir: &Path, sdk: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
+pub fn create(
+    kind: Kind,
+    name: &str,
+    dir: &Path,
+    sdk: &Path,
+) -> Result<Vec<PathBuf>, ScaffoldError> {
     let name_ok = !name.is_empty()
         && name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_lowercase())

@@ -63,7 +63,9 @@ pub struct Signature {
 
 impl std::fmt::Debug for Signature {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Signature").field("key_id", &self.key_id).finish()
+        f.debug_struct("Signature")
+            .field("key_id", &self.key_id)
+            .finish()
     }
 }
 
@@ -96,16 +98,24 @@ impl TrustedKey {
         if text.len() > MAX_KEY_FILE {
             return Err(malformed("too large".into()));
         }
-        let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
         let (comment, b64) = match lines.as_slice() {
             [b64] => ("", *b64),
             [comment, b64, ..] => (
-                comment.strip_prefix("untrusted comment:").unwrap_or(comment).trim(),
+                comment
+                    .strip_prefix("untrusted comment:")
+                    .unwrap_or(comment)
+                    .trim(),
                 *b64,
             ),
             [] => return Err(malformed("empty".into())),
         };
-        let key = minisign_verify::PublicKey::from_base64(b64).map_err(|e| malformed(e.to_string()))?;
+        let key =
+            minisign_verify::PublicKey::from_base64(b64).map_err(|e| malformed(e.to_string()))?;
         let key_id = key_id_of(b64).ok_or_else(|| malformed("no key ID".into()))?;
         Ok(TrustedKey {
             key_id,
@@ -137,7 +147,8 @@ impl TrustedKey {
 
 /// Read a small text file (a key or a signature).
 pub fn read_small(path: &Path) -> Result<String, SignatureError> {
-    let meta = std::fs::metadata(path).map_err(|e| SignatureError::Io(format!("{}: {e}", path.display())))?;
+    let meta = std::fs::metadata(path)
+        .map_err(|e| SignatureError::Io(format!("{}: {e}", path.display())))?;
     if meta.len() > MAX_KEY_FILE as u64 {
         return Err(SignatureError::Io(format!(
             "{}: {} bytes is too large for a minisign file",
@@ -145,7 +156,8 @@ pub fn read_small(path: &Path) -> Result<String, SignatureError> {
             meta.len()
         )));
     }
-    std::fs::read_to_string(path).map_err(|e| SignatureError::Io(format!("{}: {e}", path.display())))
+    std::fs::read_to_string(path)
+        .map_err(|e| SignatureError::Io(format!("{}: {e}", path.display())))
 }
 
 /// The outcome of checking a plugin's signature against the trusted keys.

@@ -224,7 +224,13 @@ impl Store {
 
     /// Install `wasm` as plugin `name` described by `entry`, replacing any earlier version:
     /// component first, lockfile last, each by a synced rename.
-    pub fn commit(&self, _lock: &StoreLock, name: &str, wasm: &[u8], entry: Entry) -> Result<(), StoreError> {
+    pub fn commit(
+        &self,
+        _lock: &StoreLock,
+        name: &str,
+        wasm: &[u8],
+        entry: Entry,
+    ) -> Result<(), StoreError> {
         debug_assert_eq!(entry.digest_hex(), sha256_hex(wasm));
         let blob = self.blob_path(entry.digest_hex());
         if !blob.exists() {
@@ -334,7 +340,9 @@ mod tests {
         // A leftover temporary file from a killed install is swept by the next change.
         std::fs::write(store.dir().join("blobs").join(".tmpXYZ"), b"half").unwrap();
         store.commit(&lock, "a", b"two", entry(b"two")).unwrap();
-        let blobs: Vec<_> = std::fs::read_dir(store.dir().join("blobs")).unwrap().collect();
+        let blobs: Vec<_> = std::fs::read_dir(store.dir().join("blobs"))
+            .unwrap()
+            .collect();
         assert_eq!(blobs.len(), 1, "only the current component is kept");
 
         // A component changed on disk is refused.

@@ -29,8 +29,11 @@ macro_rules! manifest {
         // Native builds (tests, benchmarks) have no use for the section.
         #[cfg(target_arch = "wasm32")]
         const _: () = {
-            const BYTES: &[u8] =
-                ::core::include_bytes!(::core::concat!(::core::env!("CARGO_MANIFEST_DIR"), "/", $file));
+            const BYTES: &[u8] = ::core::include_bytes!(::core::concat!(
+                ::core::env!("CARGO_MANIFEST_DIR"),
+                "/",
+                $file
+            ));
             #[used]
             #[unsafe(link_section = "rawko-manifest")]
             static MANIFEST: [u8; BYTES.len()] = $crate::__private::manifest_bytes(BYTES);

@@ -20,4 +20,5 @@ mod bindings {
 #[cfg(target_arch = "wasm32")]
 #[used]
 #[unsafe(link_section = "rawko-manifest")]
-static MANIFEST: [u8; include_bytes!("../rawko-plugin.yaml").len()] = *include_bytes!("../rawko-plugin.yaml");
+static MANIFEST: [u8; include_bytes!("../rawko-plugin.yaml").len()] =
+    *include_bytes!("../rawko-plugin.yaml");

@@ -95,17 +95,31 @@ pub fn check_signature(
 
 /// A description of `examined` for the user: what it is, where it is from, and each capability
 /// with its reason and its risk.
-pub fn describe(examined: &Examined, source: &str, signer: Option<&Signer>, only: Option<&[Grant]>) -> String {
+pub fn describe(
+    examined: &Examined,
+    source: &str,
+    signer: Option<&Signer>,
+    only: Option<&[Grant]>,
+) -> String {
     let m = &examined.manifest;
     let kinds: Vec<&str> = m.kinds.iter().map(|k| k.as_str()).collect();
-    let mut out = format!("{} {} ({})\n  {}\n", m.name, m.version, kinds.join(", "), m.description);
+    let mut out = format!(
+        "{} {} ({})\n  {}\n",
+        m.name,
+        m.version,
+        kinds.join(", "),
+        m.description
+    );
     if let Some(p) = &m.publisher {
         out.push_str(&format!("  publisher: {p}\n"));
     }
     if let Some(l) = &m.license {
         out.push_str(&format!("  license:   {l}\n"));
     }
-    out.push_str(&format!("  source:    {source}\n  digest:    {}\n", examined.digest));
+    out.push_str(&format!(
+        "  source:    {source}\n  digest:    {}\n",
+        examined.digest
+    ));
     out.push_str(&format!(
         "  signature: {}\n",
         match signer {
@@ -180,13 +194,19 @@ pub fn parse_grants(args: &GrantArgs, manifest: &Manifest) -> anyhow::Result<Vec
     let requested = manifest.requested();
     let mut out = Vec::new();
     for g in &args.grant {
-        let grant: Grant = g.parse().map_err(|e: String| BadInput::new(format!("--grant {g}: {e}")))?;
+        let grant: Grant = g
+            .parse()
+            .map_err(|e: String| BadInput::new(format!("--grant {g}: {e}")))?;
         if !requested.contains(&grant) {
             let asked: Vec<String> = requested.iter().map(ToString::to_string).collect();
             return Err(BadInput::new(format!(
                 "--grant {grant}: {} does not ask for that (it asks for: {})",
                 manifest.name,
-                if asked.is_empty() { "nothing".into() } else { asked.join(", ") }
+                if asked.is_empty() {
+                    "nothing".into()
+                } else {
+                    asked.join(", ")
+                }
             ))
             .into());
         }
@@ -233,7 +253,10 @@ pub fn decide(
             ))
             .into());
         }
-        if !ask(&format!("Grant these and {action} {}? [y/N] ", manifest.name))? {
+        if !ask(&format!(
+            "Grant these and {action} {}? [y/N] ",
+            manifest.name
+        ))? {
             anyhow::bail!("not {}: you declined", past(action));
         }
         for g in new {
@@ -245,7 +268,11 @@ pub fn decide(
 }
 
 fn past(action: &str) -> &'static str {
-    if action == "update" { "updated" } else { "installed" }
+    if action == "update" {
+        "updated"
+    } else {
+        "installed"
+    }
 }
 
 /// Ask a yes/no question on the terminal; anything but y/yes is no.

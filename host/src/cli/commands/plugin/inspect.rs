@@ -41,20 +41,34 @@ pub async fn inspect(cx: &Context, args: InspectArgs) -> anyhow::Result<ExitCode
             (fetched, source.to_string())
         }
     };
-    let digest = format!("sha256:{}", crate::runtime::cache::sha256_hex(&fetched.wasm));
+    let digest = format!(
+        "sha256:{}",
+        crate::runtime::cache::sha256_hex(&fetched.wasm)
+    );
     let info = distribution::ComponentInfo::read(&fetched.wasm)?;
     let manifest = info.manifest();
-    let check = manifest.as_ref().map_err(ToString::to_string).and_then(|m| {
-        info.check(m).map_err(|e| e.to_string())
-    });
+    let check = manifest
+        .as_ref()
+        .map_err(ToString::to_string)
+        .and_then(|m| info.check(m).map_err(|e| e.to_string()));
     let signer = match &installed {
-        Some(p) => p.entry.signer.as_ref().map(|s| format!("{} ({})", s.key_id, s.trusted_comment)),
+        Some(p) => p
+            .entry
+            .signer
+            .as_ref()
+            .map(|s| format!("{} ({})", s.key_id, s.trusted_comment)),
         None => match &fetched.signature {
             None => None,
             Some(text) => {
                 let sig = Signature::parse(text, "the signature")?;
-                match signature::verify(&fetched.wasm, Some(&sig), &KeyRing::new(&cx.dirs.data).keys())? {
-                    Verdict::Verified(s) => Some(format!("{} ({}), trusted", s.key_id, s.trusted_comment)),
+                match signature::verify(
+                    &fetched.wasm,
+                    Some(&sig),
+                    &KeyRing::new(&cx.dirs.data).keys(),
+                )? {
+                    Verdict::Verified(s) => {
+                        Some(format!("{} ({}), trusted", s.key_id, s.trusted_comment))
+                    }
                     Verdict::UntrustedKey(id) => Some(format!("{id}, not a trusted key")),
                     Verdict::Unsigned => None,
                 }
@@ -64,7 +78,12 @@ pub async fn inspect(cx: &Context, args: InspectArgs) -> anyhow::Result<ExitCode
     let world = manifest.as_ref().ok().map(|m| {
         m.kinds
             .iter()
-            .map(|k| format!("rawko:plugin/{k}@{}", check.as_ref().map_or("?".into(), ToString::to_string)))
+            .map(|k| {
+                format!(
+                    "rawko:plugin/{k}@{}",
+                    check.as_ref().map_or("?".into(), ToString::to_string)
+                )
+            })
             .collect::<Vec<_>>()
     });
 
@@ -91,18 +110,34 @@ pub async fn inspect(cx: &Context, args: InspectArgs) -> anyhow::Result<ExitCode
             let examined = distribution::Examined {
                 info: info.clone(),
                 manifest: m.clone(),
-                wit: check.clone().unwrap_or_else(|_| semver::Version::new(0, 0, 0)),
+                wit: check
+                    .clone()
+                    .unwrap_or_else(|_| semver::Version::new(0, 0, 0)),
                 digest: digest.clone(),
             };
             out.push_str(&consent::describe(&examined, &source, None, None));
-            out.push_str(&format!("  wit:       {} (the manifest accepts {})\n", world.unwrap_or_default().join(", "), m.wit));
+            out.push_str(&format!(
+                "  wit:       {} (the manifest accepts {})\n",
+                world.unwrap_or_default().join(", "),
+                m.wit
+            ));
         }
         Err(e) => out.push_str(&format!("{source}\n  digest: {digest}\n  manifest: {e}\n")),
     }
-    out.push_str(&format!("  signer:    {}\n", signer.as_deref().unwrap_or("none")));
+    out.push_str(&format!(
+        "  signer:    {}\n",
+        signer.as_deref().unwrap_or("none")
+    ));
     if let Some(p) = &installed {
         let g: Vec<String> = p.entry.grants.iter().map(ToString::to_string).collect();
-        out.push_str(&format!("  installed: yes; granted {}\n", if g.is_empty() { "nothing".into() } else { g.join(", ") }));
+        out.push_str(&format!(
+            "  installed: yes; granted {}\n",
+            if g.is_empty() {
+                "nothing".into()
+            } else {
+                g.join(", ")
+            }
+        ));
     }
     if let Err(e) = &check
         && manifest.is_ok()

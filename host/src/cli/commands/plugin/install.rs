@@ -39,9 +39,11 @@ pub struct InstallArgs {
 
 /// Update an installed plugin from where it was installed from
 #[derive(Debug, Args)]
-#[command(after_help = "A new version that asks for more than the installed one stops and asks \
+#[command(
+    after_help = "A new version that asks for more than the installed one stops and asks \
     again (or needs --yes / --grant). One signed by another key than the installed version is \
-    refused unless --allow-new-signer.")]
+    refused unless --allow-new-signer."
+)]
 pub struct UpdateArgs {
     /// The installed plugin
     name: String,
@@ -81,7 +83,10 @@ async fn prepare(
     let fetched = distribution::fetch(source)
         .await
         .map_err(|e| anyhow::anyhow!("cannot fetch the plugin: {e}"))?;
-    let digest = format!("sha256:{}", crate::runtime::cache::sha256_hex(&fetched.wasm));
+    let digest = format!(
+        "sha256:{}",
+        crate::runtime::cache::sha256_hex(&fetched.wasm)
+    );
     if let Some(expected) = expected
         && expected != digest
     {
@@ -89,8 +94,8 @@ async fn prepare(
             "refused: {source} has digest {digest}, not the {expected} you asked for; nothing was installed"
         );
     }
-    let examined =
-        distribution::examine(&fetched.wasm).map_err(|e| anyhow::anyhow!("refused: {source}: {e}"))?;
+    let examined = distribution::examine(&fetched.wasm)
+        .map_err(|e| anyhow::anyhow!("refused: {source}: {e}"))?;
     let name = &examined.manifest.name;
     if BUILTIN_TOOL_PLUGINS.iter().any(|b| b.name == name) {
         anyhow::bail!("refused: `{name}` is the name of a plugin built into rawko");
@@ -174,7 +179,12 @@ pub async fn install(cx: &Context, args: InstallArgs) -> anyhow::Result<ExitCode
 
     eprint!(
         "{}",
-        consent::describe(&candidate.examined, &source.to_string(), candidate.signer.as_ref(), None)
+        consent::describe(
+            &candidate.examined,
+            &source.to_string(),
+            candidate.signer.as_ref(),
+            None
+        )
     );
     let requested = candidate.examined.manifest.requested();
     let grants = consent::decide(
@@ -190,7 +200,9 @@ pub async fn install(cx: &Context, args: InstallArgs) -> anyhow::Result<ExitCode
     if let Some(installed) = store.get(&name)?
         && installed.entry.digest != candidate.examined.digest
     {
-        anyhow::bail!("refused: {name} was installed by another rawko meanwhile; run `rawko plugin update {name}`");
+        anyhow::bail!(
+            "refused: {name} was installed by another rawko meanwhile; run `rawko plugin update {name}`"
+        );
     }
     let e = entry(&candidate, &source, grants);
     report(&name, &e);
@@ -209,7 +221,11 @@ fn report(name: &str, e: &Entry) {
     let mut text = format!("installed {name} {} ({})", e.version, e.digest);
     text.push_str(&format!(
         "\n  granted: {}",
-        if granted.is_empty() { "nothing".into() } else { granted.join(", ") }
+        if granted.is_empty() {
+            "nothing".into()
+        } else {
+            granted.join(", ")
+        }
     ));
     if !denied.is_empty() {
         text.push_str(&format!("\n  denied:  {}", denied.join(", ")));
@@ -239,7 +255,10 @@ pub async fn update(cx: &Context, args: UpdateArgs) -> anyhow::Result<ExitCode> 
         );
     }
     if candidate.examined.digest == old.digest {
-        print_out(&format!("{} {} is up to date ({})", args.name, old.version, old.digest))?;
+        print_out(&format!(
+            "{} {} is up to date ({})",
+            args.name, old.version, old.digest
+        ))?;
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(old_signer) = &old.signer {
@@ -288,7 +307,10 @@ pub async fn update(cx: &Context, args: UpdateArgs) -> anyhow::Result<ExitCode> 
     store.sweep_orphans(&lock);
     let current = store.get(&args.name)?.map(|p| p.entry.digest);
     if current.as_deref() != Some(old.digest.as_str()) {
-        anyhow::bail!("refused: {} changed while updating; run the update again", args.name);
+        anyhow::bail!(
+            "refused: {} changed while updating; run the update again",
+            args.name
+        );
     }
     let e = entry(&candidate, &source, grants);
     report(&args.name, &e);

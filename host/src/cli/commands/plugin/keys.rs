@@ -64,10 +64,16 @@ pub fn keys(cx: &Context, args: KeysArgs) -> anyhow::Result<ExitCode> {
             }
         }
         KeysAction::Remove { key_id } => {
-            if !ring.remove(&key_id).map_err(|e| BadInput::new(e.to_string()))? {
+            if !ring
+                .remove(&key_id)
+                .map_err(|e| BadInput::new(e.to_string()))?
+            {
                 return Err(BadInput::new(format!("no trusted key {key_id}")).into());
             }
-            print_out(&format!("no longer trusting key {}", key_id.to_ascii_uppercase()))?;
+            print_out(&format!(
+                "no longer trusting key {}",
+                key_id.to_ascii_uppercase()
+            ))?;
         }
     }
     Ok(ExitCode::SUCCESS)

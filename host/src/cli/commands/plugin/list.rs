@@ -44,13 +44,23 @@ pub fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
                 e.version.clone(),
                 kinds.join(","),
                 e.signer.as_ref().map_or("-".into(), |s| s.key_id.clone()),
-                if grants.is_empty() { "-".into() } else { grants.join(" ") },
+                if grants.is_empty() {
+                    "-".into()
+                } else {
+                    grants.join(" ")
+                },
             ]
         })
         .collect();
     let header = ["NAME", "VERSION", "KINDS", "SIGNER", "GRANTS"];
     let widths: Vec<usize> = (0..4)
-        .map(|i| rows.iter().map(|r| r[i].len()).chain([header[i].len()]).max().unwrap_or(0))
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].len())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let line = |r: [&str; 5]| {
         format!(

@@ -33,11 +33,17 @@ pub async fn publish(cx: &Context, args: PublishArgs) -> anyhow::Result<ExitCode
         return Err(BadInput::new("publish to a tag: oci://REGISTRY/REPOSITORY:TAG").into());
     }
     let path = cx.workspace().join(&args.file);
-    let meta = std::fs::metadata(&path).map_err(|e| BadInput::new(format!("{}: {e}", path.display())))?;
+    let meta =
+        std::fs::metadata(&path).map_err(|e| BadInput::new(format!("{}: {e}", path.display())))?;
     if meta.len() > MAX_PLUGIN_BYTES {
-        return Err(BadInput::new(format!("{}: larger than {MAX_PLUGIN_BYTES} bytes", path.display())).into());
+        return Err(BadInput::new(format!(
+            "{}: larger than {MAX_PLUGIN_BYTES} bytes",
+            path.display()
+        ))
+        .into());
     }
-    let wasm = std::fs::read(&path).map_err(|e| BadInput::new(format!("{}: {e}", path.display())))?;
+    let wasm =
+        std::fs::read(&path).map_err(|e| BadInput::new(format!("{}: {e}", path.display())))?;
     let examined = distribution::examine(&wasm)
         .map_err(|e| anyhow::anyhow!("refusing to publish {}: {e}", path.display()))?;
     let sig_path = args
@@ -55,8 +61,14 @@ pub async fn publish(cx: &Context, args: PublishArgs) -> anyhow::Result<ExitCode
     let m = &examined.manifest;
     let mut annotations = BTreeMap::new();
     annotations.insert("org.opencontainers.image.title".to_string(), m.name.clone());
-    annotations.insert("org.opencontainers.image.version".to_string(), m.version.to_string());
-    annotations.insert("org.opencontainers.image.description".to_string(), m.description.clone());
+    annotations.insert(
+        "org.opencontainers.image.version".to_string(),
+        m.version.to_string(),
+    );
+    annotations.insert(
+        "org.opencontainers.image.description".to_string(),
+        m.description.clone(),
+    );
     if let Some(l) = &m.license {
         annotations.insert("org.opencontainers.image.licenses".to_string(), l.clone());
     }
@@ -79,7 +91,11 @@ pub async fn publish(cx: &Context, args: PublishArgs) -> anyhow::Result<ExitCode
         "published {} {} to {reference}{}\n  manifest: {}\n  plugin:   {}",
         m.name,
         m.version,
-        if signature.is_some() { " with its signature" } else { "" },
+        if signature.is_some() {
+            " with its signature"
+        } else {
+            ""
+        },
         reference.pinned(&digest),
         examined.digest
     ))?;
