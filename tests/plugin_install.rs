@@ -295,6 +295,25 @@ fn minisign_signatures_verify_and_forgeries_are_refused() {
     assert_eq!(r.code, 1, "{r:?}");
     assert_nothing_installed(&ws);
 
+    // The user's config can demand signatures for every install.
+    let config = tempfile::tempdir().unwrap();
+    std::fs::create_dir(config.path().join("rawko")).unwrap();
+    std::fs::write(
+        config.path().join("rawko/config.yaml"),
+        "plugins:\n  require_signature: true\n",
+    )
+    .unwrap();
+    let r = Run::of(
+        rawko(&ws)
+            .env("XDG_CONFIG_HOME", config.path())
+            .args(["plugin", "install", unsigned.to_str().unwrap(), "--yes"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("plugins.require_signature"), "{r:?}");
+    assert_nothing_installed(&ws);
+
     let r = run(
         &ws,
         &[

@@ -109,3 +109,20 @@ impl ToolSet {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first-party plugins carry manifests that hold against their components, as any
+    /// installed plugin must.
+    #[test]
+    fn builtin_plugins_carry_valid_manifests() {
+        for b in BUILTIN_TOOL_PLUGINS {
+            let examined =
+                crate::distribution::examine(b.wasm).unwrap_or_else(|e| panic!("{}: {e}", b.name));
+            assert_eq!(examined.manifest.name, b.name);
+            assert_eq!(examined.manifest.kinds, vec![Kind::Tool]);
+        }
+    }
+}

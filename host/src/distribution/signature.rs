@@ -19,7 +19,7 @@ pub const MAX_KEY_FILE: usize = 16 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Signer {
-    /// The minisign key ID, 16 uppercase hex digits.
+    /// The minisign key ID in uppercase hex, as minisign prints it.
     pub key_id: String,
     /// The signature's trusted comment (signed along with the file).
     pub trusted_comment: String,
@@ -246,12 +246,14 @@ impl KeyRing {
 
     /// Stop trusting the key with ID `key_id` (case-insensitive); false if there was none.
     pub fn remove(&self, key_id: &str) -> Result<bool, SignatureError> {
-        let id = key_id.trim().to_ascii_uppercase();
-        if id.len() != 16 || !id.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err(SignatureError::Io(format!(
-                "`{key_id}` is not a key ID (16 hex digits, as `rawko plugin keys list` shows)"
-            )));
-        }
+        let id = match u64::from_str_radix(key_id.trim(), 16) {
+            Ok(n) if !key_id.trim().starts_with('+') => format!("{n:X}"),
+            _ => {
+                return Err(SignatureError::Io(format!(
+                    "`{key_id}` is not a key ID (up to 16 hex digits, as `rawko plugin keys list` shows)"
+                )));
+            }
+        };
         match std::fs::remove_file(self.dir.join(format!("{id}.pub"))) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
@@ -261,11 +263,11 @@ impl KeyRing {
 }
 
 /// The key ID in a base64 minisign key or signature line: bytes 2..10, shown as minisign shows it
-/// (a little-endian 64-bit number in uppercase hex).
+/// (a little-endian 64-bit number in uppercase hex, without leading zeros).
 fn key_id_of(b64: &str) -> Option<String> {
     let bin = base64_decode(b64.trim())?;
-    let id = bin.get(2..10)?;
-    Some(id.iter().rev().map(|b| format!("{b:02X}")).collect())
+    let id: [u8; 8] = bin.get(2..10)?.try_into().ok()?;
+    Some(format!("{:X}", u64::from_le_bytes(id)))
 }
 
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::cli::{BadInput, Context};
-use crate::config::Layers;
+use crate::config::{self, Config};
 use crate::distribution::signature::{self, KeyRing, Signature, Signer, TrustedKey, Verdict};
 use crate::distribution::{Examined, Fetched, Grant, Manifest};
 
@@ -64,9 +64,10 @@ pub fn check_signature(
     for path in &trust.trusted_key {
         keys.push(TrustedKey::read(path).map_err(|e| BadInput::new(e.to_string()))?);
     }
-    let config_requires = Layers::load(&cx.dirs.config, cx.workspace())
-        .ok()
-        .and_then(|l| l.user.and_then(|(_, c)| c.plugins))
+    // The user's own config only: whether to demand signatures is not a workspace's call. A
+    // config that does not parse stops the install rather than quietly dropping the demand.
+    let config_requires = Config::load(&cx.dirs.config.join(config::FILE_NAME))?
+        .and_then(|c| c.plugins)
         .is_some_and(|p| p.require_signature);
     let required = trust.require_signature || !trust.trusted_key.is_empty() || config_requires;
     let verdict = signature::verify(&fetched.wasm, sig.as_ref(), &keys)?;
