@@ -22,32 +22,45 @@ pub const MAX_MANIFEST_BYTES: usize = 64 * 1024;
 /// The `rawko:plugin` WIT package versions this host implements.
 pub const SUPPORTED_WIT: &[&str] = &["0.1.0"];
 
-/// The WASI 0.2 interfaces and rawko interfaces every world imports (`world sandbox` in
-/// `wit/worlds.wit`, plus `types`, which worlds import for the types their exports use).
-const SANDBOX_IMPORTS: &[&str] = &[
-    "rawko:plugin/types",
-    "rawko:plugin/log",
-    "wasi:io/error",
-    "wasi:io/poll",
-    "wasi:io/streams",
-    "wasi:clocks/monotonic-clock",
-    "wasi:clocks/wall-clock",
-    "wasi:random/random",
-    "wasi:random/insecure",
-    "wasi:random/insecure-seed",
-    "wasi:cli/environment",
-    "wasi:cli/exit",
-    "wasi:cli/stdin",
-    "wasi:cli/stdout",
-    "wasi:cli/stderr",
-    "wasi:cli/terminal-input",
-    "wasi:cli/terminal-output",
-    "wasi:cli/terminal-stdin",
-    "wasi:cli/terminal-stdout",
-    "wasi:cli/terminal-stderr",
-    "wasi:filesystem/types",
-    "wasi:filesystem/preopens",
-];
+/// The `rawko:plugin` worlds, as this rawko was built with them: what each kind may import is
+/// read from here, so the check cannot drift from the WIT.
+const WORLDS_WIT: &str = include_str!("../../../wit/worlds.wit");
+
+/// The imports world `world` allows (following `include`s), as `ns:pkg/interface` without
+/// versions. Every world may also import `rawko:plugin/types`, which holds the types its
+/// interfaces use.
+fn world_imports(world: &str) -> Vec<String> {
+    let mut out = vec!["rawko:plugin/types".to_string()];
+    let header = format!("world {world} {{");
+    let Some(start) = WORLDS_WIT.find(&header) else {
+        return out;
+    };
+    let body = &WORLDS_WIT[start + header.len()..];
+    let body = &body[..body.find('}').unwrap_or(body.len())];
+    for line in body.lines().map(str::trim) {
+        if let Some(import) = line.strip_prefix("import ") {
+            let name = import.trim_end_matches(';').trim();
+            let name = name.split('@').next().unwrap_or(name);
+            out.push(if name.contains(':') {
+                name.to_string()
+            } else {
+                format!("rawko:plugin/{name}")
+            });
+        } else if let Some(included) = line.strip_prefix("include ") {
+            out.extend(world_imports(included.trim_end_matches(';').trim()));
+        }
+    }
+    out
+}
+
+/// Imports allowed for each kind, computed once.
+static KIND_IMPORTS: std::sync::LazyLock<Vec<(Kind, Vec<String>)>> =
+    std::sync::LazyLock::new(|| {
+        Kind::ALL
+            .into_iter()
+            .map(|k| (k, world_imports(k.as_str())))
+            .collect()
+    });
 
 /// What one kind of plugin is: its world's extra imports and the interface it exports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -78,12 +91,13 @@ impl Kind {
         }
     }
 
-    /// Imports the kind's world adds to the sandbox world.
-    fn extra_imports(self) -> &'static [&'static str] {
-        match self {
-            Kind::Adapter => &["rawko:plugin/http", "rawko:plugin/progress"],
-            Kind::Tool | Kind::BashFilter => &[],
-        }
+    /// What the kind's world allows a plugin to import (`ns:pkg/interface`, no version).
+    fn allowed_imports(self) -> &'static [String] {
+        KIND_IMPORTS
+            .iter()
+            .find(|(k, _)| *k == self)
+            .map(|(_, list)| list.as_slice())
+            .unwrap_or_default()
     }
 }
 
@@ -633,11 +647,7 @@ impl ComponentInfo {
                         .is_some_and(|v| v.major == 0 && v.minor == 2),
                     _ => true,
                 };
-                version_ok
-                    && (SANDBOX_IMPORTS.contains(&base.as_str())
-                        || kinds
-                            .iter()
-                            .any(|k| k.extra_imports().contains(&base.as_str())))
+                version_ok && kinds.iter().any(|k| k.allowed_imports().contains(&base))
             });
             if !allowed {
                 let kinds_text = kinds
@@ -872,29 +882,27 @@ provides: { tools: [Hello] }
         assert!(e.to_string().contains("the manifest says"), "{e}");
     }
 
-    /// The import table above is a copy of `world sandbox`: keep them in step.
+    /// The allowed imports come from the WIT itself.
     #[test]
-    fn sandbox_imports_match_the_wit() {
-        let wit = include_str!("../../../wit/worlds.wit");
-        let start = wit.find("world sandbox").unwrap();
-        let body = &wit[start..start + wit[start..].find('}').unwrap()];
-        let mut from_wit: Vec<String> = body
-            .lines()
-            .filter_map(|l| l.trim().strip_prefix("import "))
-            .map(|i| {
-                let i = i.trim_end_matches(';');
-                let i = i.split('@').next().unwrap();
-                if i.contains(':') {
-                    i.to_string()
-                } else {
-                    format!("rawko:plugin/{i}")
-                }
-            })
-            .collect();
-        from_wit.push("rawko:plugin/types".into());
-        from_wit.sort();
-        let mut table: Vec<String> = SANDBOX_IMPORTS.iter().map(|s| s.to_string()).collect();
-        table.sort();
-        assert_eq!(from_wit, table);
+    fn allowed_imports_are_read_from_the_worlds() {
+        let tool = Kind::Tool.allowed_imports();
+        for i in [
+            "rawko:plugin/types",
+            "rawko:plugin/log",
+            "wasi:filesystem/preopens",
+            "wasi:cli/stderr",
+        ] {
+            assert!(tool.iter().any(|t| t == i), "{i} missing from {tool:?}");
+        }
+        assert!(
+            !tool.iter().any(|t| t.starts_with("wasi:sockets")),
+            "{tool:?}"
+        );
+        assert!(!tool.iter().any(|t| t == "rawko:plugin/http"), "{tool:?}");
+        let adapter = Kind::Adapter.allowed_imports();
+        assert!(
+            adapter.iter().any(|t| t == "rawko:plugin/http"),
+            "{adapter:?}"
+        );
     }
 }
