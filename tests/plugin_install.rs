@@ -716,11 +716,19 @@ fn a_new_tool_plugin_builds_installs_and_runs() {
     let r = run(&ws, &["plugin", "new", "tool", "hello"]);
     assert_eq!(r.code, 0, "{r:?}");
     let dir = ws.path().join("hello");
-    // Shared between runs so only the first compiles the SDK's dependencies for wasm.
-    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("scaffold-target");
+    // Built into the directory where the build compiled the first-party plugins, with a profile
+    // of the same settings as theirs (and as the scaffold's `--release`), so the SDK's
+    // dependencies compiled for wasm are reused rather than built again (minutes on CI).
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/wasm");
     let mut cargo = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()));
     cargo
-        .args(["build", "--target", "wasm32-wasip2", "--release", "--quiet"])
+        .args(["build", "--target", "wasm32-wasip2", "--quiet"])
+        .args([
+            "--profile",
+            "wasm-plugin",
+            "--config",
+            "profile.wasm-plugin.inherits=\"release\"",
+        ])
         .current_dir(&dir)
         .env("CARGO_TARGET_DIR", &target);
     for var in [
@@ -737,7 +745,7 @@ fn a_new_tool_plugin_builds_installs_and_runs() {
         "building the scaffold failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let wasm = target.join("wasm32-wasip2/release/hello.wasm");
+    let wasm = target.join("wasm32-wasip2/wasm-plugin/hello.wasm");
     let r = run(&ws, &["plugin", "install", wasm.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stderr.contains("It asks for no capabilities"), "{r:?}");

@@ -167,7 +167,8 @@ pub async fn read_body(
     Ok(body)
 }
 
-/// GET `url` and read its body (up to `limit` bytes). `Ok(None)` on 404 when `optional`.
+/// GET `url` and read its body (up to `limit` bytes). When `optional`, a client error (404, or
+/// the 403 that object stores answer for a missing file) is `Ok(None)`.
 pub async fn get(
     client: &reqwest::Client,
     url: &Url,
@@ -185,7 +186,7 @@ pub async fn get(
             message: describe(&e),
         })?;
     let status = resp.status();
-    if optional && status == reqwest::StatusCode::NOT_FOUND {
+    if optional && status.is_client_error() {
         return Ok(None);
     }
     if !status.is_success() {

@@ -34,7 +34,7 @@ pub async fn inspect(cx: &Context, args: InspectArgs) -> anyhow::Result<ExitCode
             p.entry.source.clone(),
         ),
         None => {
-            let source = Source::parse(&args.target, cx.workspace()).map_err(BadInput::new)?;
+            let source = Source::parse(&args.target, &super::cwd(cx)).map_err(BadInput::new)?;
             let fetched = distribution::fetch(&source)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot fetch the plugin: {e}"))?;

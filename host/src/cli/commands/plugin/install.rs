@@ -159,7 +159,7 @@ fn entry(c: &Candidate, source: &Source, grants: Vec<Grant>) -> Entry {
 }
 
 pub async fn install(cx: &Context, args: InstallArgs) -> anyhow::Result<ExitCode> {
-    let source = Source::parse(&args.source, cx.workspace()).map_err(BadInput::new)?;
+    let source = Source::parse(&args.source, &super::cwd(cx)).map_err(BadInput::new)?;
     let store = Store::new(&cx.dirs.data);
     let candidate = prepare(cx, &source, args.sha256.as_deref(), &args.trust).await?;
     let name = candidate.examined.manifest.name.clone();
@@ -244,7 +244,7 @@ pub async fn update(cx: &Context, args: UpdateArgs) -> anyhow::Result<ExitCode> 
     };
     let old = installed.entry;
     let source_text = args.from.as_deref().unwrap_or(&old.source);
-    let source = Source::parse(source_text, cx.workspace()).map_err(BadInput::new)?;
+    let source = Source::parse(source_text, &super::cwd(cx)).map_err(BadInput::new)?;
     let candidate = prepare(cx, &source, args.sha256.as_deref(), &args.trust).await?;
     let m = &candidate.examined.manifest;
     if m.name != args.name {

@@ -16,6 +16,12 @@ use clap::{Args, Subcommand};
 
 use crate::cli::Context;
 
+/// Where relative paths on the command line start: the current directory, as a shell user
+/// expects, whatever `--workspace` says.
+fn cwd(cx: &Context) -> std::path::PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| cx.workspace().to_path_buf())
+}
+
 /// Install and manage plugins
 #[derive(Debug, Args)]
 pub struct PluginCmd {

@@ -26,9 +26,7 @@ pub struct NewArgs {
 
 pub fn new(cx: &Context, args: NewArgs) -> anyhow::Result<ExitCode> {
     let kind: Kind = args.kind.parse().map_err(BadInput::new)?;
-    let dir = cx
-        .workspace()
-        .join(args.dir.unwrap_or_else(|| PathBuf::from(&args.name)));
+    let dir = super::cwd(cx).join(args.dir.unwrap_or_else(|| PathBuf::from(&args.name)));
     let sdk = args.sdk.unwrap_or_else(scaffold::default_sdk);
     scaffold::create(kind, &args.name, &dir, &sdk).map_err(|e| match e {
         scaffold::ScaffoldError::Bad(m) => anyhow::Error::from(BadInput::new(m)),

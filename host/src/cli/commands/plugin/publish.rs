@@ -32,7 +32,7 @@ pub async fn publish(cx: &Context, args: PublishArgs) -> anyhow::Result<ExitCode
     if reference.tag.is_none() || reference.digest.is_some() {
         return Err(BadInput::new("publish to a tag: oci://REGISTRY/REPOSITORY:TAG").into());
     }
-    let path = cx.workspace().join(&args.file);
+    let path = super::cwd(cx).join(&args.file);
     let meta =
         std::fs::metadata(&path).map_err(|e| BadInput::new(format!("{}: {e}", path.display())))?;
     if meta.len() > MAX_PLUGIN_BYTES {
