@@ -25,6 +25,13 @@ fn lockfile(ws: &Workspace) -> PathBuf {
     ws.path().join(".test-data/plugins/plugins.lock")
 }
 
+/// Run `rawko plugin ARGS...` in `ws`.
+fn plugin(ws: &Workspace, args: &[&str]) -> Run {
+    let mut all = vec!["plugin"];
+    all.extend_from_slice(args);
+    run(ws, &all)
+}
+
 /// The installed plugins, from `rawko plugin list --json`.
 fn installed(ws: &Workspace) -> Vec<serde_json::Value> {
     let r = run(ws, &["plugin", "list", "--json"]);
@@ -50,15 +57,9 @@ fn an_installed_tool_runs_with_only_what_was_granted() {
     ws.write("secret.txt", "the secret\n");
     let wasm = copy_plugin(&ws, rawko_test_artifacts::GREETER, "greeter.wasm");
 
-    let r = run(
+    let r = plugin(
         &ws,
-        &[
-            "plugin",
-            "install",
-            "greeter.wasm",
-            "--grant",
-            "fs.read=public",
-        ],
+        &["install", "greeter.wasm", "--grant", "fs.read=public"],
     );
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
@@ -121,7 +122,7 @@ fn an_installed_tool_runs_with_only_what_was_granted() {
         serde_json::json!(["fs.read=.", "fs.read=public"])
     );
 
-    let r = run(&ws, &["plugin", "inspect", "greeter"]);
+    let r = plugin(&ws, &["inspect", "greeter"]);
     assert_eq!(r.code, 0, "{r:?}");
     for part in [
         "rawko:plugin/tools@0.1.0",
@@ -131,29 +132,28 @@ fn an_installed_tool_runs_with_only_what_was_granted() {
         assert!(r.stdout.contains(part), "{part}: {r:?}");
     }
 
-    let r = run(&ws, &["plugin", "remove", "greeter"]);
+    let r = plugin(&ws, &["remove", "greeter"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_nothing_installed(&ws);
     let r = run(&ws, &["tools", "list"]);
     assert!(!r.stdout.contains("Greet"), "{r:?}");
-    assert_eq!(run(&ws, &["plugin", "remove", "greeter"]).code, 2);
+    assert_eq!(plugin(&ws, &["remove", "greeter"]).code, 2);
 }
 
 #[test]
 fn without_a_terminal_consent_must_be_explicit() {
     let ws = Workspace::new();
     copy_plugin(&ws, rawko_test_artifacts::GREETER, "greeter.wasm");
-    let r = run(&ws, &["plugin", "install", "greeter.wasm"]);
+    let r = plugin(&ws, &["install", "greeter.wasm"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("needs your consent"), "{r:?}");
     assert!(r.stderr.contains("--grant fs.read=."), "{r:?}");
     assert_nothing_installed(&ws);
 
     // A grant the plugin did not ask for cannot be given.
-    let r = run(
+    let r = plugin(
         &ws,
         &[
-            "plugin",
             "install",
             "greeter.wasm",
             "--grant",
@@ -164,7 +164,7 @@ fn without_a_terminal_consent_must_be_explicit() {
     assert!(r.stderr.contains("does not ask for that"), "{r:?}");
     assert_nothing_installed(&ws);
 
-    let r = run(&ws, &["plugin", "install", "greeter.wasm", "--yes"]);
+    let r = plugin(&ws, &["install", "greeter.wasm", "--yes"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(
         installed(&ws)[0]["grants"],
@@ -187,7 +187,7 @@ fn plugins_that_exceed_or_lack_their_manifest_are_refused() {
         ),
     ];
     for (wasm, reason) in cases {
-        let r = run(&ws, &["plugin", "install", wasm, "--yes"]);
+        let r = plugin(&ws, &["install", wasm, "--yes"]);
         assert_eq!(r.code, 1, "{r:?}");
         assert!(
             r.stderr.contains("refused") && r.stderr.contains(reason),
@@ -196,10 +196,7 @@ fn plugins_that_exceed_or_lack_their_manifest_are_refused() {
         assert_nothing_installed(&ws);
     }
     // Inspecting shows the reason without installing.
-    let r = run(
-        &ws,
-        &["plugin", "inspect", rawko_test_artifacts::GREEDY_TOOL],
-    );
+    let r = plugin(&ws, &["inspect", rawko_test_artifacts::GREEDY_TOOL]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         r.stdout.contains("REFUSED") && r.stdout.contains("wasi:sockets/"),
@@ -211,10 +208,9 @@ fn plugins_that_exceed_or_lack_their_manifest_are_refused() {
 #[test]
 fn a_wrong_digest_is_refused() {
     let ws = Workspace::new();
-    let r = run(
+    let r = plugin(
         &ws,
         &[
-            "plugin",
             "install",
             rawko_test_artifacts::GREETER,
             "--yes",
@@ -259,9 +255,9 @@ fn minisign_signatures_verify_and_forgeries_are_refused() {
     let unsigned = copy_plugin(&ws, rawko_test_artifacts::GREETER, "unsigned.wasm");
     let alice_pub = alice.public.to_str().unwrap();
 
-    let r = run(&ws, &["plugin", "keys", "add", alice_pub]);
+    let r = plugin(&ws, &["keys", "add", alice_pub]);
     assert_eq!(r.code, 0, "{r:?}");
-    let r = run(&ws, &["plugin", "keys", "list"]);
+    let r = plugin(&ws, &["keys", "list"]);
     assert!(r.stdout.contains(&alice.key_id()), "{r:?}");
 
     let refusals = [
@@ -273,10 +269,9 @@ fn minisign_signatures_verify_and_forgeries_are_refused() {
         (&unsigned, "has no signature"),
     ];
     for (file, reason) in refusals {
-        let r = run(
+        let r = plugin(
             &ws,
             &[
-                "plugin",
                 "install",
                 file.to_str().unwrap(),
                 "--yes",
@@ -288,10 +283,7 @@ fn minisign_signatures_verify_and_forgeries_are_refused() {
         assert_nothing_installed(&ws);
     }
     // A bad signature by a trusted key is refused even when signatures are not required.
-    let r = run(
-        &ws,
-        &["plugin", "install", tampered.to_str().unwrap(), "--yes"],
-    );
+    let r = plugin(&ws, &["install", tampered.to_str().unwrap(), "--yes"]);
     assert_eq!(r.code, 1, "{r:?}");
     assert_nothing_installed(&ws);
 
@@ -314,10 +306,9 @@ fn minisign_signatures_verify_and_forgeries_are_refused() {
     assert!(r.stderr.contains("plugins.require_signature"), "{r:?}");
     assert_nothing_installed(&ws);
 
-    let r = run(
+    let r = plugin(
         &ws,
         &[
-            "plugin",
             "install",
             signed.to_str().unwrap(),
             "--yes",
@@ -333,14 +324,13 @@ fn minisign_signatures_verify_and_forgeries_are_refused() {
     );
 
     // Once the key is removed, --trusted-key brings it back for one command.
-    let r = run(&ws, &["plugin", "remove", "greeter"]);
+    let r = plugin(&ws, &["remove", "greeter"]);
     assert_eq!(r.code, 0, "{r:?}");
-    let r = run(&ws, &["plugin", "keys", "remove", &alice.key_id()]);
+    let r = plugin(&ws, &["keys", "remove", &alice.key_id()]);
     assert_eq!(r.code, 0, "{r:?}");
-    let r = run(
+    let r = plugin(
         &ws,
         &[
-            "plugin",
             "install",
             signed.to_str().unwrap(),
             "--yes",
@@ -348,10 +338,9 @@ fn minisign_signatures_verify_and_forgeries_are_refused() {
         ],
     );
     assert_eq!(r.code, 1, "{r:?}");
-    let r = run(
+    let r = plugin(
         &ws,
         &[
-            "plugin",
             "install",
             signed.to_str().unwrap(),
             "--yes",
@@ -383,14 +372,14 @@ fn oci_publish_install_by_tag_and_digest_and_pinning() {
     let v2 = copy_plugin(&ws, rawko_test_artifacts::GREETER_NET, "greeter-net.wasm");
     let tag = format!("oci://{}/rawko-tests/greeter:stable", registry.addr);
 
-    let r = run(&ws, &["plugin", "publish", "greeter.wasm", &tag]);
+    let r = plugin(&ws, &["publish", "greeter.wasm", &tag]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("with its signature"), "{r:?}");
     let pinned = field(&r, "manifest:");
     assert_eq!(field(&r, "plugin:"), format!("sha256:{}", sha256(&v1)));
 
     // Inspect without installing.
-    let r = run(&ws, &["plugin", "inspect", &tag, "--json"]);
+    let r = plugin(&ws, &["inspect", &tag, "--json"]);
     assert_eq!(r.code, 0, "{r:?}");
     let info = r.json();
     assert_eq!(info["manifest"]["name"], "greeter");
@@ -398,10 +387,9 @@ fn oci_publish_install_by_tag_and_digest_and_pinning() {
     assert_nothing_installed(&ws);
 
     // By tag, with the signature carried in the manifest.
-    let r = run(
+    let r = plugin(
         &ws,
         &[
-            "plugin",
             "install",
             &tag,
             "--yes",
@@ -417,7 +405,7 @@ fn oci_publish_install_by_tag_and_digest_and_pinning() {
 
     // By digest, into another data directory.
     let other = Workspace::new();
-    let r = run(&other, &["plugin", "install", &pinned, "--yes"]);
+    let r = plugin(&other, &["install", &pinned, "--yes"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(
         installed(&other)[0]["digest"],
@@ -430,9 +418,9 @@ fn oci_publish_install_by_tag_and_digest_and_pinning() {
     assert_eq!((r.code, r.stdout.trim()), (0, "Hello, registry!"), "{r:?}");
 
     // The tag moves to other bytes: the lockfile's pin refuses them.
-    let r = run(&ws, &["plugin", "publish", "greeter-net.wasm", &tag]);
+    let r = plugin(&ws, &["publish", "greeter-net.wasm", &tag]);
     assert_eq!(r.code, 0, "{r:?}");
-    let r = run(&ws, &["plugin", "install", &tag, "--yes"]);
+    let r = plugin(&ws, &["install", &tag, "--yes"]);
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("pinned in the lockfile"), "{r:?}");
     assert_eq!(
@@ -441,23 +429,16 @@ fn oci_publish_install_by_tag_and_digest_and_pinning() {
     );
     // And so does a digest given on the command line, in a fresh data directory.
     let fresh = Workspace::new();
-    let r = run(
+    let r = plugin(
         &fresh,
-        &["plugin", "install", &tag, "--yes", "--sha256", &sha256(&v1)],
+        &["install", &tag, "--yes", "--sha256", &sha256(&v1)],
     );
     assert_eq!(r.code, 1, "{r:?}");
     assert_nothing_installed(&fresh);
     // The pinned manifest digest still names the old bytes.
-    let r = run(
+    let r = plugin(
         &fresh,
-        &[
-            "plugin",
-            "install",
-            &pinned,
-            "--yes",
-            "--sha256",
-            &sha256(&v1),
-        ],
+        &["install", &pinned, "--yes", "--sha256", &sha256(&v1)],
     );
     assert_eq!(r.code, 0, "{r:?}");
     assert_ne!(sha256(&v1), sha256(&v2));
@@ -465,9 +446,9 @@ fn oci_publish_install_by_tag_and_digest_and_pinning() {
     // Behind a registry that wants a Bearer token, push and pull fetch one first.
     let gate = TokenGate::start(&registry.addr);
     let gated = format!("oci://{}/rawko-tests/gated:1", gate.addr);
-    let r = run(&ws, &["plugin", "publish", "greeter.wasm", &gated]);
+    let r = plugin(&ws, &["publish", "greeter.wasm", &gated]);
     assert_eq!(r.code, 0, "{r:?}");
-    let r = run(&Workspace::new(), &["plugin", "inspect", &gated, "--json"]);
+    let r = plugin(&Workspace::new(), &["inspect", &gated, "--json"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.json()["digest"], format!("sha256:{}", sha256(&v1)));
     assert!(gate.tokens_issued.load(std::sync::atomic::Ordering::SeqCst) >= 2);
@@ -502,14 +483,9 @@ fn interrupted_and_failed_downloads_leave_nothing_installed() {
         ("/short.wasm", "the transfer"),
         ("/broken.wasm", "the server answered 500"),
     ] {
-        let r = run(
+        let r = plugin(
             &ws,
-            &[
-                "plugin",
-                "install",
-                &format!("{}{path}", server.base),
-                "--yes",
-            ],
+            &["install", &format!("{}{path}", server.base), "--yes"],
         );
         assert_eq!(r.code, 1, "{r:?}");
         assert!(r.stderr.contains(reason), "{reason}: {r:?}");
@@ -537,14 +513,9 @@ fn interrupted_and_failed_downloads_leave_nothing_installed() {
     assert_nothing_installed(&ws);
 
     // The next install works.
-    let r = run(
+    let r = plugin(
         &ws,
-        &[
-            "plugin",
-            "install",
-            &format!("{}/whole.wasm", server.base),
-            "--yes",
-        ],
+        &["install", &format!("{}/whole.wasm", server.base), "--yes"],
     );
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(installed(&ws).len(), 1);
@@ -563,36 +534,20 @@ fn updates_ask_again_for_new_capabilities_and_refuse_new_signers() {
     bob.sign(&v2);
     alice.sign(&v2_alice);
     for key in [&alice, &bob] {
-        let r = run(
-            &ws,
-            &["plugin", "keys", "add", key.public.to_str().unwrap()],
-        );
+        let r = plugin(&ws, &["keys", "add", key.public.to_str().unwrap()]);
         assert_eq!(r.code, 0, "{r:?}");
     }
-    let r = run(
+    let r = plugin(
         &ws,
-        &[
-            "plugin",
-            "install",
-            "greeter.wasm",
-            "--grant",
-            "fs.read=public",
-        ],
+        &["install", "greeter.wasm", "--grant", "fs.read=public"],
     );
     assert_eq!(r.code, 0, "{r:?}");
     let version = |ws: &Workspace| installed(ws)[0]["version"].as_str().unwrap().to_string();
 
     // Another signer.
-    let r = run(
+    let r = plugin(
         &ws,
-        &[
-            "plugin",
-            "update",
-            "greeter",
-            "--from",
-            "greeter-2.wasm",
-            "--yes",
-        ],
+        &["update", "greeter", "--from", "greeter-2.wasm", "--yes"],
     );
     assert_eq!(r.code, 1, "{r:?}");
     assert!(
@@ -604,10 +559,7 @@ fn updates_ask_again_for_new_capabilities_and_refuse_new_signers() {
     assert_eq!(version(&ws), "0.1.0");
 
     // The same signer, but the new version wants the network: it stops and asks.
-    let r = run(
-        &ws,
-        &["plugin", "update", "greeter", "--from", "greeter-2a.wasm"],
-    );
+    let r = plugin(&ws, &["update", "greeter", "--from", "greeter-2a.wasm"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
         r.stderr
@@ -628,10 +580,9 @@ fn updates_ask_again_for_new_capabilities_and_refuse_new_signers() {
         assert_eq!(version(&ws), "0.1.0");
     }
 
-    let r = run(
+    let r = plugin(
         &ws,
         &[
-            "plugin",
             "update",
             "greeter",
             "--from",
@@ -650,22 +601,14 @@ fn updates_ask_again_for_new_capabilities_and_refuse_new_signers() {
     );
 
     // A new signer is accepted only when asked for.
-    let r = run(
+    let r = plugin(
         &ws,
-        &[
-            "plugin",
-            "update",
-            "greeter",
-            "--from",
-            "greeter.wasm",
-            "--yes",
-        ],
+        &["update", "greeter", "--from", "greeter.wasm", "--yes"],
     );
     assert_eq!(r.code, 0, "{r:?}");
-    let r = run(
+    let r = plugin(
         &ws,
         &[
-            "plugin",
             "update",
             "greeter",
             "--from",
@@ -676,7 +619,7 @@ fn updates_ask_again_for_new_capabilities_and_refuse_new_signers() {
     );
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(installed(&ws)[0]["signer"]["key_id"], bob.key_id());
-    let r = run(&ws, &["plugin", "update", "greeter"]);
+    let r = plugin(&ws, &["update", "greeter"]);
     assert!(r.stdout.contains("up to date"), "{r:?}");
 }
 
@@ -713,7 +656,7 @@ fn on_a_terminal(ws: &Workspace, args: &str, input: &str) -> Option<String> {
 #[test]
 fn a_new_tool_plugin_builds_installs_and_runs() {
     let ws = Workspace::new();
-    let r = run(&ws, &["plugin", "new", "tool", "hello"]);
+    let r = plugin(&ws, &["new", "tool", "hello"]);
     assert_eq!(r.code, 0, "{r:?}");
     let dir = ws.path().join("hello");
     // Built into the directory where the build compiled the first-party plugins, with a profile
@@ -746,7 +689,7 @@ fn a_new_tool_plugin_builds_installs_and_runs() {
         String::from_utf8_lossy(&out.stderr)
     );
     let wasm = target.join("wasm32-wasip2/wasm-plugin/hello.wasm");
-    let r = run(&ws, &["plugin", "install", wasm.to_str().unwrap()]);
+    let r = plugin(&ws, &["install", wasm.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stderr.contains("It asks for no capabilities"), "{r:?}");
     let r = run(
