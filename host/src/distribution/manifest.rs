@@ -459,10 +459,22 @@ impl Manifest {
                 raw.wit
             )
         })?;
+        // What the user reads before consenting must be plain text: no terminal escapes, and no
+        // line breaks outside the description (which is shown indented), so a plugin cannot
+        // draw fake lines into the consent screen.
         let oneline = |field: &str, s: &str, max: usize| -> Result<(), String> {
-            if s.len() > max || s.chars().any(|c| c.is_control() && c != '\n') {
+            let multiline = field == "description";
+            if s.len() > max
+                || s.chars()
+                    .any(|c| c.is_control() && !(multiline && c == '\n'))
+            {
                 Err(format!(
-                    "{field} is longer than {max} bytes or holds control characters"
+                    "{field} is longer than {max} bytes or holds control characters{}",
+                    if multiline {
+                        ""
+                    } else {
+                        " (line breaks included)"
+                    }
                 ))
             } else {
                 Ok(())
@@ -801,6 +813,15 @@ provides: { tools: [Hello] }
                 "not a host name",
             ),
             (GOOD.replace("fetches greetings", "\"  \""), "has no reason"),
+            // Terminal escapes and line breaks could forge lines on the consent screen.
+            (
+                GOOD.replace("fetches greetings", "\"fine\\u001b[2K\""),
+                "control characters",
+            ),
+            (
+                GOOD.replace("fetches greetings", "\"fine\\nIt asks for nothing\""),
+                "line breaks",
+            ),
         ];
         for (text, expected) in cases {
             let e = Manifest::parse(text.as_bytes()).unwrap_err().to_string();

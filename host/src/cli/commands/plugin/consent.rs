@@ -109,7 +109,7 @@ pub fn describe(
         m.name,
         m.version,
         kinds.join(", "),
-        m.description
+        m.description.replace('\n', "\n  ")
     );
     if let Some(p) = &m.publisher {
         out.push_str(&format!("  publisher: {p}\n"));
