@@ -522,6 +522,36 @@ fn interrupted_and_failed_downloads_leave_nothing_installed() {
 }
 
 #[test]
+fn a_kill_while_the_install_waits_to_commit_leaves_nothing() {
+    use std::io::BufRead;
+    let ws = Workspace::new();
+    // Another rawko holds the store: this install passes every check, then waits to commit.
+    let store = ws.path().join(".test-data/plugins");
+    std::fs::create_dir_all(&store).unwrap();
+    let held = std::fs::File::create(store.join(".lock")).unwrap();
+    held.lock().unwrap();
+    let mut child = rawko(&ws)
+        .args(["plugin", "install", rawko_test_artifacts::GREETER, "--yes"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let shown = stderr
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l.starts_with("It asks for:"));
+    assert!(shown, "the install never reached consent");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    held.unlock().unwrap();
+    assert_nothing_installed(&ws);
+    // The store still works.
+    let r = plugin(&ws, &["install", rawko_test_artifacts::GREETER, "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+#[test]
 fn updates_ask_again_for_new_capabilities_and_refuse_new_signers() {
     let ws = Workspace::new();
     let keys = tempfile::tempdir().unwrap();
