@@ -9,6 +9,8 @@
 //! - `http_attacks`: a hostile adapter against the HTTP capability's grant and secrets.
 //! - `http_faults`: retries, backoff and timeouts, with the attempts counted.
 //! - `cli_adapters`: `rawko adapters` and `rawko ask` through the real binary.
+//! - `plugin_install`: `rawko plugin ...` against real files, a loopback HTTP server, a real OCI
+//!   registry and real minisign signatures.
 
 mod support;
 
@@ -17,4 +19,5 @@ mod cli_adapters;
 mod cli_tools;
 mod http_attacks;
 mod http_faults;
+mod plugin_install;
 mod sandbox;

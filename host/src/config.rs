@@ -30,6 +30,18 @@ pub struct Config {
     pub defaults: Option<Defaults>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bash: Option<BashConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugins: Option<PluginsConfig>,
+}
+
+/// How `rawko plugin install` and `update` treat plugins. Read from the user's own config only:
+/// installing is not something a workspace decides.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginsConfig {
+    /// Refuse plugins that are not signed by a trusted publisher key (as `--require-signature`).
+    #[serde(default)]
+    pub require_signature: bool,
 }
 
 /// A named adapter instance: a plugin, the model it asks, where, with which credential, and
@@ -199,6 +211,9 @@ impl Config {
         }
         if over.bash.is_some() {
             self.bash = over.bash;
+        }
+        if over.plugins.is_some() {
+            self.plugins = over.plugins;
         }
         self
     }

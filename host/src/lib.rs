@@ -9,6 +9,7 @@ pub mod adapters;
 pub mod capability;
 pub mod cli;
 pub mod config;
+pub mod distribution;
 pub mod paths;
 pub mod plugins;
 pub mod runtime;

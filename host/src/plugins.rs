@@ -1,6 +1,9 @@
 //! The plugins rawko ships inside its binary, and the set of tools a command can call.
 //! The built-in adapters are described in [`crate::adapters::builtin`].
 
+use std::path::Path;
+
+use crate::distribution::{Kind, Store, fs_limit};
 use crate::runtime::{Runtime, RuntimeError, ToolInfo, ToolPlugin};
 
 /// A plugin embedded in the binary at build time.
@@ -53,6 +56,37 @@ impl ToolSet {
         Ok(set)
     }
 
+    /// Load the built-in tool plugins, then every installed tool plugin in `data_dir`, each held
+    /// to the filesystem the user granted it in `workspace`. Built-in tools keep their names; an
+    /// installed plugin that cannot be loaded is reported and left out.
+    pub async fn with_installed(
+        rt: &Runtime,
+        data_dir: &Path,
+        workspace: &Path,
+    ) -> Result<Self, RuntimeError> {
+        let mut set = ToolSet::builtin(rt).await?;
+        let installed = match Store::new(data_dir).installed() {
+            Ok(list) => list,
+            Err(e) => {
+                tracing::warn!("installed plugins are not loaded: {e}");
+                return Ok(set);
+            }
+        };
+        for p in installed.iter().filter(|p| p.kinds().contains(&Kind::Tool)) {
+            let loaded = match p.wasm() {
+                Ok(wasm) => ToolPlugin::load(rt, &p.name, &wasm)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match loaded {
+                Ok(plugin) => set.add(plugin.with_fs_limit(fs_limit(p.grants(), workspace))),
+                Err(e) => tracing::warn!("installed plugin {} is not loaded: {e}", p.name),
+            }
+        }
+        Ok(set)
+    }
+
     /// Add a plugin. Tool names already provided by an earlier plugin keep their provider; the
     /// later duplicate is reported and ignored.
     pub fn add(&mut self, plugin: ToolPlugin) {
@@ -92,5 +126,22 @@ impl ToolSet {
             .into_iter()
             .map(|(_, t)| t.name.clone())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first-party plugins carry manifests that hold against their components, as any
+    /// installed plugin must.
+    #[test]
+    fn builtin_plugins_carry_valid_manifests() {
+        for b in BUILTIN_TOOL_PLUGINS {
+            let examined =
+                crate::distribution::examine(b.wasm).unwrap_or_else(|e| panic!("{}: {e}", b.name));
+            assert_eq!(examined.manifest.name, b.name);
+            assert_eq!(examined.manifest.kinds, vec![Kind::Tool]);
+        }
     }
 }

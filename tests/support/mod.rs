@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod model_server;
+pub mod services;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

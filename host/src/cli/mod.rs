@@ -63,6 +63,7 @@ enum Command {
     Tool(commands::tool::ToolCmd),
     Adapters(commands::adapters::AdaptersCmd),
     Ask(commands::ask::AskCmd),
+    Plugin(commands::plugin::PluginCmd),
 }
 
 /// Everything a command needs from the global flags.
@@ -154,6 +155,7 @@ pub fn main() -> ExitCode {
     };
     init_tracing(cli.global.verbose);
 
+    // IO for HTTP (plugin downloads, registries), time for call deadlines.
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -188,6 +190,7 @@ impl Command {
             Command::Tool(c) => c.execute(cx).await,
             Command::Adapters(c) => c.execute(cx).await,
             Command::Ask(c) => c.execute(cx).await,
+            Command::Plugin(c) => c.execute(cx).await,
         }
     }
 }

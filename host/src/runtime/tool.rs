@@ -76,6 +76,9 @@ pub struct ToolPlugin {
     digest: String,
     pre: ToolPre<HostState>,
     tools: Vec<ToolInfo>,
+    /// For an installed plugin, the filesystem the user granted it: every call's grants are
+    /// intersected with it. Built-in plugins have none and get exactly the call's grants.
+    fs_limit: Option<FsGrants>,
 }
 
 impl std::fmt::Debug for ToolPlugin {
@@ -210,7 +213,14 @@ impl ToolPlugin {
             digest: compiled.digest,
             pre,
             tools,
+            fs_limit: None,
         })
+    }
+
+    /// Hold every call to at most `limit`, whatever the call's own grants say.
+    pub fn with_fs_limit(mut self, limit: FsGrants) -> Self {
+        self.fs_limit = Some(limit);
+        self
     }
 
     pub fn name(&self) -> &str {
@@ -293,10 +303,17 @@ impl ToolPlugin {
         info.validate(&value).map_err(invalid)?;
 
         let budget = cx.budget.clamped();
+        let limited;
+        let grants = match &self.fs_limit {
+            Some(limit) => {
+                limited = cx.grants.intersect(limit);
+                &limited
+            }
+            None => cx.grants,
+        };
         let wit_cx = wit::CallContext {
             workspace: cx.workspace.to_string_lossy().into_owned(),
-            grants: cx
-                .grants
+            grants: grants
                 .iter()
                 .map(|g| wit::Grant {
                     path: g.path().to_string_lossy().into_owned(),
@@ -309,7 +326,7 @@ impl ToolPlugin {
             max_output_bytes: budget.output,
         };
 
-        let mut sandbox = Sandbox::new(rt, &self.name, cx.grants, budget).map_err(|message| {
+        let mut sandbox = Sandbox::new(rt, &self.name, grants, budget).map_err(|message| {
             ToolCallError::Sandbox {
                 tool: tool.to_string(),
                 message,

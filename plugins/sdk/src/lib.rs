@@ -27,6 +27,8 @@
 //! }
 //!
 //! rawko_plugin_sdk::export_tools!(Hello);
+//! // Embeds `rawko-plugin.yaml`, the manifest `rawko plugin install` checks and shows.
+//! rawko_plugin_sdk::manifest!();
 //! ```
 //!
 //! An adapter plugin implements [`adapter::Adapter`] on provider-neutral [`llm`] types and
@@ -65,6 +67,7 @@ pub mod llm;
 pub mod log;
 pub mod recording;
 pub mod sse;
+pub mod manifest;
 
 #[cfg(feature = "adapter")]
 pub mod adapter;
@@ -118,6 +121,7 @@ pub mod __private {
         };
     }
 
+    pub use crate::manifest::manifest_bytes;
     #[cfg(any(feature = "tool", feature = "adapter", feature = "bash-filter"))]
     pub use wit_bindgen;
 }

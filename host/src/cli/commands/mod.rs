@@ -2,5 +2,6 @@
 
 pub mod adapters;
 pub mod ask;
+pub mod plugin;
 pub mod tool;
 pub mod tools;

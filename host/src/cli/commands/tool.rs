@@ -91,7 +91,7 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
     };
 
     let rt = cx.runtime()?;
-    let mut set = ToolSet::builtin(&rt).await?;
+    let mut set = ToolSet::with_installed(&rt, &cx.dirs.data, cx.workspace()).await?;
     for path in &args.plugin {
         let wasm = std::fs::read(path)
             .map_err(|e| BadInput::new(format!("plugin {}: {e}", path.display())))?;
