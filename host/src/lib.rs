@@ -11,3 +11,4 @@ pub mod config;
 pub mod paths;
 pub mod plugins;
 pub mod runtime;
+pub mod shell;

@@ -15,9 +15,12 @@ pub enum Level {
 
 /// Send one message to the host's log.
 pub fn log(level: Level, message: &str) {
-    #[cfg(feature = "tool")]
+    #[cfg(any(feature = "tool", feature = "bash-filter"))]
     {
+        #[cfg(feature = "tool")]
         use crate::__private::tool::bindings::rawko::plugin::log as wit;
+        #[cfg(all(feature = "bash-filter", not(feature = "tool")))]
+        use crate::__private::bash_filter::bindings::rawko::plugin::log as wit;
         let level = match level {
             Level::Trace => wit::Level::Trace,
             Level::Debug => wit::Level::Debug,
@@ -27,7 +30,7 @@ pub fn log(level: Level, message: &str) {
         };
         wit::log(level, message);
     }
-    #[cfg(not(feature = "tool"))]
+    #[cfg(not(any(feature = "tool", feature = "bash-filter")))]
     {
         let _ = (level, message);
     }
