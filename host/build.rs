@@ -3,6 +3,7 @@
 include!("../plugins/wasm-build.rs");
 
 fn main() {
-    let built = build_plugins(&["rawko-tools"]);
+    let built = build_plugins(&["rawko-tools", "rawko-bash-filter"]);
     stage(&built[0], "rawko_tools.wasm");
+    stage(&built[1], "rawko_bash_filter.wasm");
 }

@@ -55,6 +55,7 @@ pub struct GlobalArgs {
 enum Command {
     Tools(commands::tools::ToolsCmd),
     Tool(commands::tool::ToolCmd),
+    Bash(commands::bash::BashCmd),
 }
 
 /// Everything a command needs from the global flags.
@@ -158,6 +159,7 @@ impl Command {
         match self {
             Command::Tools(c) => c.execute(cx).await,
             Command::Tool(c) => c.execute(cx).await,
+            Command::Bash(c) => c.execute(cx).await,
         }
     }
 }

@@ -9,7 +9,9 @@ pub mod bindings;
 pub mod budget;
 pub mod cache;
 pub mod engine;
+pub mod filter;
 pub mod log;
+pub(crate) mod sandbox;
 pub mod state;
 pub mod stdio;
 pub mod tool;
@@ -21,6 +23,7 @@ use wasmtime::component::{HasSelf, Linker};
 
 pub use budget::{Budget, BudgetKind};
 pub use state::HostState;
+pub use filter::{FilterError, FilterPlugin};
 pub use tool::{ToolCallError, ToolCallOutput, ToolInfo, ToolPlugin};
 
 /// Why the runtime could not start or a plugin could not be loaded.
@@ -36,6 +39,7 @@ pub enum RuntimeError {
 pub struct Runtime {
     engine: Engine,
     tool_linker: Linker<HostState>,
+    filter_linker: Linker<HostState>,
     cache: cache::ComponentCache,
     _ticker: engine::EpochTicker,
 }
@@ -44,17 +48,26 @@ impl Runtime {
     /// Start the runtime, caching compiled plugins under `cache_dir` (no caching if `None`).
     pub fn new(cache_dir: Option<PathBuf>) -> Result<Self, RuntimeError> {
         let engine = engine::new_engine().map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
-        let mut tool_linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut tool_linker)
-            .map_err(|e| RuntimeError::Engine(format!("linking WASI: {e:#}")))?;
-        bindings::log::add_to_linker::<HostState, HasSelf<HostState>>(&mut tool_linker, |s| s)
-            .map_err(|e| RuntimeError::Engine(format!("linking log: {e:#}")))?;
+        // Every kind links WASI and the log; bash filters also get the host's shell parser.
+        let base = || -> Result<Linker<HostState>, RuntimeError> {
+            let mut linker = Linker::new(&engine);
+            wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+                .map_err(|e| RuntimeError::Engine(format!("linking WASI: {e:#}")))?;
+            bindings::log::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+                .map_err(|e| RuntimeError::Engine(format!("linking log: {e:#}")))?;
+            Ok(linker)
+        };
+        let tool_linker = base()?;
+        let mut filter_linker = base()?;
+        bindings::shell::add_to_linker::<HostState, HasSelf<HostState>>(&mut filter_linker, |s| s)
+            .map_err(|e| RuntimeError::Engine(format!("linking shell: {e:#}")))?;
         let ticker = engine::EpochTicker::start(&engine)
             .map_err(|e| RuntimeError::Engine(format!("cannot start the epoch thread: {e}")))?;
         let cache = cache::ComponentCache::new(&engine, cache_dir);
         Ok(Runtime {
             engine,
             tool_linker,
+            filter_linker,
             cache,
             _ticker: ticker,
         })
@@ -70,5 +83,9 @@ impl Runtime {
 
     pub(crate) fn tool_linker(&self) -> &Linker<HostState> {
         &self.tool_linker
+    }
+
+    pub(crate) fn filter_linker(&self) -> &Linker<HostState> {
+        &self.filter_linker
     }
 }

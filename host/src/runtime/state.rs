@@ -21,6 +21,8 @@ pub struct HostState {
     pub(crate) log: PluginLog,
     pub(crate) stdout: CappedPipe,
     pub(crate) stderr: CappedPipe,
+    /// What a bash filter's `shell` import answers from; `None` for other plugin kinds.
+    pub(crate) shell: Option<Arc<super::filter::ShellContext>>,
 }
 
 impl HostState {
@@ -46,6 +48,7 @@ impl HostState {
             log: PluginLog::new(plugin),
             stdout,
             stderr,
+            shell: None,
         })
     }
 

@@ -8,6 +8,7 @@
 //! (`capability::exec`) spawns those very argv vectors, wiring pipes and redirections itself, so
 //! no second reading of the text by a shell can differ from what was judged.
 
+pub mod bash;
 pub mod chain;
 pub mod command_tool;
 pub mod glob;

@@ -336,7 +336,6 @@ impl<'a> Checker<'a> {
                 format!("the assignment `{}` is only known when it runs", a.text()),
             );
         }
-        self.path_args(&cmd)?;
         match cmd.name() {
             "cd" => return self.cd(&cmd),
             "eval" => {
@@ -353,8 +352,7 @@ impl<'a> Checker<'a> {
         if let Some(judged) = self.transparent(&cmd, depth) {
             return judged;
         }
-        let rule = self.allowed(&cmd)?;
-        self.specific(&cmd, &rule, depth)
+        self.ordinary(&cmd, depth)
     }
 
     fn cd(&self, cmd: &Cmd) -> Judged {
@@ -621,6 +619,7 @@ impl<'a> Checker<'a> {
     /// A wrapper used without a command to wrap: an ordinary program.
     fn ordinary(&self, cmd: &Cmd, depth: usize) -> Judged {
         let rule = self.allowed(cmd)?;
+        self.path_args(cmd)?;
         self.specific(cmd, &rule, depth)
     }
 

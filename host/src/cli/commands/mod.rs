@@ -1,4 +1,5 @@
 //! One module per command.
 
+pub mod bash;
 pub mod tool;
 pub mod tools;
