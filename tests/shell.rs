@@ -214,7 +214,7 @@ const CORPUS: &[(&str, &str, Option<&str>)] = &[
         Some("not a built-in git command"),
     ),
     (
-        "git diff --output=/tmp/x",
+        "git diff --output=diff.txt",
         "is not allowed",
         Some("may not write anything"),
     ),
