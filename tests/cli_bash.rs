@@ -19,14 +19,35 @@ fn bash_check_reports_each_command_and_exits_by_verdict() {
     ws.write("src/main.rs", "fn main() {}\n");
     let r = run(
         &ws,
-        &["bash", "check", "--read", ".", "--allow", "ls", "--allow", "head", "--", "ls -la src | head -5"],
+        &[
+            "bash",
+            "check",
+            "--read",
+            ".",
+            "--allow",
+            "ls",
+            "--allow",
+            "head",
+            "--",
+            "ls -la src | head -5",
+        ],
     );
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.starts_with("allow"), "{r:?}");
 
     let r = run(
         &ws,
-        &["bash", "check", "--read", ".", "--allow", "git status", "--json", "--", "git status && \\rm -rf x"],
+        &[
+            "bash",
+            "check",
+            "--read",
+            ".",
+            "--allow",
+            "git status",
+            "--json",
+            "--",
+            "git status && \\rm -rf x",
+        ],
     );
     assert_eq!(r.code, 1, "{r:?}");
     let v = r.json();
@@ -39,10 +60,21 @@ fn bash_check_reports_each_command_and_exits_by_verdict() {
     assert_eq!(cmds[1]["program"], "rm");
     assert_eq!(cmds[1]["decision"], "deny");
     assert_eq!(cmds[1]["filter"], "rawko-policy");
-    assert!(cmds[1]["reason"].as_str().unwrap().contains("is not allowed"), "{v}");
+    assert!(
+        cmds[1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("is not allowed"),
+        "{v}"
+    );
 
     // Allowed by the policy, but not something rawko's executor runs.
-    let r = run(&ws, &["bash", "check", "--read", ".", "--allow", "ls", "--", "ls &"]);
+    let r = run(
+        &ws,
+        &[
+            "bash", "check", "--read", ".", "--allow", "ls", "--", "ls &",
+        ],
+    );
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stdout.contains("decided by executor"), "{r:?}");
 
@@ -83,7 +115,11 @@ fn bash_is_a_host_tool_and_runs_what_was_checked() {
     assert_eq!(r.stdout, "a.rs\nb.rs\nafter || ok\n", "{r:?}");
 
     // Quotes stay one word; stderr is captured; the exit status is reported.
-    let r = bash(&ws, &allow, "echo \"a && rm -rf x\"; ls missing-file 2>&1 | sort");
+    let r = bash(
+        &ws,
+        &allow,
+        "echo \"a && rm -rf x\"; ls missing-file 2>&1 | sort",
+    );
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.starts_with("a && rm -rf x\n"), "{r:?}");
     assert!(r.stdout.contains("missing-file"), "{r:?}");
@@ -91,7 +127,11 @@ fn bash_is_a_host_tool_and_runs_what_was_checked() {
     assert!(r.stdout.contains("[exit status 2]"), "{r:?}");
 
     // Here-documents and here-strings feed stdin.
-    let r = bash(&ws, &allow, "cat <<'EOF'\n$HOME stays text\nEOF\nwc -c <<< abc");
+    let r = bash(
+        &ws,
+        &allow,
+        "cat <<'EOF'\n$HOME stays text\nEOF\nwc -c <<< abc",
+    );
     assert_eq!(r.stdout, "$HOME stays text\n4\n", "{r:?}");
 }
 
@@ -110,11 +150,16 @@ fn a_denied_command_never_starts_a_process() {
     // An allowed command that the executor cannot run does not start either.
     let r = bash(
         &ws,
-        &["--read", ".", "--write", ".", "--allow", "touch", "--allow", "echo"],
+        &[
+            "--read", ".", "--write", ".", "--allow", "touch", "--allow", "echo",
+        ],
         "touch started.marker; echo $HOME",
     );
     assert_eq!(r.code, 1, "{r:?}");
-    assert!(r.stderr.contains("parameter expansion is not supported"), "{r:?}");
+    assert!(
+        r.stderr.contains("parameter expansion is not supported"),
+        "{r:?}"
+    );
     assert!(!ws.path().join("started.marker").exists());
 }
 
@@ -143,9 +188,15 @@ fn a_timeout_kills_the_command_and_everything_it_started() {
     let started = std::time::Instant::now();
     let r = run(
         &ws,
-        &["tool", "call", "Bash", "--read", ".", "--allow", "sleep", "--allow", "echo", "--input", &input],
+        &[
+            "tool", "call", "Bash", "--read", ".", "--allow", "sleep", "--allow", "echo",
+            "--input", &input,
+        ],
     );
-    assert!(started.elapsed() < std::time::Duration::from_secs(20), "{r:?}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{r:?}"
+    );
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("timed out after 1 s"), "{r:?}");
     assert!(!r.stdout.contains("never"), "{r:?}");
@@ -160,10 +211,18 @@ fn output_is_capped_with_a_notice() {
     ws.write("big.txt", &big);
     let r = bash(&ws, &["--read", ".", "--allow", "cat"], "cat big.txt");
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.stdout.starts_with("line 0\nline 1\n"), "{}", &r.stdout[..100]);
+    assert!(
+        r.stdout.starts_with("line 0\nline 1\n"),
+        "{}",
+        &r.stdout[..100]
+    );
     assert!(r.stdout.trim_end().ends_with("line 49999"), "tail missing");
     assert!(r.stdout.contains("output truncated"), "no notice");
-    assert!(r.stdout.chars().count() < 30_500, "{} chars", r.stdout.chars().count());
+    assert!(
+        r.stdout.chars().count() < 30_500,
+        "{} chars",
+        r.stdout.chars().count()
+    );
 }
 
 #[test]
@@ -173,7 +232,9 @@ fn the_environment_is_scrubbed() {
     let out = rawko(&ws)
         .env("RAWKO_TEST_SECRET_TOKEN", "sk-do-not-leak")
         .env("LD_PRELOAD", "")
-        .args(["tool", "call", "Bash", "--read", ".", "--allow", "env", "--input", &input])
+        .args([
+            "tool", "call", "Bash", "--read", ".", "--allow", "env", "--input", &input,
+        ])
         .output()
         .unwrap();
     let r = Run::of(out);
@@ -184,17 +245,35 @@ fn the_environment_is_scrubbed() {
     assert!(r.stdout.contains("TERM=dumb"), "{r:?}");
 }
 
+/// `python3` writing `path` under a policy that allows any python3 and a workspace grant.
+fn python_writes(ws: &Workspace, path: &std::path::Path) -> Run {
+    let script = format!("open('{}', 'w').write('x'); print('wrote')", path.display());
+    let input = serde_json::json!({ "command": format!("python3 -c \"{script}\"") }).to_string();
+    run(
+        ws,
+        &[
+            "-v",
+            "tool",
+            "call",
+            "Bash",
+            "--read",
+            ".",
+            "--write",
+            ".",
+            "--allow",
+            "python3 *",
+            "--input",
+            &input,
+        ],
+    )
+}
+
 #[test]
 fn writes_outside_the_grants_are_refused_by_the_kernel() {
     // python3 writes where the policy cannot see; landlock has the last word.
     let ws = Workspace::new();
     let outside = std::env::temp_dir().join(format!("rawko-landlock-{}", std::process::id()));
-    let script = format!("open('{}', 'w').write('x'); print('wrote')", outside.display());
-    let input = serde_json::json!({ "command": format!("python3 -c \"{script}\"") }).to_string();
-    let r = run(
-        &ws,
-        &["-v", "tool", "call", "Bash", "--read", ".", "--write", ".", "--allow", "python3 *", "--input", &input],
-    );
+    let r = python_writes(&ws, &outside);
     assert!(!outside.exists(), "landlock did not stop the write: {r:?}");
     if r.stderr.contains("landlock is not available") {
         // An old kernel: the write failed for another reason, and rawko said so.
@@ -204,14 +283,9 @@ fn writes_outside_the_grants_are_refused_by_the_kernel() {
     assert!(!r.stdout.contains("wrote"), "{r:?}");
     // Inside the workspace the same program may write.
     let inside = ws.path().join("in.txt");
-    let script = format!("open('{}', 'w').write('x')", inside.display());
-    let input = serde_json::json!({ "command": format!("python3 -c \"{script}\"") }).to_string();
-    let r = run(
-        &ws,
-        &["tool", "call", "Bash", "--read", ".", "--write", ".", "--allow", "python3 *", "--input", &input],
-    );
+    let r = python_writes(&ws, &inside);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(inside.exists(), "{r:?}");
+    assert!(r.stdout.contains("wrote") && inside.exists(), "{r:?}");
 }
 
 #[test]
@@ -223,7 +297,19 @@ fn ask_is_denied_when_nobody_is_at_a_terminal() {
     let r = bash(&ws, &["--read", ".", "--allow", "echo"], "echo please-ask");
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("nobody is at a terminal"), "{r:?}");
-    let r = run(&ws, &["bash", "check", "--read", ".", "--allow", "echo", "--", "echo please-ask"]);
+    let r = run(
+        &ws,
+        &[
+            "bash",
+            "check",
+            "--read",
+            ".",
+            "--allow",
+            "echo",
+            "--",
+            "echo please-ask",
+        ],
+    );
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stdout.starts_with("ask"), "{r:?}");
     let r = bash(&ws, &["--read", ".", "--allow", "echo"], "echo fine");

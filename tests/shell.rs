@@ -53,7 +53,9 @@ impl Fixture {
         } else {
             Access::ReadOnly
         };
-        grants.grant(self.ws.path(), self.ws.path(), access).unwrap();
+        grants
+            .grant(self.ws.path(), self.ws.path(), access)
+            .unwrap();
         Policy::new(
             self.ws.path(),
             &grants,
@@ -104,11 +106,23 @@ const CORPUS: &[(&str, &str, Option<&str>)] = &[
     ("ls ${x@P}", "parameter expansion with an operator", None),
     ("ls ${!x}", "parameter expansion with an operator", None),
     ("ls $((a[$(rm -rf x)]))", "arithmetic", None),
-    ("cat <<EOF\n$(rm -rf x)\nEOF", "`rm -rf x` is not allowed", None),
+    (
+        "cat <<EOF\n$(rm -rf x)\nEOF",
+        "`rm -rf x` is not allowed",
+        None,
+    ),
     // Redirections.
     ("ls > out.txt", "may not write anything", None),
-    ("cat README.md >> .git/hooks/pre-commit", "may not write anything", None),
-    ("cat < /etc/shadow", "outside the paths this agent may read", None),
+    (
+        "cat README.md >> .git/hooks/pre-commit",
+        "may not write anything",
+        None,
+    ),
+    (
+        "cat < /etc/shadow",
+        "outside the paths this agent may read",
+        None,
+    ),
     ("ls > ~/.bashrc", "only known when it runs", None),
     // Spellings of rm.
     ("rm -fr x", "`rm -fr x` is not allowed", None),
@@ -121,17 +135,30 @@ const CORPUS: &[(&str, &str, Option<&str>)] = &[
     ("$'\\x72\\x6d' -rf x", "expansion in command position", None),
     ("x=rm; $x -rf x", "assignment without a command", None),
     // Encoded payloads piped to a shell.
-    ("echo cm0gLXJmIHgK | base64 -d | sh", "`sh` is not allowed", None),
+    (
+        "echo cm0gLXJmIHgK | base64 -d | sh",
+        "`sh` is not allowed",
+        None,
+    ),
     ("cat evil.sh | bash", "`bash` is not allowed", None),
     // Programs that are not what they are called.
     ("./cat README.md", "not a program on PATH", None),
-    ("cat /etc/passwd", "outside the paths this agent may read", None),
+    (
+        "cat /etc/passwd",
+        "outside the paths this agent may read",
+        None,
+    ),
     ("ls ../", "outside the paths this agent may read", None),
+    ("cat etc-link/passwd", "through a symlink", None),
     // Environment that changes what runs.
     ("PATH=/tmp ls", "environment assignments", None),
     ("LD_PRELOAD=./evil.so ls", "environment assignments", None),
     // Wrappers.
-    ("env rm -rf x", "inside `env`: `rm -rf x` is not allowed", None),
+    (
+        "env rm -rf x",
+        "inside `env`: `rm -rf x` is not allowed",
+        None,
+    ),
     ("env -S 'rm -rf x' ls", "splits a string", None),
     ("timeout 5 rm -rf x", "inside `timeout`", None),
     ("nice -n 10 rm -rf x", "inside `nice`", None),
@@ -144,13 +171,21 @@ const CORPUS: &[(&str, &str, Option<&str>)] = &[
     ("sudo rm -rf x", "`sudo rm -rf x` is not allowed", None),
     ("su -c 'rm -rf x'", "`su -c rm -rf x` is not allowed", None),
     ("busybox rm -rf x", "inside `busybox`", None),
-    ("bash -c 'rm -rf x'", "inside `bash -c`: `rm -rf x` is not allowed", None),
+    (
+        "bash -c 'rm -rf x'",
+        "inside `bash -c`: `rm -rf x` is not allowed",
+        None,
+    ),
     ("sh -c \"ls; rm -rf x\"", "inside `sh -c`", None),
     ("bash -c 'bash -c \"rm -rf x\"'", "inside `bash -c`", None),
     ("source ./evil.sh", "`source` runs a script file", None),
     (". ./evil.sh", "`source` runs a script file", None),
     ("watch -n 1 rm -rf x", "inside `watch`", None),
-    ("script -qc 'rm -rf x' /dev/null", "inside `script -c`", None),
+    (
+        "script -qc 'rm -rf x' /dev/null",
+        "inside `script -c`",
+        None,
+    ),
     ("ls; f() { rm -rf x; }; f", "a function definition", None),
     // Programs whose arguments run commands or write files.
     (
@@ -163,8 +198,16 @@ const CORPUS: &[(&str, &str, Option<&str>)] = &[
         "is not allowed",
         Some("inside `find -execdir`"),
     ),
-    ("find . -ok rm {} \\;", "is not allowed", Some("inside `find -ok`")),
-    ("find . -delete", "is not allowed", Some("may not write anything")),
+    (
+        "find . -ok rm {} \\;",
+        "is not allowed",
+        Some("inside `find -ok`"),
+    ),
+    (
+        "find . -delete",
+        "is not allowed",
+        Some("may not write anything"),
+    ),
     (
         "find . -fprint list.txt",
         "is not allowed",
@@ -195,7 +238,11 @@ const CORPUS: &[(&str, &str, Option<&str>)] = &[
         "is not allowed",
         Some("system()"),
     ),
-    ("awk '{print | \"sh\"}' README.md", "is not allowed", Some("`|`")),
+    (
+        "awk '{print | \"sh\"}' README.md",
+        "is not allowed",
+        Some("`|`"),
+    ),
     (
         "git -c core.pager='rm -rf x' log",
         "is not allowed",
@@ -248,6 +295,7 @@ const CORPUS: &[(&str, &str, Option<&str>)] = &[
 #[test]
 fn bypass_corpus_is_denied_with_reasons() {
     let f = Fixture::new(&[]);
+    std::os::unix::fs::symlink("/etc", f.ws.path().join("etc-link")).unwrap();
     let strict = f.policy(STRICT, false);
     let generous = f.policy(GENEROUS, false);
     let mut distinct = std::collections::HashSet::new();
@@ -262,7 +310,11 @@ fn bypass_corpus_is_denied_with_reasons() {
         );
         if let Some(why) = generous_reason {
             let r = f.check(&generous, payload);
-            assert_eq!(r.decision, Decision::Deny, "{payload:?} allowed under generous: {r:#?}");
+            assert_eq!(
+                r.decision,
+                Decision::Deny,
+                "{payload:?} allowed under generous: {r:#?}"
+            );
             assert!(
                 reasons(&r).contains(why),
                 "{payload:?} (generous): expected {why:?} in\n{}",
@@ -287,7 +339,9 @@ fn writers_still_cannot_touch_git_hooks_or_rawko() {
         let r = f.check(&p, cmd);
         assert_eq!(r.decision, Decision::Deny, "{cmd}: {r:#?}");
         assert!(
-            reasons(&r).contains(".git") || reasons(&r).contains(".rawko") || reasons(&r).contains("outside the paths this agent may write"),
+            reasons(&r).contains(".git")
+                || reasons(&r).contains(".rawko")
+                || reasons(&r).contains("outside the paths this agent may write"),
             "{cmd}: {}",
             reasons(&r)
         );
@@ -305,7 +359,10 @@ fn negative_controls_are_allowed() {
         (&["make test"][..], "make test 2>&1"),
         (&["echo"][..], "echo \"a && rm -rf x\""),
         (&["ls", "head"][..], "ls -la src | head -5"),
-        (&["git status", "ls", "cat"][..], "cat README.md src/main.rs"),
+        (
+            &["git status", "ls", "cat"][..],
+            "cat README.md src/main.rs",
+        ),
         (&["ls", "cat"][..], "cd src && cat main.rs"),
         (&["grep"][..], "grep -rn main src 2>/dev/null"),
         (&["timeout"][..], "timeout 5 ls"),
@@ -330,10 +387,19 @@ fn blocked_patterns_see_the_normalised_command() {
     let f = Fixture::new(&[]);
     let mut p = f.policy(&["*"], false);
     p.blocked_patterns = vec![r"^rm -rf".into()];
-    for cmd in ["\\rm -rf x", "r''m -rf x", "/bin/rm -rf x", "timeout 3 rm -rf x"] {
+    for cmd in [
+        "\\rm -rf x",
+        "r''m -rf x",
+        "/bin/rm -rf x",
+        "timeout 3 rm -rf x",
+    ] {
         let r = f.check(&p, cmd);
         assert_eq!(r.decision, Decision::Deny, "{cmd}: {r:#?}");
-        assert!(reasons(&r).contains("blocked pattern"), "{cmd}: {}", reasons(&r));
+        assert!(
+            reasons(&r).contains("blocked pattern"),
+            "{cmd}: {}",
+            reasons(&r)
+        );
     }
 }
 
@@ -355,7 +421,7 @@ fn globs_are_expanded_before_judging_so_file_names_cannot_become_options() {
     // Outside the workspace, rawko expands nothing.
     let r = f.check(&p, "ls /etc/*");
     assert_eq!(r.decision, Decision::Allow, "{r:#?}");
-    assert!(!rawko::capability::exec::runnable(r.command.as_ref().unwrap()).is_ok());
+    assert!(rawko::capability::exec::runnable(r.command.as_ref().unwrap()).is_err());
 }
 
 fn marker_filter() -> (String, Vec<u8>) {
@@ -381,7 +447,10 @@ fn plugin_filters_run_after_the_builtin_and_any_deny_wins() {
     assert_eq!(r.decided_by, "marker");
     // The built-in policy decides first; the plugin is not asked about what it denied.
     let r = f.check(&p, "rm please-ask");
-    assert_eq!((r.decision, r.decided_by.as_str()), (Decision::Deny, "rawko-policy"));
+    assert_eq!(
+        (r.decision, r.decided_by.as_str()),
+        (Decision::Deny, "rawko-policy")
+    );
     assert_eq!(r.filters.len(), 1);
 }
 
@@ -391,12 +460,18 @@ fn hostile_nesting_and_size_are_refused_without_crashing() {
     let p = f.policy(&["ls"], false);
     let deep = format!("{}ls{}", "$(".repeat(200), ")".repeat(200));
     let r = f.check(&p, &deep);
-    assert_eq!((r.decision, r.decided_by.as_str()), (Decision::Deny, "parser"));
+    assert_eq!(
+        (r.decision, r.decided_by.as_str()),
+        (Decision::Deny, "parser")
+    );
     let braces = format!("{}ls; {}", "{ ".repeat(2000), "}; ".repeat(2000));
     assert_eq!(f.check(&p, &braces).decision, Decision::Deny);
     let long = "ls ".repeat(30_000);
     let r = f.check(&p, &long);
     assert!(r.reason.contains("at most"), "{}", r.reason);
     let r = f.check(&p, "ls 'unterminated");
-    assert_eq!((r.decision, r.decided_by.as_str()), (Decision::Deny, "parser"));
+    assert_eq!(
+        (r.decision, r.decided_by.as_str()),
+        (Decision::Deny, "parser")
+    );
 }

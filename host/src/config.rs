@@ -282,7 +282,8 @@ defaults:
             workspace: Some(("w".into(), ws)),
         };
         assert_eq!(layers.merged().bash.unwrap().filters, ["org.wasm"]);
-        let ws = Config::parse(Path::new("w"), "bash:\n  filters: [team.wasm, org.wasm]\n").unwrap();
+        let ws =
+            Config::parse(Path::new("w"), "bash:\n  filters: [team.wasm, org.wasm]\n").unwrap();
         let merged = user.merged_with(ws);
         assert_eq!(merged.bash.unwrap().filters, ["org.wasm", "team.wasm"]);
     }

@@ -208,7 +208,12 @@ fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput
     let tmp = if opts.write_paths.is_empty() {
         None
     } else {
-        Some(tempfile::Builder::new().prefix("rawko-exec-").tempdir().map_err(|e| setup("temporary directory", e))?)
+        Some(
+            tempfile::Builder::new()
+                .prefix("rawko-exec-")
+                .tempdir()
+                .map_err(|e| setup("temporary directory", e))?,
+        )
     };
     let mut writable = opts.write_paths.clone();
     if let Some(t) = &tmp {
@@ -218,7 +223,11 @@ fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput
     if confinement != Confinement::Full {
         tracing::info!(
             "landlock is {} on this system: the command's writes are limited by the policy filter only, not by the kernel",
-            if confinement == Confinement::None { "not available" } else { "only partly available" }
+            if confinement == Confinement::None {
+                "not available"
+            } else {
+                "only partly available"
+            }
         );
     }
 
@@ -275,8 +284,7 @@ fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput
 #[cfg(target_os = "linux")]
 fn confine(writable: &[PathBuf]) -> Confinement {
     use landlock::{
-        ABI, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
-        path_beneath_rules,
+        ABI, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, path_beneath_rules,
     };
     let abi = ABI::V5;
     let result = (|| -> Result<RulesetStatus, landlock::RulesetError> {
@@ -359,7 +367,9 @@ impl Watchdog {
     fn watch(&self, pgid: Option<i32>) -> bool {
         let mut st = self.state.0.lock().unwrap_or_else(|e| e.into_inner());
         st.pgid = pgid;
-        if st.fired && let Some(g) = pgid {
+        if st.fired
+            && let Some(g) = pgid
+        {
             kill_group(g);
         }
         !st.fired
@@ -395,57 +405,70 @@ fn kill_group(pgid: i32) {
 /// Reads one output pipe on a thread of its own, keeping the first two thirds and the last
 /// third of the cap.
 struct Capture {
-    rx: std::sync::mpsc::Receiver<(String, bool)>,
+    buf: Arc<Mutex<Captured>>,
+    done: std::sync::mpsc::Receiver<()>,
+    max_chars: usize,
+}
+
+#[derive(Default)]
+struct Captured {
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
+    total: usize,
 }
 
 impl Capture {
     fn start(mut pipe: std::io::PipeReader, max_chars: usize) -> Self {
-        let (tx, rx) = std::sync::mpsc::channel();
+        let (tx, done) = std::sync::mpsc::channel();
+        let buf: Arc<Mutex<Captured>> = Arc::default();
+        let shared = buf.clone();
         let head_cap = (max_chars * 2 / 3) * 4;
         let tail_cap = (max_chars - max_chars * 2 / 3) * 4;
         let _ = std::thread::Builder::new()
             .name("rawko-exec-output".into())
             .spawn(move || {
-                let mut head = Vec::new();
-                let mut tail: std::collections::VecDeque<u8> = std::collections::VecDeque::new();
-                let mut total = 0usize;
-                let mut buf = [0u8; 16 * 1024];
+                let mut chunk = [0u8; 16 * 1024];
                 loop {
-                    match pipe.read(&mut buf) {
+                    let n = match pipe.read(&mut chunk) {
                         Ok(0) => break,
-                        Ok(n) => {
-                            total += n;
-                            let mut chunk = &buf[..n];
-                            if head.len() < head_cap {
-                                let take = (head_cap - head.len()).min(chunk.len());
-                                head.extend_from_slice(&chunk[..take]);
-                                chunk = &chunk[take..];
-                            }
-                            tail.extend(chunk);
-                            while tail.len() > tail_cap {
-                                tail.pop_front();
-                            }
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Ok(n) => n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                         Err(_) => break,
+                    };
+                    let mut c = shared.lock().unwrap_or_else(|e| e.into_inner());
+                    c.total += n;
+                    let mut rest = &chunk[..n];
+                    if c.head.len() < head_cap {
+                        let take = (head_cap - c.head.len()).min(rest.len());
+                        c.head.extend_from_slice(&rest[..take]);
+                        rest = &rest[take..];
+                    }
+                    c.tail.extend(rest);
+                    while c.tail.len() > tail_cap {
+                        c.tail.pop_front();
                     }
                 }
-                let _ = tx.send(render(&head, tail.make_contiguous(), total, max_chars));
+                let _ = tx.send(());
             });
-        Capture { rx }
+        Capture {
+            buf,
+            done,
+            max_chars,
+        }
     }
 
-    /// The text, once every writer closed the pipe (or shortly after the command ended, if a
-    /// process it left behind still holds it).
+    /// The text, once every writer closed the pipe; or, if a process the command left behind
+    /// (outside its process group) still holds it, what arrived in the next two seconds.
     fn finish(self) -> (String, bool) {
-        self.rx
-            .recv_timeout(Duration::from_secs(2))
-            .unwrap_or_else(|_| {
-                (
-                    "[rawko: the output could not be read to the end]".into(),
-                    true,
-                )
-            })
+        let complete = self.done.recv_timeout(Duration::from_secs(2)).is_ok();
+        let mut c = self.buf.lock().unwrap_or_else(|e| e.into_inner());
+        let total = c.total;
+        let head = std::mem::take(&mut c.head);
+        let (mut text, truncated) = render(&head, c.tail.make_contiguous(), total, self.max_chars);
+        if !complete {
+            text.push_str("\n[rawko: a process the command started still holds its output open; the rest is not shown]");
+        }
+        (text, truncated || !complete)
     }
 }
 
@@ -458,7 +481,10 @@ fn render(head: &[u8], tail: &[u8], total: usize, max_chars: usize) -> (String, 
     }
     let head_chars = max_chars * 2 / 3;
     let tail_chars = max_chars - head_chars;
-    let head_text: String = String::from_utf8_lossy(head).chars().take(head_chars).collect();
+    let head_text: String = String::from_utf8_lossy(head)
+        .chars()
+        .take(head_chars)
+        .collect();
     let tail_full = String::from_utf8_lossy(tail);
     let skip = tail_full.chars().count().saturating_sub(tail_chars);
     let tail_text: String = tail_full.chars().skip(skip).collect();
@@ -531,7 +557,11 @@ impl Exec<'_> {
                 self.spawn_pipeline(&indexes)?
             }
         };
-        Ok(if p.negated { i32::from(status == 0) } else { status })
+        Ok(if p.negated {
+            i32::from(status == 0)
+        } else {
+            status
+        })
     }
 
     fn cd(&mut self, cmd: &SimpleCommand) -> Result<i32, Stop> {
@@ -603,11 +633,11 @@ impl Exec<'_> {
         let mut status = failed.unwrap_or(0);
         let n = children.len();
         for (k, mut child) in children.into_iter().enumerate() {
-            let s = child.wait().map_err(|e| Stop::Error(format!("wait: {e}")))?;
+            let s = child
+                .wait()
+                .map_err(|e| Stop::Error(format!("wait: {e}")))?;
             if k + 1 == n && failed.is_none() {
-                status = s
-                    .code()
-                    .unwrap_or_else(|| 128 + s.signal().unwrap_or(0));
+                status = s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0));
             }
         }
         // Whatever the pipeline left running in its group goes with it.
@@ -671,19 +701,20 @@ impl Exec<'_> {
         cmd: &SimpleCommand,
         fds: &mut [Option<OwnedFd>; 3],
     ) -> Result<(), String> {
-        let open = |read: bool, write: bool, append: bool, truncate: bool| -> Result<OwnedFd, String> {
-            let target = r.target.literal().unwrap_or_default();
-            let path = cmd.cwd.join(target);
-            std::fs::OpenOptions::new()
-                .read(read)
-                .write(write)
-                .append(append)
-                .truncate(truncate)
-                .create(write)
-                .open(&path)
-                .map(OwnedFd::from)
-                .map_err(|e| format!("{target}: {e}"))
-        };
+        let open =
+            |read: bool, write: bool, append: bool, truncate: bool| -> Result<OwnedFd, String> {
+                let target = r.target.literal().unwrap_or_default();
+                let path = cmd.cwd.join(target);
+                std::fs::OpenOptions::new()
+                    .read(read)
+                    .write(write)
+                    .append(append)
+                    .truncate(truncate)
+                    .create(write)
+                    .open(&path)
+                    .map(OwnedFd::from)
+                    .map_err(|e| format!("{target}: {e}"))
+            };
         let slot = |default: u32| r.fd.unwrap_or(default) as usize;
         match r.kind {
             RedirectKind::Read => fds[slot(0)] = Some(open(true, false, false, false)?),

@@ -22,8 +22,8 @@ use wasmtime::Engine;
 use wasmtime::component::{HasSelf, Linker};
 
 pub use budget::{Budget, BudgetKind};
-pub use state::HostState;
 pub use filter::{FilterError, FilterPlugin};
+pub use state::HostState;
 pub use tool::{ToolCallError, ToolCallOutput, ToolInfo, ToolPlugin};
 
 /// Why the runtime could not start or a plugin could not be loaded.

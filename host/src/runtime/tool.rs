@@ -4,13 +4,13 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use super::bindings::tool::ToolPre;
 use super::bindings::tools as wit;
 use super::budget::{Budget, BudgetKind};
 use super::sandbox::{Failure, Sandbox};
 use super::{HostState, Runtime, RuntimeError};
 use crate::capability::{Access, FsGrants};
+use serde::{Deserialize, Serialize};
 
 /// Budget for asking a plugin what it provides.
 const DESCRIBE_BUDGET: Budget = Budget {
@@ -472,4 +472,3 @@ impl Failure {
         }
     }
 }
-

@@ -84,8 +84,7 @@ pub struct Chain {
 impl Chain {
     /// The built-in policy, then each of `plugins` (name, component bytes).
     pub async fn load(rt: &Runtime, plugins: &[(String, Vec<u8>)]) -> Result<Self, RuntimeError> {
-        let mut filters =
-            vec![FilterPlugin::load(rt, BUILTIN, plugins::BASH_FILTER.wasm).await?];
+        let mut filters = vec![FilterPlugin::load(rt, BUILTIN, plugins::BASH_FILTER.wasm).await?];
         for (name, wasm) in plugins {
             filters.push(FilterPlugin::load(rt, name, wasm).await?);
         }
@@ -199,12 +198,15 @@ pub fn settle_ask(report: &mut CheckReport) {
         eprint!(
             "{} asks before running `{}`: {}\nRun it? [y/N] ",
             report.decided_by,
-            report.command.as_ref().map(|c| c.raw.as_str()).unwrap_or(""),
+            report
+                .command
+                .as_ref()
+                .map(|c| c.raw.as_str())
+                .unwrap_or(""),
             report.reason
         );
         let mut line = String::new();
-        if std::io::stdin().read_line(&mut line).is_ok()
-            && matches!(line.trim(), "y" | "Y" | "yes")
+        if std::io::stdin().read_line(&mut line).is_ok() && matches!(line.trim(), "y" | "Y" | "yes")
         {
             report.decision = Decision::Allow;
             report.reason = format!("the user agreed ({})", report.reason);

@@ -82,10 +82,12 @@ impl CommandTool {
                     break;
                 };
                 let name = &rest[start + 2..start + 2 + len];
-                let value = params.get(name).ok_or_else(|| CommandToolError::MissingParam {
-                    tool: self.name.clone(),
-                    param: name.to_string(),
-                })?;
+                let value = params
+                    .get(name)
+                    .ok_or_else(|| CommandToolError::MissingParam {
+                        tool: self.name.clone(),
+                        param: name.to_string(),
+                    })?;
                 out.push_str(&rest[..start]);
                 out.push_str(&value_text(value));
                 rest = &rest[start + 3 + len..];
@@ -103,7 +105,13 @@ impl CommandTool {
             .map(|(k, v)| {
                 let name: String = k
                     .chars()
-                    .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() {
+                            c.to_ascii_uppercase()
+                        } else {
+                            '_'
+                        }
+                    })
                     .collect();
                 format!("PARAM_{name}={}", value_text(v))
             })
@@ -148,7 +156,10 @@ impl CommandTool {
                 background: false,
             }]),
         };
-        let timeout = self.timeout.unwrap_or(exec::DEFAULT_TIMEOUT).min(exec::MAX_TIMEOUT);
+        let timeout = self
+            .timeout
+            .unwrap_or(exec::DEFAULT_TIMEOUT)
+            .min(exec::MAX_TIMEOUT);
         let opts = ExecOptions {
             workspace: cx.workspace.to_path_buf(),
             write_paths: cx.write_paths.to_vec(),
@@ -157,10 +168,12 @@ impl CommandTool {
             max_output: exec::DEFAULT_MAX_OUTPUT,
             separate_stderr: true,
         };
-        let run = exec::run(&parsed, &opts).await.map_err(|e| CommandToolError::Setup {
-            tool: self.name.clone(),
-            message: e.to_string(),
-        })?;
+        let run = exec::run(&parsed, &opts)
+            .await
+            .map_err(|e| CommandToolError::Setup {
+                tool: self.name.clone(),
+                message: e.to_string(),
+            })?;
         if run.timed_out {
             return Err(CommandToolError::Timeout {
                 tool: self.name.clone(),
@@ -232,16 +245,28 @@ mod tests {
 
     #[test]
     fn stdout_is_the_result_and_json_is_parsed() {
-        let out = run(&tool("printf", &["{\"n\": ${N}}"]), serde_json::json!({"N": 4})).unwrap();
+        let out = run(
+            &tool("printf", &["{\"n\": ${N}}"]),
+            serde_json::json!({"N": 4}),
+        )
+        .unwrap();
         assert_eq!(out.json, Some(serde_json::json!({"n": 4})));
-        let out = run(&tool("sh", &["-c", "echo \"$PARAM_WHO\""]), serde_json::json!({"who": "x y"})).unwrap();
+        let out = run(
+            &tool("sh", &["-c", "echo \"$PARAM_WHO\""]),
+            serde_json::json!({"who": "x y"}),
+        )
+        .unwrap();
         assert_eq!(out.text, "x y\n");
         assert_eq!(out.json, None);
     }
 
     #[test]
     fn failure_and_timeout_are_tool_errors() {
-        let e = run(&tool("sh", &["-c", "echo oops >&2; exit 3"]), serde_json::json!({})).unwrap_err();
+        let e = run(
+            &tool("sh", &["-c", "echo oops >&2; exit 3"]),
+            serde_json::json!({}),
+        )
+        .unwrap_err();
         assert_eq!(
             e,
             CommandToolError::Failed {
@@ -252,6 +277,9 @@ mod tests {
         );
         let mut slow = tool("sleep", &["10"]);
         slow.timeout = Some(Duration::from_millis(200));
-        assert!(matches!(run(&slow, serde_json::json!({})), Err(CommandToolError::Timeout { .. })));
+        assert!(matches!(
+            run(&slow, serde_json::json!({})),
+            Err(CommandToolError::Timeout { .. })
+        ));
     }
 }

@@ -72,9 +72,7 @@ pub fn parse(raw: &str, cwd: &Path, opts: &ParseOptions<'_>) -> Result<ParsedCom
         depth: 0,
     };
     let mut cwd = cwd.to_path_buf();
-    let script = w
-        .source(raw, &mut cwd, &[])
-        .map_err(ParseError::Syntax)?;
+    let script = w.source(raw, &mut cwd, &[]).map_err(ParseError::Syntax)?;
     if w.commands.is_empty() && w.unsupported.is_empty() {
         return Err(ParseError::Empty);
     }
@@ -213,8 +211,14 @@ impl Walker<'_, '_> {
                 .additional
                 .iter()
                 .map(|x| match x {
-                    ast::AndOr::And(p) => (Connector::And, self.pipeline(src, p, cwd_for, &nest, !background)),
-                    ast::AndOr::Or(p) => (Connector::Or, self.pipeline(src, p, cwd_for, &nest, !background)),
+                    ast::AndOr::And(p) => (
+                        Connector::And,
+                        self.pipeline(src, p, cwd_for, &nest, !background),
+                    ),
+                    ast::AndOr::Or(p) => (
+                        Connector::Or,
+                        self.pipeline(src, p, cwd_for, &nest, !background),
+                    ),
                 })
                 .collect();
             items.push(ListItem {
@@ -269,7 +273,9 @@ impl Walker<'_, '_> {
         list_level: bool,
     ) -> Stage {
         match c {
-            ast::Command::Simple(sc) => Stage::Command(self.simple(src, sc, cwd, nesting, list_level)),
+            ast::Command::Simple(sc) => {
+                Stage::Command(self.simple(src, sc, cwd, nesting, list_level))
+            }
             ast::Command::Compound(cc, redirects) => {
                 let first = self.commands.len();
                 let stage = self.compound(src, cc, cwd, nesting, redirects.is_some());
@@ -309,12 +315,15 @@ impl Walker<'_, '_> {
 
     /// Redirections on a compound command apply to every command inside it; filters see them
     /// there. The executor does not run redirected compound commands.
-    fn redirect_all(&mut self, r: &ast::RedirectList, first: usize, cwd: &Path, nesting: &[Context]) {
-        let parsed: Vec<(Redirect, Option<String>)> = r
-            .0
-            .iter()
-            .map(|r| self.redirect(r, cwd, nesting))
-            .collect();
+    fn redirect_all(
+        &mut self,
+        r: &ast::RedirectList,
+        first: usize,
+        cwd: &Path,
+        nesting: &[Context],
+    ) {
+        let parsed: Vec<(Redirect, Option<String>)> =
+            r.0.iter().map(|r| self.redirect(r, cwd, nesting)).collect();
         for cmd in &mut self.commands[first..] {
             for (red, _) in &parsed {
                 cmd.redirects.push(red.clone());
@@ -344,49 +353,44 @@ impl Walker<'_, '_> {
                 Stage::Subshell { script, redirected }
             }
             C::ForClause(f) => {
-                let mut own = cwd.clone();
                 for v in f.values.iter().flatten() {
-                    self.word(&v.value, &own, nesting, Mode::Argument);
+                    self.word(&v.value, cwd, nesting, Mode::Argument);
                 }
-                self.list(src, &f.body.list, &mut own, &with(nesting, Context::CompoundBody));
+                self.body(src, &f.body.list, cwd, nesting, Context::CompoundBody);
                 Stage::Other("a `for` loop".into())
             }
             C::ArithmeticForClause(f) => {
                 self.unsupported
                     .push("an arithmetic `for ((...))` loop: arithmetic can run commands".into());
-                let mut own = cwd.clone();
-                self.list(src, &f.body.list, &mut own, &with(nesting, Context::CompoundBody));
+                self.body(src, &f.body.list, cwd, nesting, Context::CompoundBody);
                 Stage::Other("an arithmetic `for` loop".into())
             }
             C::CaseClause(c) => {
-                let mut own = cwd.clone();
-                self.word(&c.value.value, &own, nesting, Mode::Single);
+                self.word(&c.value.value, cwd, nesting, Mode::Single);
                 for item in &c.cases {
                     for p in &item.patterns {
-                        self.word(&p.value, &own, nesting, Mode::Single);
+                        self.word(&p.value, cwd, nesting, Mode::Single);
                     }
                     if let Some(body) = &item.cmd {
-                        self.list(src, body, &mut own, &with(nesting, Context::CompoundBody));
+                        self.body(src, body, cwd, nesting, Context::CompoundBody);
                     }
                 }
                 Stage::Other("a `case` statement".into())
             }
             C::IfClause(i) => {
-                let mut own = cwd.clone();
-                self.list(src, &i.condition, &mut own, &with(nesting, Context::Condition));
-                self.list(src, &i.then, &mut own, &with(nesting, Context::CompoundBody));
+                self.body(src, &i.condition, cwd, nesting, Context::Condition);
+                self.body(src, &i.then, cwd, nesting, Context::CompoundBody);
                 for e in i.elses.iter().flatten() {
                     if let Some(c) = &e.condition {
-                        self.list(src, c, &mut own, &with(nesting, Context::Condition));
+                        self.body(src, c, cwd, nesting, Context::Condition);
                     }
-                    self.list(src, &e.body, &mut own, &with(nesting, Context::CompoundBody));
+                    self.body(src, &e.body, cwd, nesting, Context::CompoundBody);
                 }
                 Stage::Other("an `if` statement".into())
             }
             C::WhileClause(w) | C::UntilClause(w) => {
-                let mut own = cwd.clone();
-                self.list(src, &w.0, &mut own, &with(nesting, Context::Condition));
-                self.list(src, &w.1.list, &mut own, &with(nesting, Context::CompoundBody));
+                self.body(src, &w.0, cwd, nesting, Context::Condition);
+                self.body(src, &w.1.list, cwd, nesting, Context::CompoundBody);
                 Stage::Other("a `while` or `until` loop".into())
             }
             C::Arithmetic(_) => {
@@ -396,10 +400,30 @@ impl Walker<'_, '_> {
             }
             C::Coprocess(c) => {
                 let mut own = cwd.clone();
-                self.command(src, &c.body, &mut own, &with(nesting, Context::Coprocess), false);
+                self.command(
+                    src,
+                    &c.body,
+                    &mut own,
+                    &with(nesting, Context::Coprocess),
+                    false,
+                );
                 Stage::Other("a coprocess".into())
             }
         }
+    }
+
+    /// Walk part of a compound command the executor does not run; a `cd` in it does not move
+    /// what follows.
+    fn body(
+        &mut self,
+        src: &str,
+        list: &ast::CompoundList,
+        cwd: &Path,
+        nesting: &[Context],
+        context: Context,
+    ) {
+        let mut own = cwd.to_path_buf();
+        self.list(src, list, &mut own, &with(nesting, context));
     }
 
     fn extended_test(&mut self, e: &ast::ExtendedTestExpr, cwd: &Path, nesting: &[Context]) {
@@ -466,7 +490,15 @@ impl Walker<'_, '_> {
                     assignments.push(word);
                     blockers.extend(blocker);
                 }
-                other => self.item(other, cwd, nesting, &mut argv, &mut redirects, &mut blockers, &mut note_span),
+                other => self.item(
+                    other,
+                    cwd,
+                    nesting,
+                    &mut argv,
+                    &mut redirects,
+                    &mut blockers,
+                    &mut note_span,
+                ),
             }
         }
         if let Some(w) = &sc.word_or_name {
@@ -476,7 +508,15 @@ impl Walker<'_, '_> {
             argv.extend(e.words);
         }
         for item in sc.suffix.iter().flat_map(|s| s.0.iter()) {
-            self.item(item, cwd, nesting, &mut argv, &mut redirects, &mut blockers, &mut note_span);
+            self.item(
+                item,
+                cwd,
+                nesting,
+                &mut argv,
+                &mut redirects,
+                &mut blockers,
+                &mut note_span,
+            );
         }
 
         let text = span
@@ -513,10 +553,11 @@ impl Walker<'_, '_> {
             },
         };
         if program.name == "eval" && program.path.is_none() {
-            self.unsupported
-                .push(format!("`eval` runs its arguments as a new command line (`{text}`)"));
+            self.unsupported.push(format!(
+                "`eval` runs its arguments as a new command line (`{text}`)"
+            ));
         }
-        if argv.first().is_some() && program.path.is_none() && program.name != "cd" {
+        if !argv.is_empty() && program.path.is_none() && program.name != "cd" {
             blockers.push(format!(
                 "`{}` is not a program on PATH (shell builtins other than `cd` are not available)",
                 argv[0].text()
@@ -582,7 +623,12 @@ impl Walker<'_, '_> {
             }
             ast::CommandPrefixOrSuffixItem::ProcessSubstitution(kind, sub) => {
                 let mut own = cwd.to_path_buf();
-                self.list("", &sub.list, &mut own, &with(nesting, Context::ProcessSubstitution));
+                self.list(
+                    "",
+                    &sub.list,
+                    &mut own,
+                    &with(nesting, Context::ProcessSubstitution),
+                );
                 let op = match kind {
                     ast::ProcessSubstitutionKind::Read => "<",
                     ast::ProcessSubstitutionKind::Write => ">",
@@ -606,7 +652,10 @@ impl Walker<'_, '_> {
                 self.unsupported.push(format!(
                     "an array element assignment (`{raw}`): its subscript is arithmetic, which can run commands"
                 ));
-                return (Word::Dynamic(raw.into()), Some("array assignments are not supported".into()));
+                return (
+                    Word::Dynamic(raw.into()),
+                    Some("array assignments are not supported".into()),
+                );
             }
         };
         match &a.value {
@@ -618,7 +667,10 @@ impl Walker<'_, '_> {
                     }
                     _ => (
                         Word::Dynamic(raw.into()),
-                        Some(e.blocker.unwrap_or_else(|| "`+=` assignments are not supported".into())),
+                        Some(
+                            e.blocker
+                                .unwrap_or_else(|| "`+=` assignments are not supported".into()),
+                        ),
                     ),
                 }
             }
@@ -629,7 +681,10 @@ impl Walker<'_, '_> {
                     }
                     self.word(&v.value, cwd, nesting, Mode::Single);
                 }
-                (Word::Dynamic(raw.into()), Some("array assignments are not supported".into()))
+                (
+                    Word::Dynamic(raw.into()),
+                    Some("array assignments are not supported".into()),
+                )
             }
         }
     }
@@ -642,12 +697,26 @@ impl Walker<'_, '_> {
     ) -> (Redirect, Option<String>) {
         use ast::IoFileRedirectKind as K;
         let fd_of = |fd: &Option<i32>| fd.and_then(|f| u32::try_from(f).ok());
-        let file = |s: &mut Self, kind: RedirectKind, fd: Option<u32>, w: &ast::Word, both: bool| {
-            let e = s.word(&w.value, cwd, nesting, Mode::Target);
-            let target = e.words.into_iter().next().unwrap_or(Word::Literal(String::new()));
-            let path = target.literal().map(|t| s.opts.resolver.path(t, cwd));
-            (Redirect { kind, fd, target, path, both }, e.blocker)
-        };
+        let file =
+            |s: &mut Self, kind: RedirectKind, fd: Option<u32>, w: &ast::Word, both: bool| {
+                let e = s.word(&w.value, cwd, nesting, Mode::Target);
+                let target = e
+                    .words
+                    .into_iter()
+                    .next()
+                    .unwrap_or(Word::Literal(String::new()));
+                let path = target.literal().map(|t| s.opts.resolver.path(t, cwd));
+                (
+                    Redirect {
+                        kind,
+                        fd,
+                        target,
+                        path,
+                        both,
+                    },
+                    e.blocker,
+                )
+            };
         match r {
             ast::IoRedirect::File(fd, kind, target) => {
                 let fd = fd_of(fd);
@@ -673,7 +742,11 @@ impl Walker<'_, '_> {
                     ),
                     ast::IoFileRedirectTarget::Duplicate(w) => {
                         let e = self.word(&w.value, cwd, nesting, Mode::Target);
-                        let target = e.words.into_iter().next().unwrap_or(Word::Literal(String::new()));
+                        let target = e
+                            .words
+                            .into_iter()
+                            .next()
+                            .unwrap_or(Word::Literal(String::new()));
                         match target.literal() {
                             Some(t) if t == "-" || t.chars().all(|c| c.is_ascii_digit()) => (
                                 Redirect {
@@ -707,13 +780,21 @@ impl Walker<'_, '_> {
                                     path: None,
                                     both: false,
                                 },
-                                Some(format!("the descriptor duplication `{}` is not supported", w.value)),
+                                Some(format!(
+                                    "the descriptor duplication `{}` is not supported",
+                                    w.value
+                                )),
                             ),
                         }
                     }
                     ast::IoFileRedirectTarget::ProcessSubstitution(k, sub) => {
                         let mut own = cwd.to_path_buf();
-                        self.list("", &sub.list, &mut own, &with(nesting, Context::ProcessSubstitution));
+                        self.list(
+                            "",
+                            &sub.list,
+                            &mut own,
+                            &with(nesting, Context::ProcessSubstitution),
+                        );
                         let kind = match k {
                             ast::ProcessSubstitutionKind::Read => RedirectKind::Read,
                             ast::ProcessSubstitutionKind::Write => RedirectKind::Write,
@@ -748,13 +829,19 @@ impl Walker<'_, '_> {
                             self.pieces(&text, &pieces, true, &mut chars, &mut dynamic, cwd, &nest);
                             match dynamic {
                                 None => (Word::Literal(chars.iter().map(|q| q.0).collect()), None),
-                                Some(why) => (Word::Dynamic(text.clone()), Some(format!("{why} in a here-document is not supported"))),
+                                Some(why) => (
+                                    Word::Dynamic(text.clone()),
+                                    Some(format!("{why} in a here-document is not supported")),
+                                ),
                             }
                         }
                         Err(e) => {
                             self.unsupported
                                 .push(format!("cannot parse a here-document: {e}"));
-                            (Word::Dynamic(text.clone()), Some("unparsable here-document".into()))
+                            (
+                                Word::Dynamic(text.clone()),
+                                Some("unparsable here-document".into()),
+                            )
                         }
                     }
                 } else {
@@ -773,7 +860,11 @@ impl Walker<'_, '_> {
             }
             ast::IoRedirect::HereString(fd, w) => {
                 let e = self.word(&w.value, cwd, nesting, Mode::Single);
-                let target = e.words.into_iter().next().unwrap_or(Word::Literal(String::new()));
+                let target = e
+                    .words
+                    .into_iter()
+                    .next()
+                    .unwrap_or(Word::Literal(String::new()));
                 (
                     Redirect {
                         kind: RedirectKind::HereString,
@@ -786,7 +877,11 @@ impl Walker<'_, '_> {
                 )
             }
             ast::IoRedirect::OutputAndError(w, append) => {
-                let kind = if *append { RedirectKind::Append } else { RedirectKind::Write };
+                let kind = if *append {
+                    RedirectKind::Append
+                } else {
+                    RedirectKind::Write
+                };
                 file(self, kind, None, w, true)
             }
         }
@@ -801,7 +896,8 @@ impl Walker<'_, '_> {
         let pieces = match brush_parser::word::parse(raw, &parser_options()) {
             Ok(p) => p,
             Err(e) => {
-                self.unsupported.push(format!("cannot parse the word `{raw}`: {e}"));
+                self.unsupported
+                    .push(format!("cannot parse the word `{raw}`: {e}"));
                 return dynamic("an unparsable word".into());
             }
         };
@@ -834,9 +930,9 @@ impl Walker<'_, '_> {
                     words: vec![Word::Literal(plain())],
                     blocker: None,
                 },
-                Err(GlobError::OutsideWorkspace) => {
-                    dynamic("a pattern outside the workspace (rawko expands globs only inside it)".into())
-                }
+                Err(GlobError::OutsideWorkspace) => dynamic(
+                    "a pattern outside the workspace (rawko expands globs only inside it)".into(),
+                ),
                 Err(GlobError::TooMany) => dynamic(format!(
                     "a pattern matching more than {} paths",
                     glob::MAX_MATCHES
@@ -958,4 +1054,173 @@ fn unescape_backticks(s: &str, in_quotes: bool) -> String {
         out.push(c);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Ws {
+        _dir: tempfile::TempDir,
+        root: PathBuf,
+        resolver: Resolver,
+    }
+
+    fn ws() -> Ws {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("src")).unwrap();
+        std::fs::write(root.join("src/a.rs"), "").unwrap();
+        let resolver = Resolver::from_env(&[&root]);
+        Ws {
+            _dir: dir,
+            root,
+            resolver,
+        }
+    }
+
+    fn p(w: &Ws, s: &str) -> ParsedCommand {
+        let opts = ParseOptions {
+            resolver: &w.resolver,
+            workspace: &w.root,
+            expand_globs: true,
+        };
+        parse(s, &w.root, &opts).unwrap()
+    }
+
+    fn argv(c: &SimpleCommand) -> Vec<&str> {
+        c.argv.iter().map(Word::text).collect()
+    }
+
+    #[test]
+    fn every_simple_command_is_found_with_its_context() {
+        let w = ws();
+        let c = p(&w, "a | b && (c; { d; }) || e $(f `g`) <(h) > >(i)");
+        let names: Vec<&str> = c.commands.iter().map(|c| argv(c)[0]).collect();
+        assert_eq!(names, ["a", "b", "c", "d", "e", "f", "g", "h", "i"]);
+        let by_name = |n: &str| c.commands.iter().find(|c| argv(c)[0] == n).unwrap();
+        assert_eq!(by_name("a").nesting, [Context::Pipeline]);
+        assert_eq!(
+            by_name("d").nesting,
+            [Context::Subshell, Context::BraceGroup]
+        );
+        assert_eq!(
+            by_name("g").nesting,
+            [Context::CommandSubstitution, Context::CommandSubstitution]
+        );
+        assert_eq!(by_name("h").nesting, [Context::ProcessSubstitution]);
+        assert!(c.unsupported.is_empty(), "{:?}", c.unsupported);
+    }
+
+    #[test]
+    fn quotes_are_removed_and_expansions_are_dynamic() {
+        let w = ws();
+        let c = p(&w, r#"\rm r''m "a b" 'c d' e\ f "$x" "g\$h" "i\j""#);
+        assert_eq!(
+            argv(&c.commands[0]),
+            ["rm", "rm", "a b", "c d", "e f", "\"$x\"", "g$h", "i\\j"]
+        );
+        assert_eq!(c.commands[0].program.name, "rm");
+        assert!(matches!(c.commands[0].argv[5], Word::Dynamic(_)));
+        let c = p(&w, "ls ~ {a,b} $'\\x41' $'plain'");
+        let a = &c.commands[0].argv;
+        assert!(
+            matches!(a[1], Word::Dynamic(_))
+                && matches!(a[2], Word::Dynamic(_))
+                && matches!(a[3], Word::Dynamic(_))
+        );
+        assert_eq!(a[4], Word::Literal("plain".into()));
+    }
+
+    #[test]
+    fn redirections_are_typed_and_resolved() {
+        let w = ws();
+        let c = p(&w, "cmd <in >out 2>>log &>both 2>&1 3<&- <<< here >&file");
+        let r = &c.commands[0].redirects;
+        let kinds: Vec<RedirectKind> = r.iter().map(|r| r.kind).collect();
+        use RedirectKind::*;
+        assert_eq!(
+            kinds,
+            [
+                Read, Write, Append, Write, Duplicate, Duplicate, HereString, Write
+            ]
+        );
+        assert_eq!(r[1].path.as_deref(), Some(w.root.join("out").as_path()));
+        assert_eq!(r[2].fd, Some(2));
+        assert!(r[3].both && r[7].both);
+        assert_eq!(r[4].target, Word::Literal("1".into()));
+    }
+
+    #[test]
+    fn cd_moves_later_commands_only_where_it_lasts() {
+        let w = ws();
+        let c = p(&w, "cd src && ls; (cd /; ls); ls | cd /; pwd");
+        let cwds: Vec<&Path> = c.commands.iter().map(|c| c.cwd.as_path()).collect();
+        let src = w.root.join("src");
+        assert_eq!(
+            cwds,
+            [
+                w.root.as_path(),
+                &src,
+                &src,
+                Path::new("/"),
+                &src,
+                &src,
+                &src
+            ]
+        );
+        assert!(!c.commands[5].not_runnable.is_empty());
+    }
+
+    #[test]
+    fn unjudgeable_constructs_are_listed() {
+        let w = ws();
+        for (s, what) in [
+            ("$x -rf /", "command position"),
+            ("eval ls", "`eval`"),
+            ("echo ${x@P}", "operator"),
+            ("echo $((1+1))", "arithmetic"),
+            ("x=1", "assignment without a command"),
+            ("f() { ls; }", "function definition"),
+            ("[[ $x -eq 1 ]]", "[[ ... ]]"),
+            ("a[$(id)]=1 ls", "array element"),
+        ] {
+            let c = p(&w, s);
+            assert!(
+                c.unsupported.iter().any(|u| u.contains(what)),
+                "{s}: {:?}",
+                c.unsupported
+            );
+        }
+    }
+
+    #[test]
+    fn nesting_and_size_limits_hold_before_the_parser_recurses() {
+        let w = ws();
+        let opts = ParseOptions {
+            resolver: &w.resolver,
+            workspace: &w.root,
+            expand_globs: true,
+        };
+        let ok = format!("{}ls{}", "$(".repeat(MAX_NESTING), ")".repeat(MAX_NESTING));
+        assert!(parse(&ok, &w.root, &opts).is_ok());
+        let deep = format!(
+            "{}ls{}",
+            "(".repeat(MAX_NESTING + 1),
+            ")".repeat(MAX_NESTING + 1)
+        );
+        assert!(matches!(
+            parse(&deep, &w.root, &opts),
+            Err(ParseError::TooDeep)
+        ));
+        let ifs = "if true; then ".repeat(MAX_NESTING + 1);
+        assert!(matches!(
+            parse(&ifs, &w.root, &opts),
+            Err(ParseError::TooDeep)
+        ));
+        assert!(matches!(
+            parse("   ", &w.root, &opts),
+            Err(ParseError::Empty)
+        ));
+    }
 }

@@ -38,7 +38,10 @@ impl Resolver {
                 continue;
             }
             let real = d.canonicalize().unwrap_or_else(|_| normalize(&d));
-            if untrusted.iter().any(|u| real.starts_with(u) || d.starts_with(u)) {
+            if untrusted
+                .iter()
+                .any(|u| real.starts_with(u) || d.starts_with(u))
+            {
                 continue;
             }
             if !dirs.contains(&d) {
@@ -73,9 +76,7 @@ impl Resolver {
             };
         }
         if !argv0.contains('/') {
-            let path = self
-                .lookup(argv0)
-                .map(|p| p.canonicalize().unwrap_or(p));
+            let path = self.lookup(argv0).map(|p| p.canonicalize().unwrap_or(p));
             return Program {
                 name: argv0.to_string(),
                 path,
@@ -225,6 +226,9 @@ mod tests {
             root.join("real/new/file")
         );
         assert_eq!(resolve_path("../x", &root.join("real")), root.join("x"));
-        assert_eq!(resolve_path("/etc/../etc/x", &root), PathBuf::from("/etc/x"));
+        assert_eq!(
+            resolve_path("/etc/../etc/x", &root),
+            PathBuf::from("/etc/x")
+        );
     }
 }

@@ -31,9 +31,7 @@ pub fn escapes(program: &str) -> Option<&'static str> {
     let mut rest = program;
     while let Some(pos) = rest.find("print") {
         let after = &rest[pos + 5..];
-        let statement_end = after
-            .find(|c| c == ';' || c == '\n' || c == '}')
-            .unwrap_or(after.len());
+        let statement_end = after.find([';', '\n', '}']).unwrap_or(after.len());
         if after[..statement_end].contains('>') {
             return Some("redirects print output to a file");
         }
@@ -48,7 +46,11 @@ mod tests {
 
     #[test]
     fn text_processing_passes() {
-        for p in ["{print $1}", "NR>1 {s+=$2} END {print s}", "$1 > 5 || $2 < 3 {print}"] {
+        for p in [
+            "{print $1}",
+            "NR>1 {s+=$2} END {print s}",
+            "$1 > 5 || $2 < 3 {print}",
+        ] {
             assert_eq!(escapes(p), None, "{p}");
         }
     }

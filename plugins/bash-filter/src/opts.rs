@@ -22,6 +22,17 @@ pub struct Spec {
     pub permute: bool,
 }
 
+/// No options at all; the base of other specs.
+pub const EMPTY: Spec = Spec {
+    short_value: "",
+    short_flag: "",
+    long_value: &[],
+    long_flag: &[],
+    refuse: &[],
+    numeric: false,
+    permute: false,
+};
+
 /// The options found, and the operands.
 #[derive(Debug, Default)]
 pub struct Parsed {
@@ -32,7 +43,9 @@ pub struct Parsed {
 
 impl Parsed {
     pub fn has(&self, names: &[&str]) -> bool {
-        self.options.iter().any(|(n, _)| names.contains(&n.as_str()))
+        self.options
+            .iter()
+            .any(|(n, _)| names.contains(&n.as_str()))
     }
 
     pub fn values<'a>(&'a self, names: &'a [&'a str]) -> impl Iterator<Item = &'a str> + 'a {
@@ -82,7 +95,9 @@ pub fn parse(args: &[String], spec: &Spec) -> Result<Parsed, String> {
                     Some(v) => v,
                     None => {
                         i += 1;
-                        args.get(i).cloned().ok_or(format!("`--{name}` needs a value"))?
+                        args.get(i)
+                            .cloned()
+                            .ok_or(format!("`--{name}` needs a value"))?
                     }
                 };
                 out.options.push((name.to_string(), Some(value)));
@@ -111,7 +126,9 @@ pub fn parse(args: &[String], spec: &Spec) -> Result<Parsed, String> {
                 let rest: String = cluster[j + 1..].iter().collect();
                 let value = if rest.is_empty() {
                     i += 1;
-                    args.get(i).cloned().ok_or(format!("`-{c}` needs a value"))?
+                    args.get(i)
+                        .cloned()
+                        .ok_or(format!("`-{c}` needs a value"))?
                 } else {
                     rest
                 };
@@ -142,9 +159,7 @@ mod tests {
         short_flag: "v",
         long_value: &["signal", "kill-after"],
         long_flag: &["preserve-status", "foreground", "verbose"],
-        refuse: &[],
-        numeric: false,
-        permute: false,
+        ..EMPTY
     };
 
     #[test]
@@ -162,7 +177,10 @@ mod tests {
         let spec = Spec {
             short_value: "S",
             long_value: &["split-string"],
-            refuse: &[("S", "splits a string"), ("split-string", "splits a string")],
+            refuse: &[
+                ("S", "splits a string"),
+                ("split-string", "splits a string"),
+            ],
             ..Spec::default()
         };
         assert!(parse(&v("-S ls"), &spec).unwrap_err().contains("-S"));

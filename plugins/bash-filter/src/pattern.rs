@@ -162,7 +162,11 @@ mod tests {
     fn open_ended_commands_need_an_open_pattern() {
         let a = args("status");
         let s = subject("git", &a, true);
-        assert!(!Pattern::parse("git status").unwrap().matches(&s, &|x| x.into()));
+        assert!(
+            !Pattern::parse("git status")
+                .unwrap()
+                .matches(&s, &|x| x.into())
+        );
         assert!(Pattern::parse("git *").unwrap().matches(&s, &|x| x.into()));
     }
 
@@ -177,7 +181,11 @@ mod tests {
             args: &a,
             open_ended: false,
         };
-        assert!(!Pattern::parse("cargo *").unwrap().matches(&s, &|x| x.into()));
+        assert!(
+            !Pattern::parse("cargo *")
+                .unwrap()
+                .matches(&s, &|x| x.into())
+        );
         assert!(
             Pattern::parse("RUST_LOG=* cargo test")
                 .unwrap()

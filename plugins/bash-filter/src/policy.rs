@@ -211,7 +211,10 @@ impl<'a> Checker<'a> {
                 (Word::Literal(_), Some(p)) => self.readable(p, &what),
                 _ => deny(
                     "unjudgeable",
-                    format!("{what} reads from `{}`, only known when it runs", r.target.text()),
+                    format!(
+                        "{what} reads from `{}`, only known when it runs",
+                        r.target.text()
+                    ),
                 ),
             },
             RedirectKind::Write | RedirectKind::Append | RedirectKind::ReadWrite => {
@@ -219,7 +222,10 @@ impl<'a> Checker<'a> {
                     (Word::Literal(_), Some(p)) => self.writable(p, &what),
                     _ => deny(
                         "unjudgeable",
-                        format!("{what} writes to `{}`, only known when it runs", r.target.text()),
+                        format!(
+                            "{what} writes to `{}`, only known when it runs",
+                            r.target.text()
+                        ),
                     ),
                 }
             }
@@ -305,9 +311,18 @@ impl<'a> Checker<'a> {
     fn path_args(&self, cmd: &Cmd) -> Result<(), Denial> {
         for w in cmd.words.iter().skip(1) {
             let Word::Literal(arg) = w else { continue };
+            let what = || format!("`{}` (argument `{arg}`)", short(&cmd.normalized()));
             for candidate in path_candidates(arg) {
                 let real = self.resolve(candidate, &cmd.cwd);
-                self.readable(&real, &format!("`{}` (argument `{arg}`)", short(&cmd.normalized())))?;
+                self.readable(&real, &what())?;
+            }
+            // A relative path that leads out through a symlink.
+            let relative = arg.split_once('=').map_or(arg.as_str(), |(_, v)| v);
+            if !relative.is_empty() && !relative.starts_with('-') && !relative.starts_with('/') {
+                let real = self.resolve(relative, &cmd.cwd);
+                if real != lexical(&cmd.cwd, relative) {
+                    self.readable(&real, &format!("{} (through a symlink)", what()))?;
+                }
             }
         }
         Ok(())
@@ -330,7 +345,11 @@ impl<'a> Checker<'a> {
                 format!("the program `{t}` is only known when it runs"),
             );
         }
-        if let Some(a) = cmd.assignments.iter().find(|a| matches!(a, Word::Dynamic(_))) {
+        if let Some(a) = cmd
+            .assignments
+            .iter()
+            .find(|a| matches!(a, Word::Dynamic(_)))
+        {
             return deny(
                 "unjudgeable",
                 format!("the assignment `{}` is only known when it runs", a.text()),
@@ -368,7 +387,11 @@ impl<'a> Checker<'a> {
 
     fn allowed(&self, cmd: &Cmd) -> Judged {
         let (args, open_ended) = cmd.known_args();
-        let assignments: Vec<String> = cmd.assignments.iter().map(|w| w.text().to_string()).collect();
+        let assignments: Vec<String> = cmd
+            .assignments
+            .iter()
+            .map(|w| w.text().to_string())
+            .collect();
         let subject = Subject {
             assignments: &assignments,
             name: cmd.name(),
@@ -390,7 +413,9 @@ impl<'a> Checker<'a> {
                 cmd.name()
             ));
         } else if !assignments.is_empty() {
-            why.push_str(" (environment assignments before a command must be spelled out in the pattern)");
+            why.push_str(
+                " (environment assignments before a command must be spelled out in the pattern)",
+            );
         } else if open_ended {
             why.push_str(&format!(
                 " (its arguments are only known when it runs, so only an open pattern such as `{} *` could allow it)",
@@ -400,7 +425,12 @@ impl<'a> Checker<'a> {
         if self.allowed.is_empty() {
             why.push_str("; this agent may run no commands");
         } else {
-            let list: Vec<&str> = self.allowed.iter().take(12).map(|p| p.raw.as_str()).collect();
+            let list: Vec<&str> = self
+                .allowed
+                .iter()
+                .take(12)
+                .map(|p| p.raw.as_str())
+                .collect();
             why.push_str(&format!("; allowed: {}", list.join(", ")));
         }
         deny("allowedCommands", why)
@@ -424,7 +454,14 @@ impl<'a> Checker<'a> {
     }
 
     /// A command found inside another, resolved the way the host resolves `argv[0]`.
-    fn inner(&self, outer: &Cmd, words: Vec<Word>, cwd: String, extra_env: Vec<Word>, open: bool) -> Cmd {
+    fn inner(
+        &self,
+        outer: &Cmd,
+        words: Vec<Word>,
+        cwd: String,
+        extra_env: Vec<Word>,
+        open: bool,
+    ) -> Cmd {
         let program = match words.first() {
             Some(Word::Literal(p)) => self.host.resolve_program(p, &cwd),
             Some(Word::Dynamic(t)) => Program {
@@ -466,16 +503,25 @@ impl<'a> Checker<'a> {
     /// judged.
     fn script(&self, wrapper: &str, script: &str, cwd: &str, depth: usize) -> Judged {
         if depth >= MAX_DEPTH {
-            return deny("nesting", format!("nested scripts go more than {MAX_DEPTH} levels deep"));
+            return deny(
+                "nesting",
+                format!("nested scripts go more than {MAX_DEPTH} levels deep"),
+            );
         }
         let parsed = self.host.parse(script, cwd).map_err(|e| Denial {
             rule: format!("wrapper: {wrapper}"),
-            reason: format!("the script `{}` given to `{wrapper}` cannot be parsed: {e}", short(script)),
+            reason: format!(
+                "the script `{}` given to `{wrapper}` cannot be parsed: {e}",
+                short(script)
+            ),
         })?;
         if let Some(u) = parsed.unsupported.first() {
             return deny(
                 "unjudgeable",
-                format!("the script `{}` given to `{wrapper}` contains {u}", short(script)),
+                format!(
+                    "the script `{}` given to `{wrapper}` contains {u}",
+                    short(script)
+                ),
             );
         }
         self.blocked(script)?;
@@ -497,8 +543,18 @@ impl<'a> Checker<'a> {
         let name = cmd.name();
         let wrapper = matches!(
             name,
-            "env" | "timeout" | "nice" | "nohup" | "stdbuf" | "command" | "builtin" | "exec"
-                | "busybox" | "xargs" | "watch" | "script"
+            "env"
+                | "timeout"
+                | "nice"
+                | "nohup"
+                | "stdbuf"
+                | "command"
+                | "builtin"
+                | "exec"
+                | "busybox"
+                | "xargs"
+                | "watch"
+                | "script"
         ) || SHELLS.contains(&name);
         if !wrapper {
             return None;
@@ -540,7 +596,11 @@ impl<'a> Checker<'a> {
                 if p.operands.len() < 2 {
                     return self.ordinary(cmd, depth);
                 }
-                self.via("timeout", self.inner(cmd, lit(&p.operands[1..]), cwd.clone(), vec![], false), depth)
+                self.via(
+                    "timeout",
+                    self.inner(cmd, lit(&p.operands[1..]), cwd.clone(), vec![], false),
+                    depth,
+                )
             })(),
             "nice" | "stdbuf" | "exec" | "command" | "nohup" | "builtin" => (|| {
                 let spec = match name {
@@ -548,27 +608,29 @@ impl<'a> Checker<'a> {
                     "stdbuf" => &STDBUF,
                     "exec" => &EXEC,
                     "command" => &COMMAND,
-                    _ => &NONE,
+                    _ => &opts::EMPTY,
                 };
                 let p = opts::parse(&args, spec).map_err(refuse)?;
                 if p.operands.is_empty() || (name == "command" && p.has(&["v", "V"])) {
                     return self.ordinary(cmd, depth);
                 }
-                self.via(name, self.inner(cmd, lit(&p.operands), cwd.clone(), vec![], false), depth)
+                self.via(
+                    name,
+                    self.inner(cmd, lit(&p.operands), cwd.clone(), vec![], false),
+                    depth,
+                )
             })(),
-            "busybox" => (|| {
-                match args.first() {
-                    Some(applet) if !applet.starts_with('-') => {
-                        let mut inner = self.inner(cmd, lit(&args), cwd.clone(), vec![], false);
-                        inner.program = Program {
-                            name: applet.rsplit('/').next().unwrap_or(applet).to_string(),
-                            path: cmd.program.path.clone(),
-                        };
-                        self.via("busybox", inner, depth)
-                    }
-                    _ => self.ordinary(cmd, depth),
+            "busybox" => match args.first() {
+                Some(applet) if !applet.starts_with('-') => {
+                    let mut inner = self.inner(cmd, lit(&args), cwd.clone(), vec![], false);
+                    inner.program = Program {
+                        name: applet.rsplit('/').next().unwrap_or(applet).to_string(),
+                        path: cmd.program.path.clone(),
+                    };
+                    self.via("busybox", inner, depth)
                 }
-            })(),
+                _ => self.ordinary(cmd, depth),
+            },
             "xargs" => (|| {
                 let p = opts::parse(&args, &XARGS).map_err(refuse)?;
                 for f in p.values(&["a", "arg-file"]) {
@@ -579,7 +641,11 @@ impl<'a> Checker<'a> {
                 } else {
                     lit(&p.operands)
                 };
-                self.via("xargs", self.inner(cmd, words, cwd.clone(), vec![], true), depth)
+                self.via(
+                    "xargs",
+                    self.inner(cmd, words, cwd.clone(), vec![], true),
+                    depth,
+                )
             })(),
             "watch" => (|| {
                 let p = opts::parse(&args, &WATCH).map_err(refuse)?;
@@ -587,7 +653,11 @@ impl<'a> Checker<'a> {
                     return self.ordinary(cmd, depth);
                 }
                 if p.has(&["x", "exec"]) {
-                    self.via("watch", self.inner(cmd, lit(&p.operands), cwd.clone(), vec![], false), depth)
+                    self.via(
+                        "watch",
+                        self.inner(cmd, lit(&p.operands), cwd.clone(), vec![], false),
+                        depth,
+                    )
                 } else {
                     // watch hands its arguments, joined by spaces, to `sh -c`.
                     self.script("watch", &p.operands.join(" "), &cwd, depth)
@@ -601,18 +671,31 @@ impl<'a> Checker<'a> {
                         "without -c, `script` starts an interactive shell, whose commands cannot be checked",
                     );
                 };
-                let log = p.operands.first().map(String::as_str).unwrap_or("typescript");
+                let log = p
+                    .operands
+                    .first()
+                    .map(String::as_str)
+                    .unwrap_or("typescript");
                 self.writable(&self.resolve(log, &cwd), "`script` (its typescript file)")?;
-                for f in p.values(&["I", "O", "B", "T", "log-in", "log-out", "log-io", "log-timing"]) {
+                for f in p.values(&[
+                    "I",
+                    "O",
+                    "B",
+                    "T",
+                    "log-in",
+                    "log-out",
+                    "log-io",
+                    "log-timing",
+                ]) {
                     self.writable(&self.resolve(f, &cwd), "`script` (its log file)")?;
                 }
                 self.script("script -c", command, &cwd, depth)
             })(),
-            shell => (|| match shell_script(&args) {
+            shell => match shell_script(&args) {
                 Ok(Some(script)) => self.script(&format!("{shell} -c"), &script, &cwd, depth),
                 Ok(None) => self.ordinary(cmd, depth),
                 Err(e) => Err(refuse(e)),
-            })(),
+            },
         })
     }
 
@@ -637,7 +720,10 @@ impl<'a> Checker<'a> {
                 })?;
                 let mut env = Vec::new();
                 let mut rest = p.operands.as_slice();
-                while let Some(first) = rest.first().filter(|f| f.contains('=') && !f.starts_with('=')) {
+                while let Some(first) = rest
+                    .first()
+                    .filter(|f| f.contains('=') && !f.starts_with('='))
+                {
                     env.push(Word::Literal(first.clone()));
                     rest = &rest[1..];
                 }
@@ -681,7 +767,12 @@ impl<'a> Checker<'a> {
         if let Some(shell) = p.values(&["s", "shell"]).last() {
             let prog = self.host.resolve_program(shell, &cmd.cwd);
             if !SHELLS.contains(&prog.name.as_str()) {
-                return deny("wrapper: su", format!("`su -s {shell}` runs the command with a program that is not a known shell"));
+                return deny(
+                    "wrapper: su",
+                    format!(
+                        "`su -s {shell}` runs the command with a program that is not a known shell"
+                    ),
+                );
             }
         }
         self.script("su -c", command, &cmd.cwd, depth)
@@ -693,7 +784,10 @@ impl<'a> Checker<'a> {
         while i < args.len() && matches!(args[i].as_str(), "-H" | "-L" | "-P") {
             i += 1;
         }
-        if args.get(i).is_some_and(|a| a == "-D" || a.starts_with("-O")) {
+        if args
+            .get(i)
+            .is_some_and(|a| a == "-D" || a.starts_with("-O"))
+        {
             i += if args[i] == "-D" { 2 } else { 1 };
         }
         let mut roots = Vec::new();
@@ -711,7 +805,10 @@ impl<'a> Checker<'a> {
                     let start = i + 1;
                     let Some(end) = (start..args.len()).find(|&j| args[j] == ";" || args[j] == "+")
                     else {
-                        return deny("wrapper: find", format!("`find {action}` has no terminating `;` or `+`"));
+                        return deny(
+                            "wrapper: find",
+                            format!("`find {action}` has no terminating `;` or `+`"),
+                        );
                     };
                     let words: Vec<Word> = args[start..end]
                         .iter()
@@ -725,7 +822,11 @@ impl<'a> Checker<'a> {
                         .collect();
                     let open = args[end] == "+";
                     let wrapper = format!("find {action}");
-                    rules.push(self.via(&wrapper, self.inner(cmd, words, cmd.cwd.clone(), vec![], open), depth)?);
+                    rules.push(self.via(
+                        &wrapper,
+                        self.inner(cmd, words, cmd.cwd.clone(), vec![], open),
+                        depth,
+                    )?);
                     i = end + 1;
                 }
                 "-delete" => {
@@ -774,10 +875,16 @@ impl<'a> Checker<'a> {
                         Some(v) => v,
                         None => {
                             i += 1;
-                            args.get(i).cloned().ok_or_else(|| refuse("--expression needs a script".into()))?
+                            args.get(i)
+                                .cloned()
+                                .ok_or_else(|| refuse("--expression needs a script".into()))?
                         }
                     }),
-                    "file" => return Err(refuse("`--file` reads the script from a file, which cannot be checked".into())),
+                    "file" => {
+                        return Err(refuse(
+                            "`--file` reads the script from a file, which cannot be checked".into(),
+                        ));
+                    }
                     "in-place" => in_place = true,
                     "line-length" => {
                         if value.is_none() {
@@ -803,7 +910,9 @@ impl<'a> Checker<'a> {
                             let rest: String = cluster[j + 1..].iter().collect();
                             let value = if rest.is_empty() {
                                 i += 1;
-                                args.get(i).cloned().ok_or_else(|| refuse(format!("`-{}` needs a value", cluster[j])))?
+                                args.get(i).cloned().ok_or_else(|| {
+                                    refuse(format!("`-{}` needs a value", cluster[j]))
+                                })?
                             } else {
                                 rest
                             };
@@ -812,7 +921,11 @@ impl<'a> Checker<'a> {
                             }
                             break;
                         }
-                        'f' => return Err(refuse("`-f` reads the script from a file, which cannot be checked".into())),
+                        'f' => {
+                            return Err(refuse(
+                                "`-f` reads the script from a file, which cannot be checked".into(),
+                            ));
+                        }
                         c => return Err(refuse(format!("unknown option `-{c}`"))),
                     }
                     j += 1;
@@ -826,10 +939,15 @@ impl<'a> Checker<'a> {
         for s in &scripts {
             let fx = sed::scan(s).map_err(|e| Denial {
                 rule: "sed".into(),
-                reason: format!("the sed script {s:?} cannot be read ({e}), so what it does cannot be checked"),
+                reason: format!(
+                    "the sed script {s:?} cannot be read ({e}), so what it does cannot be checked"
+                ),
             })?;
             if fx.executes {
-                return deny("sed: e", format!("the sed script {s:?} runs shell commands (`e`)"));
+                return deny(
+                    "sed: e",
+                    format!("the sed script {s:?} runs shell commands (`e`)"),
+                );
             }
             for w in &fx.writes {
                 if w != "/dev/stdout" && w != "/dev/stderr" {
@@ -883,16 +1001,41 @@ impl<'a> Checker<'a> {
                     value();
                 }
                 "e" | "source" => programs.extend(value()),
-                "f" | "file" => return refuse("`-f` reads the program from a file, which cannot be checked"),
+                "f" | "file" => {
+                    return refuse("`-f` reads the program from a file, which cannot be checked");
+                }
                 "i" | "include" | "l" | "load" | "E" | "exec" => {
-                    return refuse("it loads program code from a file or extension, which cannot be checked");
+                    return refuse(
+                        "it loads program code from a file or extension, which cannot be checked",
+                    );
                 }
                 "o" | "pretty-print" | "p" | "profile" | "d" | "dump-variables" => {
                     return refuse("it writes a file of its own");
                 }
-                "b" | "c" | "C" | "D" | "g" | "M" | "n" | "N" | "O" | "P" | "r" | "s" | "S" | "t"
-                | "V" | "characters-as-bytes" | "traditional" | "posix" | "sandbox" | "lint"
-                | "bignum" | "optimize" | "re-interval" | "version" => {}
+                "b"
+                | "c"
+                | "C"
+                | "D"
+                | "g"
+                | "M"
+                | "n"
+                | "N"
+                | "O"
+                | "P"
+                | "r"
+                | "s"
+                | "S"
+                | "t"
+                | "V"
+                | "characters-as-bytes"
+                | "traditional"
+                | "posix"
+                | "sandbox"
+                | "lint"
+                | "bignum"
+                | "optimize"
+                | "re-interval"
+                | "version" => {}
                 other => return refuse(&format!("unknown option `{other}`")),
             }
             i += 1;
@@ -924,7 +1067,8 @@ impl<'a> Checker<'a> {
             };
             if let Some(pre) = pre {
                 // rg runs the preprocessor once per file, with the file as its argument.
-                let inner = self.inner(cmd, vec![Word::Literal(pre)], cmd.cwd.clone(), vec![], true);
+                let inner =
+                    self.inner(cmd, vec![Word::Literal(pre)], cmd.cwd.clone(), vec![], true);
                 rules.push(self.via("rg --pre", inner, depth)?);
             }
             i += 1;
@@ -936,7 +1080,8 @@ impl<'a> Checker<'a> {
         let args = self.literal_args(cmd)?;
         let mut cwd = cmd.cwd.clone();
         let mut i = 0;
-        let git_deny = |rule: &str, why: String| deny(rule, format!("`{}`: {why}", short(&cmd.normalized())));
+        let git_deny =
+            |rule: &str, why: String| deny(rule, format!("`{}`: {why}", short(&cmd.normalized())));
         while i < args.len() {
             let a = args[i].as_str();
             let (name, attached) = match a.split_once('=') {
@@ -948,10 +1093,21 @@ impl<'a> Checker<'a> {
                     return git_deny("git -c", "`git -c` sets configuration, which can make git run commands (core.pager, core.sshCommand, alias.*)".into());
                 }
                 _ if a.starts_with("-c") && a.len() > 2 && !a.starts_with("--") => {
-                    return git_deny("git -c", "`git -c` sets configuration, which can make git run commands".into());
+                    return git_deny(
+                        "git -c",
+                        "`git -c` sets configuration, which can make git run commands".into(),
+                    );
                 }
-                "--exec-path" => return git_deny("git --exec-path", "`--exec-path` makes git run its helper programs from another directory".into()),
-                "-p" | "--paginate" => return git_deny("git --paginate", "`--paginate` runs a pager program".into()),
+                "--exec-path" => {
+                    return git_deny(
+                        "git --exec-path",
+                        "`--exec-path` makes git run its helper programs from another directory"
+                            .into(),
+                    );
+                }
+                "-p" | "--paginate" => {
+                    return git_deny("git --paginate", "`--paginate` runs a pager program".into());
+                }
                 "-C" | "--git-dir" | "--work-tree" | "--namespace" | "--attr-source" => {
                     let value = match attached {
                         Some(v) => v.to_string(),
@@ -971,12 +1127,28 @@ impl<'a> Checker<'a> {
                         }
                     }
                 }
-                "-P" | "--no-pager" | "--bare" | "--no-replace-objects" | "--literal-pathspecs"
-                | "--glob-pathspecs" | "--noglob-pathspecs" | "--icase-pathspecs"
-                | "--no-optional-locks" | "--no-lazy-fetch" | "--no-advice" | "--version"
-                | "--help" | "-h" | "-v" | "--list-cmds" | "--html-path" | "--man-path"
+                "-P"
+                | "--no-pager"
+                | "--bare"
+                | "--no-replace-objects"
+                | "--literal-pathspecs"
+                | "--glob-pathspecs"
+                | "--noglob-pathspecs"
+                | "--icase-pathspecs"
+                | "--no-optional-locks"
+                | "--no-lazy-fetch"
+                | "--no-advice"
+                | "--version"
+                | "--help"
+                | "-h"
+                | "-v"
+                | "--list-cmds"
+                | "--html-path"
+                | "--man-path"
                 | "--info-path" => {}
-                _ if a.starts_with('-') => return git_deny("git", format!("unknown global option `{a}`")),
+                _ if a.starts_with('-') => {
+                    return git_deny("git", format!("unknown global option `{a}`"));
+                }
                 _ => break,
             }
             i += 1;
@@ -988,7 +1160,9 @@ impl<'a> Checker<'a> {
         if !GIT_COMMANDS.contains(&sub.as_str()) {
             return git_deny(
                 "git aliases",
-                format!("`git {sub}` is not a built-in git command: an alias or an external `git-{sub}` program could run anything"),
+                format!(
+                    "`git {sub}` is not a built-in git command: an alias or an external `git-{sub}` program could run anything"
+                ),
             );
         }
         let any = |pred: &dyn Fn(&str) -> bool| rest.iter().any(|a| pred(a));
@@ -996,15 +1170,38 @@ impl<'a> Checker<'a> {
         match sub.as_str() {
             "config" => {
                 let reads = any(&|a| {
-                    matches!(a, "--get" | "--get-all" | "--get-regexp" | "--get-urlmatch" | "--list" | "-l" | "get" | "list")
+                    matches!(
+                        a,
+                        "--get"
+                            | "--get-all"
+                            | "--get-regexp"
+                            | "--get-urlmatch"
+                            | "--list"
+                            | "-l"
+                            | "get"
+                            | "list"
+                    )
                 });
                 if !reads {
-                    return runs("that sets a value can make later git commands run code (core.pager, core.fsmonitor, alias.*); only reading the configuration is allowed");
+                    return runs(
+                        "that sets a value can make later git commands run code (core.pager, core.fsmonitor, alias.*); only reading the configuration is allowed",
+                    );
                 }
             }
-            "submodule" if any(&|a| a == "foreach") => return runs("foreach runs a shell command in every submodule"),
-            "bisect" if rest.first().is_some_and(|a| a == "run") => return runs("run runs a command"),
-            "rebase" if any(&|a| a == "-x" || a == "--exec" || a.starts_with("--exec=") || (a.starts_with("-x") && !a.starts_with("--"))) => {
+            "submodule" if any(&|a| a == "foreach") => {
+                return runs("foreach runs a shell command in every submodule");
+            }
+            "bisect" if rest.first().is_some_and(|a| a == "run") => {
+                return runs("run runs a command");
+            }
+            "rebase"
+                if any(&|a| {
+                    a == "-x"
+                        || a == "--exec"
+                        || a.starts_with("--exec=")
+                        || (a.starts_with("-x") && !a.starts_with("--"))
+                }) =>
+            {
                 return runs("--exec runs a shell command after each commit");
             }
             "filter-branch" | "difftool" | "mergetool" | "instaweb" | "web--browse" | "daemon"
@@ -1013,7 +1210,13 @@ impl<'a> Checker<'a> {
             | "remote-fd" | "archimport" | "cvsimport" | "cvsserver" | "p4" | "svn" => {
                 return runs("runs programs it takes from its arguments or configuration");
             }
-            "grep" if any(&|a| a == "-O" || a.starts_with("--open-files-in-pager") || (a.starts_with("-O") && !a.starts_with("--"))) => {
+            "grep"
+                if any(&|a| {
+                    a == "-O"
+                        || a.starts_with("--open-files-in-pager")
+                        || (a.starts_with("-O") && !a.starts_with("--"))
+                }) =>
+            {
                 return runs("--open-files-in-pager runs a pager program");
             }
             _ => {}
@@ -1021,15 +1224,25 @@ impl<'a> Checker<'a> {
         let mut j = 0;
         while j < rest.len() {
             let a = rest[j].as_str();
-            if a.starts_with("--upload-pack") || a.starts_with("--receive-pack") || a.starts_with("--exec=") || a == "--exec"
-                || (a == "-u" && matches!(sub.as_str(), "clone" | "fetch" | "pull" | "ls-remote" | "archive"))
+            if a.starts_with("--upload-pack")
+                || a.starts_with("--receive-pack")
+                || a.starts_with("--exec=")
+                || a == "--exec"
+                || (a == "-u"
+                    && matches!(
+                        sub.as_str(),
+                        "clone" | "fetch" | "pull" | "ls-remote" | "archive"
+                    ))
             {
                 return runs(&format!("`{a}` runs a program named in the command"));
             }
             if a.contains("ext::") || a.contains("fd::") {
                 return runs(&format!("`{a}` uses a transport that runs a command"));
             }
-            let output = if a == "--output" || (a == "-o" && matches!(sub.as_str(), "format-patch" | "archive")) || (a == "--output-directory" && sub == "format-patch") {
+            let output = if a == "--output"
+                || (a == "-o" && matches!(sub.as_str(), "format-patch" | "archive"))
+                || (a == "--output-directory" && sub == "format-patch")
+            {
                 j += 1;
                 rest.get(j).cloned()
             } else {
@@ -1048,13 +1261,30 @@ impl<'a> Checker<'a> {
     fn tar(&self, cmd: &Cmd) -> Result<(), Denial> {
         let args = self.literal_args(cmd)?;
         for a in &args {
-            for bad in ["--to-command", "--checkpoint-action", "--use-compress-program", "--rsh-command", "--info-script", "--new-volume-script", "--rmt-command"] {
+            for bad in [
+                "--to-command",
+                "--checkpoint-action",
+                "--use-compress-program",
+                "--rsh-command",
+                "--info-script",
+                "--new-volume-script",
+                "--rmt-command",
+            ] {
                 if a.starts_with(bad) {
-                    return deny("tar", format!("`tar {bad}` runs a program named in the command"));
+                    return deny(
+                        "tar",
+                        format!("`tar {bad}` runs a program named in the command"),
+                    );
                 }
             }
-            if a.starts_with("-I") || a == "-F" || (a.starts_with('-') && !a.starts_with("--") && a.contains('F')) {
-                return deny("tar", format!("`tar {a}` runs a program named in the command"));
+            if a.starts_with("-I")
+                || a == "-F"
+                || (a.starts_with('-') && !a.starts_with("--") && a.contains('F'))
+            {
+                return deny(
+                    "tar",
+                    format!("`tar {a}` runs a program named in the command"),
+                );
             }
         }
         // Old-style first argument (`czf`) reads like a cluster of short options.
@@ -1071,9 +1301,13 @@ impl<'a> Checker<'a> {
             let a = words[i].as_str();
             match a {
                 "--extract" | "--get" => extract = true,
-                "--create" | "--append" | "--update" | "--concatenate" | "--delete" => create = true,
+                "--create" | "--append" | "--update" | "--concatenate" | "--delete" => {
+                    create = true
+                }
                 _ if a.starts_with("--file=") => file = Some(a["--file=".len()..].to_string()),
-                _ if a.starts_with("--directory=") => dir = Some(a["--directory=".len()..].to_string()),
+                _ if a.starts_with("--directory=") => {
+                    dir = Some(a["--directory=".len()..].to_string())
+                }
                 "--file" | "--directory" => {
                     i += 1;
                     let v = words.get(i).cloned();
@@ -1106,7 +1340,10 @@ impl<'a> Checker<'a> {
         if extract {
             self.writable(&cwd, "`tar` extracting")?;
         }
-        if create && let Some(f) = &file && f != "-" {
+        if create
+            && let Some(f) = &file
+            && f != "-"
+        {
             self.writable(&self.resolve(f, &cmd.cwd), "`tar` creating an archive")?;
         }
         Ok(())
@@ -1122,7 +1359,8 @@ impl<'a> Checker<'a> {
             | "compress" | "uncompress" => Writes::UnlessStdout,
             "cp" | "ln" | "install" | "rsync" | "scp" => Writes::LastOperand,
             "dd" => Writes::Dd,
-            "sort" | "curl" | "wget" | "patch" | "unzip" | "split" | "csplit" | "uniq" | "rename" => Writes::Special,
+            "sort" | "curl" | "wget" | "patch" | "unzip" | "split" | "csplit" | "uniq"
+            | "rename" => Writes::Special,
             _ => return Ok(()),
         };
         let args = self.literal_args(cmd)?;
@@ -1150,7 +1388,12 @@ impl<'a> Checker<'a> {
                         }
                     } else if let Some(v) = a.strip_prefix(&format!("{n}=")) {
                         out.push(v.to_string());
-                    } else if n.len() == 2 && !n.starts_with("--") && a.starts_with(n) && a.len() > 2 && !a.starts_with("--") {
+                    } else if n.len() == 2
+                        && !n.starts_with("--")
+                        && a.starts_with(n)
+                        && a.len() > 2
+                        && !a.starts_with("--")
+                    {
                         out.push(a[2..].to_string());
                     }
                 }
@@ -1160,7 +1403,12 @@ impl<'a> Checker<'a> {
         match kind {
             Writes::AllOperands => operands.iter().try_for_each(|p| w(p)),
             Writes::UnlessStdout => {
-                if args.iter().any(|a| matches!(a.as_str(), "-c" | "--stdout" | "--to-stdout" | "-l" | "--list" | "-t" | "--test")) {
+                if args.iter().any(|a| {
+                    matches!(
+                        a.as_str(),
+                        "-c" | "--stdout" | "--to-stdout" | "-l" | "--list" | "-t" | "--test"
+                    )
+                }) {
                     Ok(())
                 } else {
                     operands.iter().try_for_each(|p| w(p))
@@ -1171,7 +1419,12 @@ impl<'a> Checker<'a> {
                     w(&t)?;
                 }
                 match operands.last() {
-                    Some(last) if operands.len() > 1 || !long_value(&["-t", "--target-directory"]).is_empty() => w(last),
+                    Some(last)
+                        if operands.len() > 1
+                            || !long_value(&["-t", "--target-directory"]).is_empty() =>
+                    {
+                        w(last)
+                    }
                     Some(_) => w("."),
                     None => Ok(()),
                 }
@@ -1188,13 +1441,17 @@ impl<'a> Checker<'a> {
                 Ok(())
             }
             Writes::Special => match name {
-                "sort" => long_value(&["-o", "--output"]).iter().try_for_each(|p| w(p)),
+                "sort" => long_value(&["-o", "--output"])
+                    .iter()
+                    .try_for_each(|p| w(p)),
                 "uniq" => operands.get(1).map_or(Ok(()), |p| w(p)),
                 "curl" => {
                     for p in long_value(&["-o", "--output"]) {
                         w(&p)?;
                     }
-                    if args.iter().any(|a| a == "-O" || a == "--remote-name" || a == "--remote-name-all" || a == "-J") {
+                    if args.iter().any(|a| {
+                        a == "-O" || a == "--remote-name" || a == "--remote-name-all" || a == "-J"
+                    }) {
                         let dirs = long_value(&["--output-dir"]);
                         w(dirs.last().map(String::as_str).unwrap_or("."))?;
                     }
@@ -1211,7 +1468,10 @@ impl<'a> Checker<'a> {
                     docs.iter().filter(|d| *d != "-").try_for_each(|p| w(p))
                 }
                 "unzip" => {
-                    if args.iter().any(|a| a == "-l" || a == "-p" || a == "-t" || a == "-v" || a == "-Z") {
+                    if args
+                        .iter()
+                        .any(|a| a == "-l" || a == "-p" || a == "-t" || a == "-v" || a == "-Z")
+                    {
                         return Ok(());
                     }
                     let dirs = long_value(&["-d"]);
@@ -1239,7 +1499,9 @@ enum Writes {
 }
 
 /// Shells whose `-c` runs a script given on the command line.
-const SHELLS: &[&str] = &["bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "rbash"];
+const SHELLS: &[&str] = &[
+    "bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "rbash",
+];
 
 /// The script of `SHELL [options] -c SCRIPT`, `None` when the shell reads a file or stdin.
 fn shell_script(args: &[String]) -> Result<Option<String>, String> {
@@ -1253,19 +1515,27 @@ fn shell_script(args: &[String]) -> Result<Option<String>, String> {
         }
         if let Some(long) = a.strip_prefix("--") {
             match long {
-                "norc" | "noprofile" | "login" | "posix" | "noediting" | "verbose" | "restricted"
-                | "version" | "help" | "pretty-print" => {}
-                "rcfile" | "init-file" => return Err(format!("`--{long}` runs a file of commands, which cannot be checked")),
+                "norc" | "noprofile" | "login" | "posix" | "noediting" | "verbose"
+                | "restricted" | "version" | "help" | "pretty-print" => {}
+                "rcfile" | "init-file" => {
+                    return Err(format!(
+                        "`--{long}` runs a file of commands, which cannot be checked"
+                    ));
+                }
                 other => return Err(format!("unknown option `--{other}`")),
             }
         } else if a.starts_with('-') || a.starts_with('+') {
             for c in a[1..].chars() {
                 match c {
                     'c' => with_c = true,
-                    's' => return Err("`-s` reads commands from stdin, which cannot be checked".into()),
+                    's' => {
+                        return Err(
+                            "`-s` reads commands from stdin, which cannot be checked".into()
+                        );
+                    }
                     'o' | 'O' => i += 1,
-                    'i' | 'l' | 'e' | 'x' | 'v' | 'u' | 'n' | 'f' | 'h' | 'a' | 'b' | 'k' | 'm' | 'p'
-                    | 'r' | 't' | 'B' | 'C' | 'E' | 'H' | 'P' | 'T' => {}
+                    'i' | 'l' | 'e' | 'x' | 'v' | 'u' | 'n' | 'f' | 'h' | 'a' | 'b' | 'k' | 'm'
+                    | 'p' | 'r' | 't' | 'B' | 'C' | 'E' | 'H' | 'P' | 'T' => {}
                     other => return Err(format!("unknown option `-{other}`")),
                 }
             }
@@ -1287,7 +1557,11 @@ fn shell_script(args: &[String]) -> Result<Option<String>, String> {
 /// paths and paths that climb out with `..`, alone or as the value of `--opt=`, `key=` or `-o`.
 fn path_candidates(arg: &str) -> Vec<&str> {
     let looks = |s: &str| {
-        s.starts_with('/') || s == ".." || s.starts_with("../") || s.contains("/../") || s.ends_with("/..")
+        s.starts_with('/')
+            || s == ".."
+            || s.starts_with("../")
+            || s.contains("/../")
+            || s.ends_with("/..")
     };
     let mut out = Vec::new();
     if looks(arg) {
@@ -1304,6 +1578,21 @@ fn path_candidates(arg: &str) -> Vec<&str> {
     out
 }
 
+/// `rel` joined to `cwd` with `.` and `..` removed, without looking at the filesystem.
+fn lexical(cwd: &str, rel: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for p in cwd.split('/').chain(rel.split('/')) {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
 /// At most 120 characters of `s`, on one line.
 fn short(s: &str) -> String {
     let one: String = s
@@ -1317,16 +1606,6 @@ fn short(s: &str) -> String {
         one
     }
 }
-
-const NONE: Spec = Spec {
-    short_value: "",
-    short_flag: "",
-    long_value: &[],
-    long_flag: &[],
-    refuse: &[],
-    numeric: false,
-    permute: false,
-};
 
 const ENV: Spec = Spec {
     short_value: "uCS",
@@ -1345,8 +1624,7 @@ const ENV: Spec = Spec {
         ("S", "splits a string into a new command line"),
         ("split-string", "splits a string into a new command line"),
     ],
-    numeric: false,
-    permute: false,
+    ..opts::EMPTY
 };
 
 const TIMEOUT: Spec = Spec {
@@ -1354,9 +1632,7 @@ const TIMEOUT: Spec = Spec {
     short_flag: "v",
     long_value: &["signal", "kill-after"],
     long_flag: &["preserve-status", "foreground", "verbose"],
-    refuse: &[],
-    numeric: false,
-    permute: false,
+    ..opts::EMPTY
 };
 
 const NICE: Spec = Spec {
@@ -1364,9 +1640,8 @@ const NICE: Spec = Spec {
     short_flag: "",
     long_value: &["adjustment"],
     long_flag: &[],
-    refuse: &[],
     numeric: true,
-    permute: false,
+    ..opts::EMPTY
 };
 
 const STDBUF: Spec = Spec {
@@ -1374,9 +1649,7 @@ const STDBUF: Spec = Spec {
     short_flag: "",
     long_value: &["input", "output", "error"],
     long_flag: &[],
-    refuse: &[],
-    numeric: false,
-    permute: false,
+    ..opts::EMPTY
 };
 
 const EXEC: Spec = Spec {
@@ -1384,9 +1657,7 @@ const EXEC: Spec = Spec {
     short_flag: "cl",
     long_value: &[],
     long_flag: &[],
-    refuse: &[],
-    numeric: false,
-    permute: false,
+    ..opts::EMPTY
 };
 
 const COMMAND: Spec = Spec {
@@ -1394,9 +1665,7 @@ const COMMAND: Spec = Spec {
     short_flag: "pvV",
     long_value: &[],
     long_flag: &[],
-    refuse: &[],
-    numeric: false,
-    permute: false,
+    ..opts::EMPTY
 };
 
 const XARGS: Spec = Spec {
@@ -1422,9 +1691,7 @@ const XARGS: Spec = Spec {
         "show-limits",
         "open-tty",
     ],
-    refuse: &[],
-    numeric: false,
-    permute: false,
+    ..opts::EMPTY
 };
 
 const WATCH: Spec = Spec {
@@ -1444,9 +1711,7 @@ const WATCH: Spec = Spec {
         "precise",
         "no-rerun",
     ],
-    refuse: &[],
-    numeric: false,
-    permute: false,
+    ..opts::EMPTY
 };
 
 const SCRIPT: Spec = Spec {
@@ -1462,9 +1727,8 @@ const SCRIPT: Spec = Spec {
         "logging-format",
     ],
     long_flag: &["append", "return", "flush", "force", "quiet", "timing"],
-    refuse: &[],
-    numeric: false,
     permute: true,
+    ..opts::EMPTY
 };
 
 const SUDO: Spec = Spec {
@@ -1497,15 +1761,23 @@ const SUDO: Spec = Spec {
         "validate",
     ],
     refuse: &[
-        ("i", "runs the command through a login shell, which re-reads it"),
+        (
+            "i",
+            "runs the command through a login shell, which re-reads it",
+        ),
         ("s", "runs the command through a shell, which re-reads it"),
         ("e", "edits files as another user"),
-        ("login", "runs the command through a login shell, which re-reads it"),
-        ("shell", "runs the command through a shell, which re-reads it"),
+        (
+            "login",
+            "runs the command through a login shell, which re-reads it",
+        ),
+        (
+            "shell",
+            "runs the command through a shell, which re-reads it",
+        ),
         ("edit", "edits files as another user"),
     ],
-    numeric: false,
-    permute: false,
+    ..opts::EMPTY
 };
 
 const DOAS: Spec = Spec {
@@ -1514,8 +1786,7 @@ const DOAS: Spec = Spec {
     long_value: &[],
     long_flag: &[],
     refuse: &[("s", "starts a shell")],
-    numeric: false,
-    permute: false,
+    ..opts::EMPTY
 };
 
 const SU: Spec = Spec {
@@ -1530,32 +1801,146 @@ const SU: Spec = Spec {
         "session-command",
     ],
     long_flag: &["login", "preserve-environment", "pty"],
-    refuse: &[],
-    numeric: false,
     permute: true,
+    ..opts::EMPTY
 };
 
 /// git's built-in commands; anything else is an alias or an external program.
 const GIT_COMMANDS: &[&str] = &[
-    "add", "am", "annotate", "apply", "archive", "bisect", "blame", "branch", "bugreport", "bundle",
-    "cat-file", "check-attr", "check-ignore", "check-mailmap", "check-ref-format", "checkout",
-    "checkout-index", "cherry", "cherry-pick", "citool", "clean", "clone", "column", "commit",
-    "commit-graph", "commit-tree", "config", "count-objects", "credential", "credential-cache",
-    "credential-store", "daemon", "describe", "diagnose", "diff", "diff-files", "diff-index",
-    "diff-tree", "difftool", "fetch", "fetch-pack", "filter-branch", "fmt-merge-msg",
-    "for-each-ref", "for-each-repo", "format-patch", "fsck", "fsmonitor--daemon", "gc",
-    "get-tar-commit-id", "grep", "hash-object", "help", "index-pack", "init", "instaweb",
-    "interpret-trailers", "log", "ls-files", "ls-remote", "ls-tree", "mailinfo", "mailsplit",
-    "maintenance", "merge", "merge-base", "merge-file", "merge-index", "merge-tree", "mergetool",
-    "mktag", "mktree", "multi-pack-index", "mv", "name-rev", "notes", "pack-objects", "pack-refs",
-    "prune", "prune-packed", "pull", "push", "range-diff", "read-tree", "rebase", "receive-pack",
-    "reflog", "remote", "remote-ext", "remote-fd", "repack", "replace", "rerere", "reset",
-    "restore", "rev-list", "rev-parse", "revert", "rm", "send-email", "shell", "shortlog", "show",
-    "show-branch", "show-index", "show-ref", "sparse-checkout", "stash", "status", "stripspace",
-    "submodule", "switch", "symbolic-ref", "tag", "unpack-file", "unpack-objects",
-    "update-index", "update-ref", "update-server-info", "upload-pack", "var", "verify-commit",
-    "verify-pack", "verify-tag", "version", "web--browse", "whatchanged", "worktree",
-    "write-tree", "archimport", "cvsimport", "cvsserver", "p4", "svn",
+    "add",
+    "am",
+    "annotate",
+    "apply",
+    "archive",
+    "bisect",
+    "blame",
+    "branch",
+    "bugreport",
+    "bundle",
+    "cat-file",
+    "check-attr",
+    "check-ignore",
+    "check-mailmap",
+    "check-ref-format",
+    "checkout",
+    "checkout-index",
+    "cherry",
+    "cherry-pick",
+    "citool",
+    "clean",
+    "clone",
+    "column",
+    "commit",
+    "commit-graph",
+    "commit-tree",
+    "config",
+    "count-objects",
+    "credential",
+    "credential-cache",
+    "credential-store",
+    "daemon",
+    "describe",
+    "diagnose",
+    "diff",
+    "diff-files",
+    "diff-index",
+    "diff-tree",
+    "difftool",
+    "fetch",
+    "fetch-pack",
+    "filter-branch",
+    "fmt-merge-msg",
+    "for-each-ref",
+    "for-each-repo",
+    "format-patch",
+    "fsck",
+    "fsmonitor--daemon",
+    "gc",
+    "get-tar-commit-id",
+    "grep",
+    "hash-object",
+    "help",
+    "index-pack",
+    "init",
+    "instaweb",
+    "interpret-trailers",
+    "log",
+    "ls-files",
+    "ls-remote",
+    "ls-tree",
+    "mailinfo",
+    "mailsplit",
+    "maintenance",
+    "merge",
+    "merge-base",
+    "merge-file",
+    "merge-index",
+    "merge-tree",
+    "mergetool",
+    "mktag",
+    "mktree",
+    "multi-pack-index",
+    "mv",
+    "name-rev",
+    "notes",
+    "pack-objects",
+    "pack-refs",
+    "prune",
+    "prune-packed",
+    "pull",
+    "push",
+    "range-diff",
+    "read-tree",
+    "rebase",
+    "receive-pack",
+    "reflog",
+    "remote",
+    "remote-ext",
+    "remote-fd",
+    "repack",
+    "replace",
+    "rerere",
+    "reset",
+    "restore",
+    "rev-list",
+    "rev-parse",
+    "revert",
+    "rm",
+    "send-email",
+    "shell",
+    "shortlog",
+    "show",
+    "show-branch",
+    "show-index",
+    "show-ref",
+    "sparse-checkout",
+    "stash",
+    "status",
+    "stripspace",
+    "submodule",
+    "switch",
+    "symbolic-ref",
+    "tag",
+    "unpack-file",
+    "unpack-objects",
+    "update-index",
+    "update-ref",
+    "update-server-info",
+    "upload-pack",
+    "var",
+    "verify-commit",
+    "verify-pack",
+    "verify-tag",
+    "version",
+    "web--browse",
+    "whatchanged",
+    "worktree",
+    "write-tree",
+    "archimport",
+    "cvsimport",
+    "cvsserver",
+    "p4",
+    "svn",
 ];
 
 #[cfg(test)]
@@ -1567,10 +1952,20 @@ mod tests {
         let v = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
         assert_eq!(shell_script(&v("-c ls")).unwrap().as_deref(), Some("ls"));
         assert_eq!(shell_script(&v("-lc ls x")).unwrap().as_deref(), Some("ls"));
-        assert_eq!(shell_script(&v("-e -o pipefail -c ls")).unwrap().as_deref(), Some("ls"));
+        assert_eq!(
+            shell_script(&v("-e -o pipefail -c ls")).unwrap().as_deref(),
+            Some("ls")
+        );
         assert_eq!(shell_script(&v("script.sh")).unwrap(), None);
         assert!(shell_script(&v("-s")).is_err());
         assert!(shell_script(&v("--rcfile x -c ls")).is_err());
+    }
+
+    #[test]
+    fn lexical_paths_ignore_the_filesystem() {
+        assert_eq!(lexical("/ws/src", "../a/./b"), "/ws/a/b");
+        assert_eq!(lexical("/ws", "x/"), "/ws/x");
+        assert_eq!(lexical("/", ".."), "/");
     }
 
     #[test]

@@ -167,7 +167,14 @@ mod tests {
 
     #[test]
     fn plain_edits_have_no_effects() {
-        for s in ["s/a/b/g", "1d;$d", "/x/,/y/p", "s|e|w|2", "y/abc/xyz/", "s/w/e/;s/e/w/"] {
+        for s in [
+            "s/a/b/g",
+            "1d;$d",
+            "/x/,/y/p",
+            "s|e|w|2",
+            "y/abc/xyz/",
+            "s/w/e/;s/e/w/",
+        ] {
             assert_eq!(scan(s).unwrap(), Effects::default(), "{s}");
         }
     }

@@ -17,10 +17,10 @@ pub enum Level {
 pub fn log(level: Level, message: &str) {
     #[cfg(any(feature = "tool", feature = "bash-filter"))]
     {
-        #[cfg(feature = "tool")]
-        use crate::__private::tool::bindings::rawko::plugin::log as wit;
         #[cfg(all(feature = "bash-filter", not(feature = "tool")))]
         use crate::__private::bash_filter::bindings::rawko::plugin::log as wit;
+        #[cfg(feature = "tool")]
+        use crate::__private::tool::bindings::rawko::plugin::log as wit;
         let level = match level {
             Level::Trace => wit::Level::Trace,
             Level::Debug => wit::Level::Debug,

@@ -39,8 +39,13 @@ impl ShellSetup {
         grants: &FsGrants,
         flags: &PolicyFlags,
     ) -> anyhow::Result<Self> {
-        let policy = Policy::new(cx.workspace(), grants, flags.allow.clone(), flags.block.clone())
-            .map_err(|e| BadInput::new(e.to_string()))?;
+        let policy = Policy::new(
+            cx.workspace(),
+            grants,
+            flags.allow.clone(),
+            flags.block.clone(),
+        )
+        .map_err(|e| BadInput::new(e.to_string()))?;
         let mut untrusted: Vec<&Path> = vec![cx.workspace()];
         untrusted.extend(policy.write_paths.iter().map(PathBuf::as_path));
         let resolver = Resolver::from_env(&untrusted);
@@ -55,8 +60,8 @@ impl ShellSetup {
 
 /// The bash-filter plugins named in the user's and then the workspace's `config.yaml`.
 fn configured_filters(cx: &Context) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
-    let layers = Layers::load(&cx.dirs.config, cx.workspace())
-        .map_err(|e| BadInput::new(e.to_string()))?;
+    let layers =
+        Layers::load(&cx.dirs.config, cx.workspace()).map_err(|e| BadInput::new(e.to_string()))?;
     let mut out: Vec<(String, Vec<u8>)> = Vec::new();
     for (path, config) in [layers.user, layers.workspace].into_iter().flatten() {
         let Some(bash) = config.bash else { continue };
@@ -162,13 +167,18 @@ async fn check(cx: &Context, args: CheckArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// For each simple command, the strictest verdict any filter gave it, and the filter.
-fn per_command(report: &CheckReport) -> Vec<Option<(String, &crate::shell::chain::CommandVerdict)>> {
+fn per_command(
+    report: &CheckReport,
+) -> Vec<Option<(String, &crate::shell::chain::CommandVerdict)>> {
     let n = report.command.as_ref().map_or(0, |c| c.commands.len());
     let mut out: Vec<Option<(String, &crate::shell::chain::CommandVerdict)>> = vec![None; n];
     for f in &report.filters {
         for v in &f.verdict.commands {
             let slot = &mut out[v.index];
-            if slot.as_ref().is_none_or(|(_, cur)| v.decision > cur.decision) {
+            if slot
+                .as_ref()
+                .is_none_or(|(_, cur)| v.decision > cur.decision)
+            {
                 *slot = Some((f.filter.clone(), v));
             }
         }
@@ -193,7 +203,10 @@ fn to_text(report: &CheckReport) -> String {
             .collect();
         match &verdicts[i] {
             Some((filter, v)) => {
-                s.push_str(&format!("  {:<5}  {text}\n         [{filter}] {}", v.decision, v.rule));
+                s.push_str(&format!(
+                    "  {:<5}  {text}\n         [{filter}] {}",
+                    v.decision, v.rule
+                ));
                 if v.decision != Decision::Allow {
                     s.push_str(&format!(": {}", v.reason));
                 }
