@@ -5,6 +5,7 @@ include!("../plugins/wasm-build.rs");
 fn main() {
     let packages = [
         "rawko-tools",
+        "rawko-bash-filter",
         "rawko-adapter-openai",
         "rawko-adapter-anthropic",
         "rawko-adapter-replay",

@@ -11,13 +11,18 @@
 //! - `cli_adapters`: `rawko adapters` and `rawko ask` through the real binary.
 //! - `plugin_install`: `rawko plugin ...` against real files, a loopback HTTP server, a real OCI
 //!   registry and real minisign signatures.
+//! - `shell`: bypass payloads against the real parser and the built-in policy plugin.
+//! - `cli_bash`: `rawko bash check` and the `Bash` tool through the real binary: verdicts,
+//!   exit codes, and what running a command does and does not do.
 
 mod support;
 
 mod adapters;
 mod cli_adapters;
+mod cli_bash;
 mod cli_tools;
 mod http_attacks;
 mod http_faults;
 mod plugin_install;
 mod sandbox;
+mod shell;

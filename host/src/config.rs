@@ -200,7 +200,8 @@ impl Config {
         Config::parse(path, &text).map(Some)
     }
 
-    /// `self` with `over` laid on top: adapter instances by name, other sections as a whole.
+    /// `self` with `over` laid on top: adapter instances by name, bash filters added after
+    /// `self`'s (a later layer can add filters, never drop one), other sections as a whole.
     pub fn merged_with(mut self, over: Config) -> Config {
         self.adapters.extend(over.adapters);
         if over.arbiter.is_some() {
@@ -209,8 +210,13 @@ impl Config {
         if over.defaults.is_some() {
             self.defaults = over.defaults;
         }
-        if over.bash.is_some() {
-            self.bash = over.bash;
+        if let Some(over_bash) = over.bash {
+            let bash = self.bash.get_or_insert_with(BashConfig::default);
+            for f in over_bash.filters {
+                if !bash.filters.contains(&f) {
+                    bash.filters.push(f);
+                }
+            }
         }
         if over.plugins.is_some() {
             self.plugins = over.plugins;
@@ -322,6 +328,21 @@ defaults:
     }
 
     #[test]
+    fn a_workspace_adds_bash_filters_but_cannot_drop_the_users() {
+        let user = Config::parse(Path::new("u"), "bash:\n  filters: [org.wasm]\n").unwrap();
+        let ws = Config::parse(Path::new("w"), "bash:\n  filters: []\n").unwrap();
+        let layers = Layers {
+            user: Some(("u".into(), user.clone())),
+            workspace: Some(("w".into(), ws)),
+        };
+        assert_eq!(layers.merged().bash.unwrap().filters, ["org.wasm"]);
+        let ws =
+            Config::parse(Path::new("w"), "bash:\n  filters: [team.wasm, org.wasm]\n").unwrap();
+        let merged = user.merged_with(ws);
+        assert_eq!(merged.bash.unwrap().filters, ["org.wasm", "team.wasm"]);
+    }
+
+    #[test]
     fn empty_files_are_empty_configs() {
         assert_eq!(
             Config::parse(Path::new("c"), "  \n").unwrap(),
@@ -341,6 +362,7 @@ defaults:
             user: Some(("u".into(), user)),
             workspace: Some(("w".into(), ws)),
         };
+        assert_eq!(layers.merged().bash, None);
         let merged = layers.merged();
         assert_eq!(merged.adapters.len(), 2);
         assert_eq!(merged.arbiter.unwrap().mode, ArbiterMode::Llm);

@@ -13,3 +13,4 @@ pub mod distribution;
 pub mod paths;
 pub mod plugins;
 pub mod runtime;
+pub mod shell;

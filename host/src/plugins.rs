@@ -1,5 +1,6 @@
-//! The plugins rawko ships inside its binary, and the set of tools a command can call.
-//! The built-in adapters are described in [`crate::adapters::builtin`].
+//! The plugins rawko ships inside its binary, and the set of tools a command can call: tools
+//! from wasm plugins and tools the host provides itself (`Bash`). The built-in adapters are
+//! described in [`crate::adapters::builtin`].
 
 use std::path::Path;
 
@@ -17,6 +18,12 @@ pub struct Builtin {
 pub const TOOLS: Builtin = Builtin {
     name: "rawko-tools",
     wasm: include_bytes!(concat!(env!("OUT_DIR"), "/rawko_tools.wasm")),
+};
+
+/// The built-in shell policy, first in every bash filter chain.
+pub const BASH_FILTER: Builtin = Builtin {
+    name: "rawko-policy",
+    wasm: include_bytes!(concat!(env!("OUT_DIR"), "/rawko_bash_filter.wasm")),
 };
 
 /// Every built-in tool plugin.
@@ -40,19 +47,49 @@ pub const REPLAY: Builtin = Builtin {
     wasm: include_bytes!(concat!(env!("OUT_DIR"), "/rawko_adapter_replay.wasm")),
 };
 
-/// Loaded tool plugins, and which one provides each tool name.
+/// What a [`Provider::Host`] reports as its name.
+pub const HOST: &str = "host";
+
+/// A tool the host implements itself rather than a plugin.
+#[derive(Debug)]
+pub struct HostTool {
+    pub info: ToolInfo,
+}
+
+/// Where a tool comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Provider<'a> {
+    Plugin(&'a ToolPlugin),
+    Host(&'a HostTool),
+}
+
+impl Provider<'_> {
+    /// The plugin's name, or `host`.
+    pub fn name(&self) -> &str {
+        match self {
+            Provider::Plugin(p) => p.name(),
+            Provider::Host(_) => HOST,
+        }
+    }
+}
+
+/// Loaded tool plugins and host tools, and which one provides each tool name.
 #[derive(Debug, Default)]
 pub struct ToolSet {
     plugins: Vec<ToolPlugin>,
+    host: Vec<HostTool>,
 }
 
 impl ToolSet {
-    /// Load the built-in tool plugins.
+    /// The built-in tool plugins and the host's own tools.
     pub async fn builtin(rt: &Runtime) -> Result<Self, RuntimeError> {
         let mut set = ToolSet::default();
         for b in BUILTIN_TOOL_PLUGINS {
             set.add(ToolPlugin::load(rt, b.name, b.wasm).await?);
         }
+        set.host.push(HostTool {
+            info: crate::shell::bash::info(),
+        });
         Ok(set)
     }
 
@@ -87,8 +124,8 @@ impl ToolSet {
         Ok(set)
     }
 
-    /// Add a plugin. Tool names already provided by an earlier plugin keep their provider; the
-    /// later duplicate is reported and ignored.
+    /// Add a plugin. Tool names already provided (by an earlier plugin or the host) keep their
+    /// provider; the later duplicate is reported and ignored.
     pub fn add(&mut self, plugin: ToolPlugin) {
         for t in plugin.tools() {
             if let Some((other, _)) = self.find(&t.name) {
@@ -103,21 +140,34 @@ impl ToolSet {
         self.plugins.push(plugin);
     }
 
-    /// The plugin providing tool `name`, and the tool.
-    pub fn find(&self, name: &str) -> Option<(&ToolPlugin, &ToolInfo)> {
-        self.plugins
+    /// The provider of tool `name`, and the tool. Host tools come first: a plugin cannot
+    /// replace `Bash` with a tool of its own.
+    pub fn find(&self, name: &str) -> Option<(Provider<'_>, &ToolInfo)> {
+        self.host
             .iter()
-            .find_map(|p| p.tool(name).map(|t| (p, t)))
+            .find(|h| h.info.name == name)
+            .map(|h| (Provider::Host(h), &h.info))
+            .or_else(|| {
+                self.plugins
+                    .iter()
+                    .find_map(|p| p.tool(name).map(|t| (Provider::Plugin(p), t)))
+            })
     }
 
     /// Every callable tool with its provider, first provider winning.
-    pub fn tools(&self) -> Vec<(&ToolPlugin, &ToolInfo)> {
-        let mut seen = std::collections::HashSet::new();
-        self.plugins
-            .iter()
-            .flat_map(|p| p.tools().iter().map(move |t| (p, t)))
-            .filter(|(_, t)| seen.insert(t.name.clone()))
-            .collect()
+    pub fn tools(&self) -> Vec<(Provider<'_>, &ToolInfo)> {
+        let mut seen: std::collections::HashSet<&str> =
+            self.host.iter().map(|h| h.info.name.as_str()).collect();
+        let mut out: Vec<(Provider<'_>, &ToolInfo)> = Vec::new();
+        for p in &self.plugins {
+            for t in p.tools() {
+                if seen.insert(&t.name) {
+                    out.push((Provider::Plugin(p), t));
+                }
+            }
+        }
+        out.extend(self.host.iter().map(|h| (Provider::Host(h), &h.info)));
+        out
     }
 
     /// Names of every callable tool, for error messages.

@@ -4,6 +4,7 @@
 //! a plugin, an agent or a model) creates, and the code that turns it into exactly that much
 //! access for one call.
 
+pub mod exec;
 pub mod fs;
 pub mod http;
 pub mod progress;

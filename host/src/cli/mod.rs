@@ -64,6 +64,7 @@ enum Command {
     Adapters(commands::adapters::AdaptersCmd),
     Ask(commands::ask::AskCmd),
     Plugin(commands::plugin::PluginCmd),
+    Bash(commands::bash::BashCmd),
 }
 
 /// Everything a command needs from the global flags.
@@ -191,6 +192,7 @@ impl Command {
             Command::Adapters(c) => c.execute(cx).await,
             Command::Ask(c) => c.execute(cx).await,
             Command::Plugin(c) => c.execute(cx).await,
+            Command::Bash(c) => c.execute(cx).await,
         }
     }
 }

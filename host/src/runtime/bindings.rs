@@ -40,3 +40,20 @@ pub use adapter::rawko::plugin::{http, progress};
 pub use tool::exports::rawko::plugin::tools;
 pub use tool::rawko::plugin::log;
 pub use tool::rawko::plugin::types;
+
+/// The `bash-filter` world: the `filter` export and the host's `shell` import. `log` is the one
+/// generated for `tool`.
+pub mod bash_filter {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "rawko:plugin/bash-filter",
+        exports: { default: async },
+        with: {
+            "wasi": wasmtime_wasi::p2::bindings,
+            "rawko:plugin/log": super::tool::rawko::plugin::log,
+        },
+    });
+}
+
+pub use bash_filter::exports::rawko::plugin::filter;
+pub use bash_filter::rawko::plugin::shell;

@@ -10,6 +10,7 @@ pub mod bindings;
 pub mod budget;
 pub mod cache;
 pub mod engine;
+pub mod filter;
 pub mod log;
 pub mod sandbox;
 pub mod state;
@@ -23,6 +24,7 @@ use wasmtime::component::{HasSelf, InstancePre, Linker};
 
 pub use adapter::{AdapterCallError, AdapterPlugin};
 pub use budget::{Budget, BudgetKind};
+pub use filter::{FilterError, FilterPlugin};
 pub use state::HostState;
 pub use tool::{ToolCallError, ToolCallOutput, ToolInfo, ToolPlugin};
 
@@ -40,6 +42,7 @@ pub struct Runtime {
     engine: Engine,
     tool_linker: Linker<HostState>,
     adapter_linker: Linker<HostState>,
+    filter_linker: Linker<HostState>,
     cache: cache::ComponentCache,
     _ticker: engine::EpochTicker,
 }
@@ -67,6 +70,9 @@ impl Runtime {
             |s| s,
         )
         .map_err(|e| link("progress", e))?;
+        let mut filter_linker = base()?;
+        bindings::shell::add_to_linker::<HostState, HasSelf<HostState>>(&mut filter_linker, |s| s)
+            .map_err(|e| link("shell", e))?;
         let ticker = engine::EpochTicker::start(&engine)
             .map_err(|e| RuntimeError::Engine(format!("cannot start the epoch thread: {e}")))?;
         let cache = cache::ComponentCache::new(&engine, cache_dir);
@@ -74,6 +80,7 @@ impl Runtime {
             engine,
             tool_linker,
             adapter_linker,
+            filter_linker,
             cache,
             _ticker: ticker,
         })
@@ -115,5 +122,9 @@ impl Runtime {
             .instantiate_pre(&compiled.component)
             .map_err(|e| fail(format!("needs an import rawko does not provide: {e:#}")))?;
         Ok((compiled, pre))
+    }
+
+    pub(crate) fn filter_linker(&self) -> &Linker<HostState> {
+        &self.filter_linker
     }
 }

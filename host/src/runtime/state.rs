@@ -28,6 +28,8 @@ pub struct HostState {
     pub(crate) http: Option<HttpCtx>,
     /// Where streamed text goes, for an adapter call; `None` drops it.
     pub(crate) progress: Option<ProgressCtx>,
+    /// What a bash filter's `shell` import answers from; `None` for other plugin kinds.
+    pub(crate) shell: Option<Arc<super::filter::ShellContext>>,
 }
 
 impl HostState {
@@ -55,6 +57,7 @@ impl HostState {
             stderr,
             http: None,
             progress: None,
+            shell: None,
         })
     }
 

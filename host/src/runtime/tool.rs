@@ -33,6 +33,16 @@ pub struct ToolInfo {
 }
 
 impl ToolInfo {
+    /// A tool description, for tools the host provides itself.
+    pub fn new(name: &str, description: &str, input_schema: serde_json::Value) -> Self {
+        ToolInfo {
+            name: name.to_string(),
+            description: description.to_string(),
+            input_schema,
+            validator: OnceLock::new(),
+        }
+    }
+
     /// Check `input` against the tool's schema; every problem is reported, at most a few.
     pub fn validate(&self, input: &serde_json::Value) -> Result<(), String> {
         let validator = self.validator.get_or_init(|| {

@@ -2,7 +2,8 @@
 //!
 //! A rawko plugin is a WebAssembly component built for `wasm32-wasip2` against the
 //! `rawko:plugin` WIT package. This crate hides the generated bindings: a tool plugin is a set of
-//! types implementing [`tool::Tool`] plus one [`export_tools!`] line.
+//! types implementing [`tool::Tool`] plus one [`export_tools!`] line; a bash filter is a type
+//! implementing `bash_filter::Filter` plus one `export_filter!` line.
 //!
 //! ```ignore
 //! use rawko_plugin_sdk::tool::{Context, Tool, ToolError};
@@ -65,14 +66,17 @@ extern crate self as rawko_plugin_sdk;
 
 pub mod llm;
 pub mod log;
+pub mod manifest;
 pub mod recording;
 pub mod sse;
-pub mod manifest;
 
 #[cfg(feature = "adapter")]
 pub mod adapter;
 #[cfg(feature = "tool")]
 pub mod tool;
+
+#[cfg(feature = "bash-filter")]
+pub mod bash_filter;
 
 /// The version of the `rawko:plugin` WIT package these bindings were generated from.
 pub const WIT_VERSION: &str = "0.1.0";
@@ -119,6 +123,23 @@ pub mod __private {
             AdapterError as WitAdapterError, Guest as LlmGuest, Request as WitRequest,
             Response as WitResponse,
         };
+    }
+
+    #[cfg(feature = "bash-filter")]
+    pub mod bash_filter {
+        pub mod bindings {
+            wit_bindgen::generate!({
+                world: "bash-filter",
+                path: "../../wit",
+                generate_all,
+                pub_export_macro: true,
+                export_macro_name: "__export_bash_filter_world",
+                default_bindings_module: "rawko_plugin_sdk::__private::bash_filter::bindings",
+                runtime_path: "rawko_plugin_sdk::__private::wit_bindgen::rt",
+                bitflags_path: "rawko_plugin_sdk::__private::wit_bindgen::rt::bitflags",
+            });
+        }
+        pub use bindings::exports::rawko::plugin::filter::Guest as FilterGuest;
     }
 
     pub use crate::manifest::manifest_bytes;

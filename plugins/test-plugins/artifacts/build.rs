@@ -8,6 +8,7 @@ include!("../../wasm-build.rs");
 const PLUGINS: &[&str] = &[
     "rawko-hostile-tool",
     "rawko-hostile-adapter",
+    "rawko-ask-filter",
     "rawko-greeter",
     "rawko-greeter-net",
     "rawko-greedy-tool",

@@ -2,6 +2,7 @@
 
 pub mod adapters;
 pub mod ask;
+pub mod bash;
 pub mod plugin;
 pub mod tool;
 pub mod tools;
