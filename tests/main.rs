@@ -14,11 +14,15 @@
 //! - `shell`: bypass payloads against the real parser and the built-in policy plugin.
 //! - `cli_bash`: `rawko bash check` and the `Bash` tool through the real binary: verdicts,
 //!   exit codes, and what running a command does and does not do.
+//! - `cli_agents`: `rawko init` and `rawko agents` on every dialect and on hostile files.
+//! - `agents_watch`: hot reload, in process and through `rawko agents watch`.
 
 mod support;
 
 mod adapters;
+mod agents_watch;
 mod cli_adapters;
+mod cli_agents;
 mod cli_bash;
 mod cli_tools;
 mod http_attacks;

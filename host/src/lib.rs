@@ -6,6 +6,7 @@
 //! (see [`cli`]).
 
 pub mod adapters;
+pub mod agents;
 pub mod capability;
 pub mod cli;
 pub mod config;

@@ -58,16 +58,42 @@ impl Workspace {
     pub fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.root.join(rel)).unwrap()
     }
+
+    /// What the binary gets as `$XDG_CONFIG_HOME`: the user's agents are in
+    /// `<config_home>/rawko/agents`.
+    pub fn config_home(&self) -> PathBuf {
+        self.root.join(".test-config")
+    }
 }
 
-/// The `rawko` binary, run in `ws` with a private data directory and the shared plugin cache.
+/// The agent files used as reference examples, one per dialect.
+pub fn agent_fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/agents")
+}
+
+/// Copy a directory tree (fixtures into a workspace).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// The `rawko` binary, run in `ws` with private data and config directories (so the user's own
+/// agents and config never leak in) and the shared plugin cache.
 pub fn rawko(ws: &Workspace) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rawko"));
     cmd.current_dir(ws.path())
         .env("RAWKO_CACHE_DIR", cache_dir())
         .env("RAWKO_DATA_DIR", ws.path().join(".test-data"))
-        .env_remove("RAWKO_LOG")
-        .env_remove("XDG_CONFIG_HOME");
+        .env("XDG_CONFIG_HOME", ws.config_home())
+        .env_remove("RAWKO_LOG");
     cmd
 }
 

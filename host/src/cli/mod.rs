@@ -59,6 +59,8 @@ pub struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    Init(commands::init::InitCmd),
+    Agents(commands::agents::AgentsCmd),
     Tools(commands::tools::ToolsCmd),
     Tool(commands::tool::ToolCmd),
     Adapters(commands::adapters::AdaptersCmd),
@@ -187,6 +189,8 @@ pub fn main() -> ExitCode {
 impl Command {
     async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
         match self {
+            Command::Init(c) => c.execute(cx).await,
+            Command::Agents(c) => c.execute(cx).await,
             Command::Tools(c) => c.execute(cx).await,
             Command::Tool(c) => c.execute(cx).await,
             Command::Adapters(c) => c.execute(cx).await,

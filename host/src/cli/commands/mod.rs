@@ -1,8 +1,10 @@
 //! One module per command.
 
 pub mod adapters;
+pub mod agents;
 pub mod ask;
 pub mod bash;
+pub mod init;
 pub mod plugin;
 pub mod tool;
 pub mod tools;
