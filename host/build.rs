@@ -3,6 +3,14 @@
 include!("../plugins/wasm-build.rs");
 
 fn main() {
-    let built = build_plugins(&["rawko-tools"]);
-    stage(&built[0], "rawko_tools.wasm");
+    let packages = [
+        "rawko-tools",
+        "rawko-bash-filter",
+        "rawko-adapter-openai",
+        "rawko-adapter-anthropic",
+        "rawko-adapter-replay",
+    ];
+    for (package, built) in packages.iter().zip(build_plugins(&packages)) {
+        stage(&built, &format!("{}.wasm", package.replace('-', "_")));
+    }
 }

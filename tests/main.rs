@@ -3,12 +3,30 @@
 //! - `sandbox`: hostile plugins against the real runtime, in-process, so each attack can be
 //!   followed by a normal call to the same host.
 //! - `cli_tools`: the real `rawko` binary calling the real first-party tools.
+//! - `adapters`: the first-party adapters through the real HTTP capability against the scripted
+//!   model server: replies, tool calls, streaming, usage, malformed output, recorded fixtures,
+//!   recording and replay.
+//! - `http_attacks`: a hostile adapter against the HTTP capability's grant and secrets.
+//! - `http_faults`: retries, backoff and timeouts, with the attempts counted.
+//! - `cli_adapters`: `rawko adapters` and `rawko ask` through the real binary.
+//! - `plugin_install`: `rawko plugin ...` against real files, a loopback HTTP server, a real OCI
+//!   registry and real minisign signatures.
+//! - `shell`: bypass payloads against the real parser and the built-in policy plugin.
+//! - `cli_bash`: `rawko bash check` and the `Bash` tool through the real binary: verdicts,
+//!   exit codes, and what running a command does and does not do.
 //! - `cli_agents`: `rawko init` and `rawko agents` on every dialect and on hostile files.
 //! - `agents_watch`: hot reload, in process and through `rawko agents watch`.
 
 mod support;
 
+mod adapters;
 mod agents_watch;
+mod cli_adapters;
 mod cli_agents;
+mod cli_bash;
 mod cli_tools;
+mod http_attacks;
+mod http_faults;
+mod plugin_install;
 mod sandbox;
+mod shell;

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::LazyLock;
 
 use divan::Bencher;
-use rawko::agents::registry::{Loader, Registry, SearchPath};
+use rawko::agents::registry::{Loader, Registry, Scan, SearchPath};
 use rawko::agents::{FileInfo, Origin, load_text};
 
 fn main() {
@@ -24,8 +24,12 @@ fn file(i: usize) -> (String, String) {
         0 => (
             format!("a{i}.yaml"),
             format!(
-                "name: a{i}\ndisplayName: Agent {i}\nwhenToUse: Benchmark agent {i}.\nsystemPrompt: |\n  You are agent {i}.\n  Read the code, then finish.\ntools:\n  allowed: [Read, Glob, Grep, LS, Bash]\n  blocked: [Write]\n  bashFilter:\n    allowedCommands: [\"git status\", \"cargo test *\"]\n    blockedPatterns: ['\\bgit\\s+push\\b', '\\brm\\s+-rf']\ntransitions:\n  onSuccess: a{next}\n  onFailure: failed\n  onMaxIterations: escalated\nlimits:\n  maxIterations: 20\n  timeout: 600000\n",
-                next = (i + 5) % FILES
+                "name: a{i}\ndisplayName: Agent {i}\nwhenToUse: Benchmark agent {i}.\nsystemPrompt: |\n  You are agent {i}.\n  Read the code, then finish.\ntools:\n  allowed: [Read, Glob, Grep, LS, Bash]\n  blocked: [Write]\n  bashFilter:\n    allowedCommands: [\"git status\", \"cargo test *\"]\n    blockedPatterns: ['\\bgit\\s+push{i}\\b', '\\brm\\s+-rf{i}']\ntransitions:\n  onSuccess: {next}\n  onFailure: failed\n  onMaxIterations: escalated\nlimits:\n  maxIterations: 20\n  timeout: 600000\n",
+                next = if i + 5 < FILES {
+                    format!("a{}", i + 5)
+                } else {
+                    "done".into()
+                }
             ),
         ),
         1 => (
@@ -92,14 +96,26 @@ fn load_and_validate_1000_files(b: Bencher) {
     b.bench(|| Registry::load(&f.search));
 }
 
-/// A reload when nothing changed: every file is read and hashed, none is parsed again.
+/// A reload after a change event when nothing changed: every file is read and hashed, none
+/// is parsed again, no registry is built.
 #[divan::bench(sample_count = 20)]
 fn reload_unchanged_1000_files(b: Bencher) {
     let f = &*FIXTURE;
     let mut loader = Loader::new(f.search.clone());
-    let mut current = loader.load(None);
+    let current = loader.load(None);
     b.bench_local(|| {
-        current = loader.load(Some(&current));
+        assert!(loader.reload(Some(&current), Scan::Full).is_none());
+    });
+}
+
+/// The watcher's periodic check with nothing changed: file stamps only.
+#[divan::bench(sample_count = 20)]
+fn quick_check_unchanged_1000_files(b: Bencher) {
+    let f = &*FIXTURE;
+    let mut loader = Loader::new(f.search.clone());
+    let current = loader.load(None);
+    b.bench_local(|| {
+        assert!(loader.reload(Some(&current), Scan::Quick).is_none());
     });
 }
 

@@ -30,16 +30,31 @@ pub struct Config {
     pub defaults: Option<Defaults>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bash: Option<BashConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugins: Option<PluginsConfig>,
 }
 
-/// A named adapter instance.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// How `rawko plugin install` and `update` treat plugins. Read from the user's own config only:
+/// installing is not something a workspace decides.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginsConfig {
+    /// Refuse plugins that are not signed by a trusted publisher key (as `--require-signature`).
+    #[serde(default)]
+    pub require_signature: bool,
+}
+
+/// A named adapter instance: a plugin, the model it asks, where, with which credential, and
+/// the defaults of its requests. Checked and resolved by [`crate::adapters::instance`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdapterConfig {
     /// `openai`, `anthropic`, `replay`, or an installed adapter plugin.
     pub plugin: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The provider's API root, such as `https://api.openai.com/v1`. Its scheme, host and port
+    /// are what the adapter may reach.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
     /// The environment variable holding the API key; the host reads it and adds it to requests,
@@ -49,6 +64,24 @@ pub struct AdapterConfig {
     /// Seconds per request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u64>,
+    /// Let the adapter reach loopback, private and link-local addresses (a model server on this
+    /// machine or the LAN). Off by default, so a name that resolves to one is refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_private_network: bool,
+    /// For `replay`: the recording to play back, relative to the directory of this config file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<PathBuf>,
+    /// Default output limit of a request, in tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// `low`, `medium` or `high`, for reasoning models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<rawko_plugin_sdk::llm::ReasoningEffort>,
+    /// Tokens the model may spend thinking (Anthropic's extended thinking).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
     /// Adapter-specific settings, passed to the plugin as JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<serde_json::Value>,
@@ -167,7 +200,8 @@ impl Config {
         Config::parse(path, &text).map(Some)
     }
 
-    /// `self` with `over` laid on top: adapter instances by name, other sections as a whole.
+    /// `self` with `over` laid on top: adapter instances by name, bash filters added after
+    /// `self`'s (a later layer can add filters, never drop one), other sections as a whole.
     pub fn merged_with(mut self, over: Config) -> Config {
         self.adapters.extend(over.adapters);
         if over.arbiter.is_some() {
@@ -176,8 +210,16 @@ impl Config {
         if over.defaults.is_some() {
             self.defaults = over.defaults;
         }
-        if over.bash.is_some() {
-            self.bash = over.bash;
+        if let Some(over_bash) = over.bash {
+            let bash = self.bash.get_or_insert_with(BashConfig::default);
+            for f in over_bash.filters {
+                if !bash.filters.contains(&f) {
+                    bash.filters.push(f);
+                }
+            }
+        }
+        if over.plugins.is_some() {
+            self.plugins = over.plugins;
         }
         self
     }
@@ -268,6 +310,39 @@ defaults:
     }
 
     #[test]
+    fn adapter_defaults_and_local_servers_parse() {
+        let text = "adapters:\n  local:\n    plugin: openai\n    base_url: http://127.0.0.1:11434/v1\n    allow_private_network: true\n    reasoning_effort: high\n    max_tokens: 4096\n";
+        let c = Config::parse(Path::new("c"), text).unwrap();
+        let a = &c.adapters["local"];
+        assert!(a.allow_private_network);
+        assert_eq!(
+            a.reasoning_effort,
+            Some(rawko_plugin_sdk::llm::ReasoningEffort::High)
+        );
+        let e = Config::parse(
+            Path::new("c"),
+            "adapters:\n  x:\n    plugin: openai\n    reasoning_effort: extreme\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("c:4:"), "{e}");
+    }
+
+    #[test]
+    fn a_workspace_adds_bash_filters_but_cannot_drop_the_users() {
+        let user = Config::parse(Path::new("u"), "bash:\n  filters: [org.wasm]\n").unwrap();
+        let ws = Config::parse(Path::new("w"), "bash:\n  filters: []\n").unwrap();
+        let layers = Layers {
+            user: Some(("u".into(), user.clone())),
+            workspace: Some(("w".into(), ws)),
+        };
+        assert_eq!(layers.merged().bash.unwrap().filters, ["org.wasm"]);
+        let ws =
+            Config::parse(Path::new("w"), "bash:\n  filters: [team.wasm, org.wasm]\n").unwrap();
+        let merged = user.merged_with(ws);
+        assert_eq!(merged.bash.unwrap().filters, ["org.wasm", "team.wasm"]);
+    }
+
+    #[test]
     fn empty_files_are_empty_configs() {
         assert_eq!(
             Config::parse(Path::new("c"), "  \n").unwrap(),
@@ -287,6 +362,7 @@ defaults:
             user: Some(("u".into(), user)),
             workspace: Some(("w".into(), ws)),
         };
+        assert_eq!(layers.merged().bash, None);
         let merged = layers.merged();
         assert_eq!(merged.adapters.len(), 2);
         assert_eq!(merged.arbiter.unwrap().mode, ArbiterMode::Llm);

@@ -5,13 +5,16 @@
 //! [`capability`] grants the user made. The `rawko` binary is a thin layer over this library
 //! (see [`cli`]).
 
+pub mod adapters;
 pub mod agents;
 pub mod capability;
 pub mod cli;
 pub mod config;
+pub mod distribution;
 pub mod engine;
 pub mod paths;
 pub mod plugins;
 pub mod runtime;
+pub mod shell;
 pub mod store;
 pub mod trust;

@@ -1,5 +1,10 @@
-//! The plugins rawko ships inside its binary, and the set of tools a command can call.
+//! The plugins rawko ships inside its binary, and the set of tools a command can call: tools
+//! from wasm plugins and tools the host provides itself (`Bash`). The built-in adapters are
+//! described in [`crate::adapters::builtin`].
 
+use std::path::Path;
+
+use crate::distribution::{Kind, Store, fs_limit};
 use crate::runtime::{Runtime, RuntimeError, ToolInfo, ToolPlugin};
 
 /// A plugin embedded in the binary at build time.
@@ -15,27 +20,112 @@ pub const TOOLS: Builtin = Builtin {
     wasm: include_bytes!(concat!(env!("OUT_DIR"), "/rawko_tools.wasm")),
 };
 
+/// The built-in shell policy, first in every bash filter chain.
+pub const BASH_FILTER: Builtin = Builtin {
+    name: "rawko-policy",
+    wasm: include_bytes!(concat!(env!("OUT_DIR"), "/rawko_bash_filter.wasm")),
+};
+
 /// Every built-in tool plugin.
 pub const BUILTIN_TOOL_PLUGINS: &[Builtin] = &[TOOLS];
 
-/// Loaded tool plugins, and which one provides each tool name.
+/// The OpenAI Chat Completions adapter (and compatible servers).
+pub const OPENAI: Builtin = Builtin {
+    name: "openai",
+    wasm: include_bytes!(concat!(env!("OUT_DIR"), "/rawko_adapter_openai.wasm")),
+};
+
+/// The Anthropic Messages API adapter.
+pub const ANTHROPIC: Builtin = Builtin {
+    name: "anthropic",
+    wasm: include_bytes!(concat!(env!("OUT_DIR"), "/rawko_adapter_anthropic.wasm")),
+};
+
+/// The adapter that plays back a recording.
+pub const REPLAY: Builtin = Builtin {
+    name: "replay",
+    wasm: include_bytes!(concat!(env!("OUT_DIR"), "/rawko_adapter_replay.wasm")),
+};
+
+/// What a [`Provider::Host`] reports as its name.
+pub const HOST: &str = "host";
+
+/// A tool the host implements itself rather than a plugin.
+#[derive(Debug)]
+pub struct HostTool {
+    pub info: ToolInfo,
+}
+
+/// Where a tool comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Provider<'a> {
+    Plugin(&'a ToolPlugin),
+    Host(&'a HostTool),
+}
+
+impl Provider<'_> {
+    /// The plugin's name, or `host`.
+    pub fn name(&self) -> &str {
+        match self {
+            Provider::Plugin(p) => p.name(),
+            Provider::Host(_) => HOST,
+        }
+    }
+}
+
+/// Loaded tool plugins and host tools, and which one provides each tool name.
 #[derive(Debug, Default)]
 pub struct ToolSet {
     plugins: Vec<ToolPlugin>,
+    host: Vec<HostTool>,
 }
 
 impl ToolSet {
-    /// Load the built-in tool plugins.
+    /// The built-in tool plugins and the host's own tools.
     pub async fn builtin(rt: &Runtime) -> Result<Self, RuntimeError> {
         let mut set = ToolSet::default();
         for b in BUILTIN_TOOL_PLUGINS {
             set.add(ToolPlugin::load(rt, b.name, b.wasm).await?);
         }
+        set.host.push(HostTool {
+            info: crate::shell::bash::info(),
+        });
         Ok(set)
     }
 
-    /// Add a plugin. Tool names already provided by an earlier plugin keep their provider; the
-    /// later duplicate is reported and ignored.
+    /// Load the built-in tool plugins, then every installed tool plugin in `data_dir`, each held
+    /// to the filesystem the user granted it in `workspace`. Built-in tools keep their names; an
+    /// installed plugin that cannot be loaded is reported and left out.
+    pub async fn with_installed(
+        rt: &Runtime,
+        data_dir: &Path,
+        workspace: &Path,
+    ) -> Result<Self, RuntimeError> {
+        let mut set = ToolSet::builtin(rt).await?;
+        let installed = match Store::new(data_dir).installed() {
+            Ok(list) => list,
+            Err(e) => {
+                tracing::warn!("installed plugins are not loaded: {e}");
+                return Ok(set);
+            }
+        };
+        for p in installed.iter().filter(|p| p.kinds().contains(&Kind::Tool)) {
+            let loaded = match p.wasm() {
+                Ok(wasm) => ToolPlugin::load(rt, &p.name, &wasm)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match loaded {
+                Ok(plugin) => set.add(plugin.with_fs_limit(fs_limit(p.grants(), workspace))),
+                Err(e) => tracing::warn!("installed plugin {} is not loaded: {e}", p.name),
+            }
+        }
+        Ok(set)
+    }
+
+    /// Add a plugin. Tool names already provided (by an earlier plugin or the host) keep their
+    /// provider; the later duplicate is reported and ignored.
     pub fn add(&mut self, plugin: ToolPlugin) {
         for t in plugin.tools() {
             if let Some((other, _)) = self.find(&t.name) {
@@ -50,21 +140,34 @@ impl ToolSet {
         self.plugins.push(plugin);
     }
 
-    /// The plugin providing tool `name`, and the tool.
-    pub fn find(&self, name: &str) -> Option<(&ToolPlugin, &ToolInfo)> {
-        self.plugins
+    /// The provider of tool `name`, and the tool. Host tools come first: a plugin cannot
+    /// replace `Bash` with a tool of its own.
+    pub fn find(&self, name: &str) -> Option<(Provider<'_>, &ToolInfo)> {
+        self.host
             .iter()
-            .find_map(|p| p.tool(name).map(|t| (p, t)))
+            .find(|h| h.info.name == name)
+            .map(|h| (Provider::Host(h), &h.info))
+            .or_else(|| {
+                self.plugins
+                    .iter()
+                    .find_map(|p| p.tool(name).map(|t| (Provider::Plugin(p), t)))
+            })
     }
 
     /// Every callable tool with its provider, first provider winning.
-    pub fn tools(&self) -> Vec<(&ToolPlugin, &ToolInfo)> {
-        let mut seen = std::collections::HashSet::new();
-        self.plugins
-            .iter()
-            .flat_map(|p| p.tools().iter().map(move |t| (p, t)))
-            .filter(|(_, t)| seen.insert(t.name.clone()))
-            .collect()
+    pub fn tools(&self) -> Vec<(Provider<'_>, &ToolInfo)> {
+        let mut seen: std::collections::HashSet<&str> =
+            self.host.iter().map(|h| h.info.name.as_str()).collect();
+        let mut out: Vec<(Provider<'_>, &ToolInfo)> = Vec::new();
+        for p in &self.plugins {
+            for t in p.tools() {
+                if seen.insert(&t.name) {
+                    out.push((Provider::Plugin(p), t));
+                }
+            }
+        }
+        out.extend(self.host.iter().map(|h| (Provider::Host(h), &h.info)));
+        out
     }
 
     /// Names of every callable tool, for error messages.
@@ -73,5 +176,22 @@ impl ToolSet {
             .into_iter()
             .map(|(_, t)| t.name.clone())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first-party plugins carry manifests that hold against their components, as any
+    /// installed plugin must.
+    #[test]
+    fn builtin_plugins_carry_valid_manifests() {
+        for b in BUILTIN_TOOL_PLUGINS {
+            let examined =
+                crate::distribution::examine(b.wasm).unwrap_or_else(|e| panic!("{}: {e}", b.name));
+            assert_eq!(examined.manifest.name, b.name);
+            assert_eq!(examined.manifest.kinds, vec![Kind::Tool]);
+        }
     }
 }

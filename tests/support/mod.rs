@@ -2,8 +2,17 @@
 
 #![allow(dead_code)]
 
+pub mod model_server;
+pub mod services;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use rawko::adapters::instance::{Source, Trust, resolve};
+use rawko::adapters::{Adapter, OpenOptions};
+use rawko::capability::http::HttpPolicy;
+use rawko::config::AdapterConfig;
+use rawko::runtime::Runtime;
 
 /// Compiled plugins, shared by every test (and every test run) so each component is compiled
 /// once rather than once per test.
@@ -11,10 +20,10 @@ pub fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache")
 }
 
-/// A current-thread async runtime with timers, as the CLI uses.
+/// A current-thread async runtime with timers and network I/O, as the CLI uses.
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .build()
         .expect("tokio runtime")
         .block_on(f)
@@ -127,4 +136,37 @@ impl std::fmt::Debug for Run {
 /// Run `rawko args...` in `ws`.
 pub fn run(ws: &Workspace, args: &[&str]) -> Run {
     Run::of(rawko(ws).args(args).output().expect("run rawko"))
+}
+
+/// The API key the adapter tests use; it must never show up anywhere but the model server.
+pub const TEST_KEY: &str = "sk-test-4f1c9e0b7a2d4c68";
+
+/// A retry policy for tests: the same rules, millisecond backoffs.
+pub fn fast_policy() -> HttpPolicy {
+    HttpPolicy {
+        backoff_base: std::time::Duration::from_millis(5),
+        backoff_max: std::time::Duration::from_millis(20),
+        timeout: std::time::Duration::from_secs(10),
+        ..HttpPolicy::default()
+    }
+}
+
+/// Open built-in adapter `plugin` against `base_url` (a loopback server, so private addresses
+/// are allowed), with `TEST_KEY` as its credential.
+pub fn open_adapter(rt: &Runtime, plugin: &str, base_url: &str, policy: HttpPolicy) -> Adapter {
+    let cfg = AdapterConfig {
+        plugin: plugin.into(),
+        model: Some("test-model".into()),
+        base_url: Some(base_url.into()),
+        api_key_env: Some("TEST_KEY".into()),
+        allow_private_network: true,
+        ..AdapterConfig::default()
+    };
+    let instance = resolve("test", &cfg, &Source::Builtin, None, Trust::Trusted).expect("instance");
+    let env = |k: &str| (k == "TEST_KEY").then(|| TEST_KEY.to_string());
+    let options = OpenOptions {
+        policy: Some(policy),
+        ..OpenOptions::default()
+    };
+    block_on(Adapter::open(rt, instance, &env, options)).expect("open adapter")
 }

@@ -9,7 +9,7 @@
 //!
 //! A [`Registry`] is immutable once built; the watcher builds a new one and swaps it in whole.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -289,11 +289,12 @@ impl Registry {
         // Transitions of usable agents, and of winners that failed to load, so a wrong target
         // is reported together with the file's other problems.
         let mut refs: Vec<Reference> = usable.values().flat_map(|a| Reference::of(a)).collect();
+        let by_path: HashMap<(&Path, Origin), &Loaded> = files
+            .iter()
+            .map(|l| ((l.path.as_path(), l.origin), l))
+            .collect();
         for e in entries.values().filter(|e| e.agent.is_none()) {
-            if let Some(l) = files
-                .iter()
-                .find(|l| l.path == e.file.path && l.origin == e.file.origin)
-            {
+            if let Some(l) = by_path.get(&(e.file.path.as_path(), e.file.origin)) {
                 refs.extend(l.transitions.iter().map(|(event, target, pos)| Reference {
                     file: l.display.clone(),
                     event,
@@ -303,12 +304,13 @@ impl Registry {
             }
         }
         let cross = validate::cross_check(&usable, &refs, &known);
-        for d in &cross {
-            if d.is_error()
-                && let Some(e) = entries
-                    .values_mut()
-                    .find(|e| e.file.display == d.file && e.is_usable())
-            {
+        let broken: HashSet<&str> = cross
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| d.file.as_str())
+            .collect();
+        for e in entries.values_mut() {
+            if e.is_usable() && broken.contains(e.file.display.as_str()) {
                 e.status = Status::Invalid;
             }
         }
@@ -402,13 +404,22 @@ impl Loader {
     /// Read the search path and build a registry, keeping `previous`'s good versions of files
     /// that are now broken.
     pub fn load(&mut self, previous: Option<&Registry>) -> Registry {
-        self.reload(previous, Scan::Full)
-            .expect("a first load always builds")
+        self.load_files(previous, Scan::Full, true)
+            .expect("a forced load always builds")
     }
 
     /// Like [`Loader::load`], but `None` when no file was added, removed or changed since the
     /// last load (and `previous` is given), so callers can keep the registry they have.
     pub fn reload(&mut self, previous: Option<&Registry>, scan: Scan) -> Option<Registry> {
+        self.load_files(previous, scan, false)
+    }
+
+    fn load_files(
+        &mut self,
+        previous: Option<&Registry>,
+        scan: Scan,
+        force: bool,
+    ) -> Option<Registry> {
         // A directory replaced while it is read (an editor or a script swapping a whole
         // agents directory by rename) would give a mix of two versions; read again until the
         // directories are the same before and after.
@@ -422,7 +433,7 @@ impl Loader {
             }
         };
         self.cache = cache;
-        if !changed && previous.is_some() {
+        if !changed && !force && previous.is_some() {
             return None;
         }
         let mut files = files;

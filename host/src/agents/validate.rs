@@ -5,7 +5,7 @@
 //! position of the value at fault. The cross-agent checks run on a whole registry, once the
 //! winners for every name are known.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::decode::Spanned;
@@ -102,11 +102,12 @@ pub fn check_tool_names(tools: &[Spanned<String>], strict: bool, p: &mut Problem
     }
 }
 
-/// Largest compiled size of a blocked pattern; generous for real patterns, and a bound on
-/// what a hostile one can make rawko allocate.
-const REGEX_SIZE_LIMIT: usize = 1 << 20;
+/// Patterns at most this long without counted repetition (`{n,m}`) are checked by parsing
+/// alone: they cannot reach the regex crate's compiled-size limit, and parsing is a hundred
+/// times cheaper than compiling (which matters when a thousand agents are reloaded).
+const PARSE_ONLY_MAX_LEN: usize = 256;
 
-/// Blocked patterns are regular expressions and must compile.
+/// Blocked patterns are regular expressions (the `regex` crate's syntax) and must compile.
 pub fn check_blocked_patterns(patterns: &[Spanned<String>], p: &mut Problems) {
     for pat in patterns {
         if pat.value.is_empty() {
@@ -117,11 +118,17 @@ pub fn check_blocked_patterns(patterns: &[Spanned<String>], p: &mut Problems) {
             );
             continue;
         }
-        if let Err(e) = regex::RegexBuilder::new(&pat.value)
-            .size_limit(REGEX_SIZE_LIMIT)
-            .build()
-        {
-            let detail = e.to_string();
+        let parse_only = pat.value.len() <= PARSE_ONLY_MAX_LEN && !pat.value.contains('{');
+        let result = if parse_only {
+            regex_syntax::parse(&pat.value)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        } else {
+            regex::Regex::new(&pat.value)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        };
+        if let Err(detail) = result {
             let last = detail
                 .lines()
                 .rev()
@@ -234,10 +241,11 @@ pub fn cross_check(
         candidates.extend_from_slice(Target::TERMINALS);
         let hint = match did_you_mean(name, &candidates) {
             Some(s) => format!("did you mean '{s}'?"),
-            None => format!(
+            None if names.len() <= 12 => format!(
                 "known agents: {}; or done, failed, escalated",
                 names.join(", ")
             ),
+            None => "`rawko agents list` shows the agents; or done, failed, escalated".into(),
         };
         out.push(Diagnostic {
             file: r.file.clone(),
@@ -322,53 +330,66 @@ fn success_loops(
     agents: &BTreeMap<String, Arc<Agent>>,
     can_exit: &BTreeSet<&str>,
 ) -> Vec<Diagnostic> {
-    let mut reported: BTreeSet<&str> = BTreeSet::new();
+    // Each agent has one onSuccess successor, so following them from every agent, and never
+    // walking past an agent already walked, finds every circle in linear time.
+    let mut done: HashSet<&str> = HashSet::new();
     let mut out = Vec::new();
     for start in agents.keys() {
-        if reported.contains(start.as_str()) || !can_exit.contains(start.as_str()) {
+        if done.contains(start.as_str()) || !can_exit.contains(start.as_str()) {
             continue;
         }
-        // onSuccess gives each agent one successor, so the walk either leaves or repeats.
-        let mut path: Vec<&str> = vec![start];
+        let mut path: Vec<&str> = Vec::new();
+        let mut on_path: HashMap<&str, usize> = HashMap::new();
         let mut current = start.as_str();
-        while let Some(next) = agents[current].transitions.on_success.agent() {
-            if !agents.contains_key(next) {
+        loop {
+            if done.contains(current) {
                 break;
             }
-            if let Some(i) = path.iter().position(|p| *p == next) {
-                let circle = &path[i..];
-                if circle.iter().any(|c| reported.contains(c)) {
-                    break;
-                }
-                reported.extend(circle.iter().copied());
-                let first = circle.iter().min().expect("a circle has members");
-                let a = &agents[*first];
-                let mut shown: Vec<&str> = Vec::new();
-                let at = circle.iter().position(|c| c == first).expect("member");
-                shown.extend(circle[at..].iter().chain(&circle[..at]));
-                shown.push(first);
-                let pos = a.source.spans.on_success;
-                out.push(Diagnostic {
-                    file: a.source.display.clone(),
-                    line: pos.line,
-                    column: pos.column,
-                    severity: Severity::Warning,
-                    message: format!(
-                        "onSuccess transitions form a cycle with no exit ({}): a task that keeps succeeding never reaches done",
-                        shown.join(" -> ")
-                    ),
-                    hint: Some("end the chain with 'onSuccess: done'".into()),
-                });
+            if let Some(&i) = on_path.get(current) {
+                out.push(loop_warning(agents, &path[i..]));
                 break;
             }
-            if path.len() > agents.len() {
-                break;
+            on_path.insert(current, path.len());
+            path.push(current);
+            match agents[current].transitions.on_success.agent() {
+                Some(next) if agents.contains_key(next) => current = next,
+                _ => break,
             }
-            path.push(next);
-            current = next;
         }
+        done.extend(path);
     }
     out
+}
+
+/// The warning for one circle of onSuccess transitions, at its first member by name.
+fn loop_warning(agents: &BTreeMap<String, Arc<Agent>>, circle: &[&str]) -> Diagnostic {
+    let at = (0..circle.len())
+        .min_by_key(|&i| circle[i])
+        .expect("a circle has members");
+    let mut shown: Vec<&str> = circle[at..].iter().chain(&circle[..at]).copied().collect();
+    shown.push(circle[at]);
+    let path = if shown.len() > 8 {
+        format!(
+            "{} -> ... -> {} ({} agents)",
+            shown[..3].join(" -> "),
+            circle[at],
+            circle.len()
+        )
+    } else {
+        shown.join(" -> ")
+    };
+    let a = &agents[circle[at]];
+    let pos = a.source.spans.on_success;
+    Diagnostic {
+        file: a.source.display.clone(),
+        line: pos.line,
+        column: pos.column,
+        severity: Severity::Warning,
+        message: format!(
+            "onSuccess transitions form a cycle with no exit ({path}): a task that keeps succeeding never reaches done"
+        ),
+        hint: Some("end the chain with 'onSuccess: done'".into()),
+    }
 }
 
 #[cfg(test)]
@@ -438,6 +459,42 @@ mod tests {
             e[0].contains("'(unclosed' is not a valid regular expression"),
             "{e:?}"
         );
+    }
+
+    /// A hostile workspace may hold thousands of agents in one long circle: found once, in
+    /// linear time, and described briefly.
+    #[test]
+    fn a_huge_success_circle_is_one_short_warning() {
+        const N: usize = 5000;
+        let agents: BTreeMap<String, Arc<Agent>> = (0..N)
+            .map(|i| {
+                let text = format!(
+                    "name: a{i}\nsystemPrompt: p\ntransitions: {{onSuccess: a{}}}\n",
+                    (i + 1) % N
+                );
+                let rel = format!("a{i}.yaml");
+                let l = super::super::load_text(
+                    &text,
+                    super::super::FileInfo {
+                        path: std::path::Path::new(&rel),
+                        display: &rel,
+                        origin: super::super::Origin::File,
+                    },
+                );
+                (format!("a{i}"), l.agent.unwrap())
+            })
+            .collect();
+        let refs: Vec<Reference> = agents.values().flat_map(|a| Reference::of(a)).collect();
+        let known: BTreeSet<String> = agents.keys().cloned().collect();
+        let d = cross_check(&agents, &refs, &known);
+        assert_eq!(d.len(), 1, "{d:#?}");
+        assert!(
+            d[0].message
+                .contains("(a0 -> a1 -> a2 -> ... -> a0 (5000 agents))"),
+            "{}",
+            d[0].message
+        );
+        assert!(d[0].message.len() < 300);
     }
 
     #[test]

@@ -114,6 +114,26 @@ impl FsGrants {
         self.grants.sort_by(|a, b| a.path.cmp(&b.path));
     }
 
+    /// What both `self` and `limit` allow: for each pair of overlapping grants, the deeper
+    /// directory with the narrower access. This is how a call's grants are held to what the user
+    /// granted an installed plugin.
+    pub fn intersect(&self, limit: &FsGrants) -> FsGrants {
+        let mut out = FsGrants::none();
+        for a in &self.grants {
+            for b in &limit.grants {
+                let path = if a.path.starts_with(&b.path) {
+                    &a.path
+                } else if b.path.starts_with(&a.path) {
+                    &b.path
+                } else {
+                    continue;
+                };
+                out.insert(path.clone(), a.access.min(b.access));
+            }
+        }
+        out
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &FsGrant> {
         self.grants.iter()
     }
@@ -205,6 +225,29 @@ mod tests {
             vec![root.as_path()]
         );
         // Sibling prefixes are not containment.
+        assert_eq!(g.access(Path::new(&format!("{}x", root.display()))), None);
+    }
+
+    #[test]
+    fn intersections_take_the_deeper_path_and_the_narrower_access() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let sub = root.join("sub");
+        let other = root.join("other");
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::create_dir(&other).unwrap();
+
+        let call = grants(&[(&root, Access::ReadWrite)]);
+        let limit = grants(&[(&sub, Access::ReadOnly)]);
+        let g = call.intersect(&limit);
+        assert_eq!(g.access(&sub.join("f")), Some(Access::ReadOnly));
+        assert_eq!(g.access(&root.join("f")), None);
+        assert_eq!(g, limit.intersect(&call));
+
+        let call = grants(&[(&sub, Access::ReadWrite), (&other, Access::ReadOnly)]);
+        let limit = grants(&[(&root, Access::ReadWrite)]);
+        assert_eq!(call.intersect(&limit), call);
+        assert!(call.intersect(&FsGrants::none()).is_empty());
         assert_eq!(g.access(Path::new(&format!("{}x", root.display()))), None);
     }
 }

@@ -4,6 +4,10 @@
 //! a plugin, an agent or a model) creates, and the code that turns it into exactly that much
 //! access for one call.
 
+pub mod exec;
 pub mod fs;
+pub mod http;
+pub mod progress;
 
 pub use fs::{Access, FsGrant, FsGrants, GrantError};
+pub use http::{HttpClient, HttpGrant, HttpPolicy, Origin};

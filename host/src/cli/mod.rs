@@ -12,6 +12,11 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+use std::collections::BTreeMap;
+
+use crate::adapters::instance::resolve_all;
+use crate::adapters::{AdapterInstance, Trust};
+use crate::config::Layers;
 use crate::paths::Dirs;
 use crate::runtime::Runtime;
 
@@ -25,8 +30,9 @@ const LONG_ABOUT: &str =
 is a sandboxed WebAssembly plugin.
 
 Each plugin call runs in a fresh WebAssembly instance that sees only the directories it was \
-granted, has no network, no environment and no terminal, and is stopped when it overruns its \
-time, memory or output budget.";
+granted, has no network (an LLM adapter reaches its own endpoint only, through rawko, which \
+holds the API key), no environment and no terminal, and is stopped when it overruns its time, \
+memory or output budget.";
 
 #[derive(Debug, Parser)]
 #[command(name = "rawko", version, about = ABOUT, long_about = LONG_ABOUT)]
@@ -59,6 +65,10 @@ enum Command {
     Agents(commands::agents::AgentsCmd),
     Tools(commands::tools::ToolsCmd),
     Tool(commands::tool::ToolCmd),
+    Adapters(commands::adapters::AdaptersCmd),
+    Ask(commands::ask::AskCmd),
+    Plugin(commands::plugin::PluginCmd),
+    Bash(commands::bash::BashCmd),
 }
 
 /// Everything a command needs from the global flags.
@@ -102,6 +112,26 @@ impl Context {
     pub fn workspace(&self) -> &Path {
         &self.workspace
     }
+
+    /// The user's and the workspace's `config.yaml`, kept apart. A broken file is bad input.
+    pub fn config_layers(&self) -> anyhow::Result<Layers> {
+        Ok(Layers::load(&self.dirs.config, &self.workspace)
+            .map_err(|e| BadInput::new(e.to_string()))?)
+    }
+
+    /// Whether the workspace's own `.rawko/` files are trusted. Until trust decisions are
+    /// stored, no workspace is: its adapters get no credential and no private network unless
+    /// the user's own config already grants the same.
+    pub fn workspace_trust(&self) -> Trust {
+        Trust::Untrusted
+    }
+
+    /// Every adapter instance, checked, with what the workspace may not have withheld.
+    pub fn adapter_instances(&self) -> anyhow::Result<BTreeMap<String, AdapterInstance>> {
+        let layers = self.config_layers()?;
+        Ok(resolve_all(&layers, self.workspace_trust())
+            .map_err(|e| BadInput::new(e.to_string()))?)
+    }
 }
 
 /// An error caused by what the user typed or supplied: exit status 2.
@@ -130,8 +160,9 @@ pub fn main() -> ExitCode {
     };
     init_tracing(cli.global.verbose);
 
+    // IO for HTTP (plugin downloads, registries), time for call deadlines.
     let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .build()
     {
         Ok(rt) => rt,
@@ -166,6 +197,10 @@ impl Command {
             Command::Agents(c) => c.execute(cx).await,
             Command::Tools(c) => c.execute(cx).await,
             Command::Tool(c) => c.execute(cx).await,
+            Command::Adapters(c) => c.execute(cx).await,
+            Command::Ask(c) => c.execute(cx).await,
+            Command::Plugin(c) => c.execute(cx).await,
+            Command::Bash(c) => c.execute(cx).await,
         }
     }
 }

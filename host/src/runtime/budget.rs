@@ -68,6 +68,18 @@ impl std::fmt::Display for BudgetKind {
     }
 }
 
+impl BudgetKind {
+    /// The limit of this kind in `budget`, in words (`300 ms`, `64 MiB`).
+    pub fn limit(self, budget: &Budget) -> String {
+        match self {
+            BudgetKind::Time => format!("{} ms", budget.timeout.as_millis()),
+            BudgetKind::Memory => format!("{} MiB", budget.memory >> 20),
+            BudgetKind::Stack => format!("{} KiB", super::engine::MAX_WASM_STACK >> 10),
+            BudgetKind::Output => format!("{} bytes", budget.output),
+        }
+    }
+}
+
 /// Enforces the memory budget, and remembers that it did so the failure can be named even
 /// though the guest sees only a failed `memory.grow` (and usually traps afterwards).
 #[derive(Debug)]

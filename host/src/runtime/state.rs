@@ -1,5 +1,6 @@
 //! The data a plugin call's store holds: its WASI context, its resources, its limiter and its
-//! log. One is built per call from the call's grants and thrown away with the store.
+//! log, and for an adapter its network and progress reporting. One is built per call from the
+//! call's grants and thrown away with the store.
 
 use std::sync::Arc;
 
@@ -9,6 +10,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use super::budget::{Budget, CallLimiter};
 use super::log::PluginLog;
 use super::stdio::CappedPipe;
+use crate::capability::http::HttpCtx;
+use crate::capability::progress::ProgressCtx;
 use crate::capability::{FsGrants, GrantError};
 
 /// Bytes of a plugin's stdout, and of its stderr, kept per call.
@@ -16,11 +19,17 @@ pub const STDIO_CAP: usize = 64 * 1024;
 
 pub struct HostState {
     wasi: WasiCtx,
-    table: ResourceTable,
+    pub(crate) table: ResourceTable,
     pub(crate) limiter: CallLimiter,
     pub(crate) log: PluginLog,
     pub(crate) stdout: CappedPipe,
     pub(crate) stderr: CappedPipe,
+    /// The network, for an adapter call; `None` denies every request.
+    pub(crate) http: Option<HttpCtx>,
+    /// Where streamed text goes, for an adapter call; `None` drops it.
+    pub(crate) progress: Option<ProgressCtx>,
+    /// What a bash filter's `shell` import answers from; `None` for other plugin kinds.
+    pub(crate) shell: Option<Arc<super::filter::ShellContext>>,
 }
 
 impl HostState {
@@ -46,6 +55,9 @@ impl HostState {
             log: PluginLog::new(plugin),
             stdout,
             stderr,
+            http: None,
+            progress: None,
+            shell: None,
         })
     }
 

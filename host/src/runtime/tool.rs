@@ -5,18 +5,13 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use wasmtime::Store;
 
 use super::bindings::tool::ToolPre;
 use super::bindings::tools as wit;
 use super::budget::{Budget, BudgetKind};
-use super::engine::deadline_ticks;
+use super::sandbox::{Failure, Sandbox};
 use super::{HostState, Runtime, RuntimeError};
 use crate::capability::{Access, FsGrants};
-
-/// Extra time the host waits past a deadline for the epoch trap before abandoning the call
-/// (only a plugin blocked inside a host call, such as a sleep, gets that far).
-const DEADLINE_GRACE: Duration = Duration::from_millis(100);
 
 /// Budget for asking a plugin what it provides.
 const DESCRIBE_BUDGET: Budget = Budget {
@@ -38,6 +33,16 @@ pub struct ToolInfo {
 }
 
 impl ToolInfo {
+    /// A tool description, for tools the host provides itself.
+    pub fn new(name: &str, description: &str, input_schema: serde_json::Value) -> Self {
+        ToolInfo {
+            name: name.to_string(),
+            description: description.to_string(),
+            input_schema,
+            validator: OnceLock::new(),
+        }
+    }
+
     /// Check `input` against the tool's schema; every problem is reported, at most a few.
     pub fn validate(&self, input: &serde_json::Value) -> Result<(), String> {
         let validator = self.validator.get_or_init(|| {
@@ -81,6 +86,9 @@ pub struct ToolPlugin {
     digest: String,
     pre: ToolPre<HostState>,
     tools: Vec<ToolInfo>,
+    /// For an installed plugin, the filesystem the user granted it: every call's grants are
+    /// intersected with it. Built-in plugins have none and get exactly the call's grants.
+    fs_limit: Option<FsGrants>,
 }
 
 impl std::fmt::Debug for ToolPlugin {
@@ -185,14 +193,7 @@ impl ToolPlugin {
             plugin: name.to_string(),
             message,
         };
-        let compiled = rt
-            .cache()
-            .load(rt.engine(), wasm)
-            .map_err(|e| fail(format!("not a valid WebAssembly component: {e:#}")))?;
-        let pre = rt
-            .tool_linker()
-            .instantiate_pre(&compiled.component)
-            .map_err(|e| fail(format!("needs an import rawko does not provide: {e:#}")))?;
+        let (compiled, pre) = rt.link(name, wasm, rt.tool_linker())?;
         let pre = ToolPre::new(pre).map_err(|e| {
             fail(format!(
                 "is not a tool plugin (no `rawko:plugin/tools@0.1.0` export): {e:#}"
@@ -222,7 +223,14 @@ impl ToolPlugin {
             digest: compiled.digest,
             pre,
             tools,
+            fs_limit: None,
         })
+    }
+
+    /// Hold every call to at most `limit`, whatever the call's own grants say.
+    pub fn with_fs_limit(mut self, limit: FsGrants) -> Self {
+        self.fs_limit = Some(limit);
+        self
     }
 
     pub fn name(&self) -> &str {
@@ -305,10 +313,17 @@ impl ToolPlugin {
         info.validate(&value).map_err(invalid)?;
 
         let budget = cx.budget.clamped();
+        let limited;
+        let grants = match &self.fs_limit {
+            Some(limit) => {
+                limited = cx.grants.intersect(limit);
+                &limited
+            }
+            None => cx.grants,
+        };
         let wit_cx = wit::CallContext {
             workspace: cx.workspace.to_string_lossy().into_owned(),
-            grants: cx
-                .grants
+            grants: grants
                 .iter()
                 .map(|g| wit::Grant {
                     path: g.path().to_string_lossy().into_owned(),
@@ -321,7 +336,7 @@ impl ToolPlugin {
             max_output_bytes: budget.output,
         };
 
-        let mut sandbox = Sandbox::new(rt, &self.name, cx.grants, budget).map_err(|message| {
+        let mut sandbox = Sandbox::new(rt, &self.name, grants, budget).map_err(|message| {
             ToolCallError::Sandbox {
                 tool: tool.to_string(),
                 message,
@@ -350,7 +365,7 @@ impl ToolPlugin {
             Ok(Err(guest)) => return Err(guest_error(tool, guest, budget.output)),
             Err(f) => Err(f),
         };
-        result.map_err(|f| f.into_error(tool, &budget, sandbox.stderr_tail()))
+        result.map_err(|f| failure_error(f, tool, &budget, sandbox.stderr_tail()))
     }
 }
 
@@ -376,8 +391,8 @@ async fn describe(
                 .await
         })
         .await;
-    let specs =
-        outcome.map_err(|f| f.into_error("list-tools", &DESCRIBE_BUDGET, sandbox.stderr_tail()))?;
+    let specs = outcome
+        .map_err(|f| failure_error(f, "list-tools", &DESCRIBE_BUDGET, sandbox.stderr_tail()))?;
     Ok(specs
         .into_iter()
         .map(|s| CachedSpec {
@@ -456,96 +471,17 @@ fn truncate(mut s: String, max: usize) -> String {
     s
 }
 
-/// How a sandboxed call failed, before it is put into words.
-enum Failure {
-    Budget(BudgetKind),
-    Trap(String),
-}
-
-impl Failure {
-    fn into_error(self, tool: &str, budget: &Budget, stderr: String) -> ToolCallError {
-        match self {
-            Failure::Budget(kind) => ToolCallError::Budget {
-                tool: tool.to_string(),
-                kind,
-                limit: match kind {
-                    BudgetKind::Time => format!("{} ms", budget.timeout.as_millis()),
-                    BudgetKind::Memory => format!("{} MiB", budget.memory >> 20),
-                    BudgetKind::Stack => {
-                        format!("{} KiB", super::engine::MAX_WASM_STACK >> 10)
-                    }
-                    BudgetKind::Output => format!("{} bytes", budget.output),
-                },
-            },
-            Failure::Trap(message) => ToolCallError::Trap {
-                tool: tool.to_string(),
-                message: if stderr.is_empty() {
-                    message
-                } else {
-                    format!("{message} (plugin stderr: {stderr})")
-                },
-            },
-        }
-    }
-}
-
-/// One call's store, with its budgets armed.
-struct Sandbox {
-    store: Store<HostState>,
-    budget: Budget,
-    stderr_tail: Option<String>,
-}
-
-impl Sandbox {
-    fn new(
-        rt: &Runtime,
-        plugin: &Arc<str>,
-        grants: &FsGrants,
-        budget: Budget,
-    ) -> Result<Self, String> {
-        let state = HostState::new(plugin.clone(), grants, &budget).map_err(|e| e.to_string())?;
-        let mut store = Store::new(rt.engine(), state);
-        store.limiter(|s| &mut s.limiter);
-        store.set_epoch_deadline(deadline_ticks(budget.timeout));
-        store.epoch_deadline_trap();
-        Ok(Sandbox {
-            store,
-            budget,
-            stderr_tail: None,
-        })
-    }
-
-    /// Run `f` against the store under the call's deadline, and sort out why it failed if it
-    /// did. A plugin blocked in the host past the deadline is abandoned: its future is dropped,
-    /// which ends the call, and the store is discarded with the sandbox.
-    async fn run<R>(
-        &mut self,
-        f: impl AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<R>,
-    ) -> Result<R, Failure> {
-        let limit = self.budget.timeout + DEADLINE_GRACE;
-        let outcome = tokio::time::timeout(limit, f(&mut self.store)).await;
-        self.stderr_tail = Some(self.store.data().drain_stdio());
-        match outcome {
-            Err(_elapsed) => Err(Failure::Budget(BudgetKind::Time)),
-            Ok(Ok(r)) => Ok(r),
-            Ok(Err(e)) => Err(self.classify(e)),
-        }
-    }
-
-    fn classify(&self, e: wasmtime::Error) -> Failure {
-        if self.store.data().limiter.exceeded() {
-            return Failure::Budget(BudgetKind::Memory);
-        }
-        tracing::debug!("plugin call failed: {e:?}");
-        match e.downcast_ref::<wasmtime::Trap>() {
-            Some(wasmtime::Trap::Interrupt) => Failure::Budget(BudgetKind::Time),
-            Some(wasmtime::Trap::StackOverflow) => Failure::Budget(BudgetKind::Stack),
-            Some(trap) => Failure::Trap(trap.to_string()),
-            None => Failure::Trap(format!("{:#}", e.root_cause())),
-        }
-    }
-
-    fn stderr_tail(&mut self) -> String {
-        self.stderr_tail.take().unwrap_or_default()
+/// Put a sandbox failure into a tool call's words.
+fn failure_error(f: Failure, tool: &str, budget: &Budget, stderr: String) -> ToolCallError {
+    match f {
+        Failure::Budget(kind) => ToolCallError::Budget {
+            tool: tool.to_string(),
+            kind,
+            limit: kind.limit(budget),
+        },
+        Failure::Trap(message) => ToolCallError::Trap {
+            tool: tool.to_string(),
+            message: Failure::with_stderr(message, &stderr),
+        },
     }
 }

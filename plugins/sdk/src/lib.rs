@@ -2,7 +2,8 @@
 //!
 //! A rawko plugin is a WebAssembly component built for `wasm32-wasip2` against the
 //! `rawko:plugin` WIT package. This crate hides the generated bindings: a tool plugin is a set of
-//! types implementing [`tool::Tool`] plus one [`export_tools!`] line.
+//! types implementing [`tool::Tool`] plus one [`export_tools!`] line; a bash filter is a type
+//! implementing `bash_filter::Filter` plus one `export_filter!` line.
 //!
 //! ```ignore
 //! use rawko_plugin_sdk::tool::{Context, Tool, ToolError};
@@ -27,7 +28,13 @@
 //! }
 //!
 //! rawko_plugin_sdk::export_tools!(Hello);
+//! // Embeds `rawko-plugin.yaml`, the manifest `rawko plugin install` checks and shows.
+//! rawko_plugin_sdk::manifest!();
 //! ```
+//!
+//! An adapter plugin implements [`adapter::Adapter`] on provider-neutral [`llm`] types and
+//! registers it with [`export_adapter!`]; [`sse`] parses streamed replies. The [`llm`],
+//! [`recording`] and [`sse`] modules need no feature, so the host shares them.
 //!
 //! Each plugin kind is behind a cargo feature (`tool`, `adapter`, `bash-filter`) because a
 //! component carries the type information of every world linked into it: a plugin enables
@@ -57,10 +64,19 @@ compile_error!(
 // The generated bindings name this crate by its path, also from inside it.
 extern crate self as rawko_plugin_sdk;
 
+pub mod llm;
 pub mod log;
+pub mod manifest;
+pub mod recording;
+pub mod sse;
 
+#[cfg(feature = "adapter")]
+pub mod adapter;
 #[cfg(feature = "tool")]
 pub mod tool;
+
+#[cfg(feature = "bash-filter")]
+pub mod bash_filter;
 
 /// The version of the `rawko:plugin` WIT package these bindings were generated from.
 pub const WIT_VERSION: &str = "0.1.0";
@@ -88,5 +104,45 @@ pub mod __private {
         pub use bindings::rawko::plugin::types::ToolSpec as WitToolSpec;
     }
 
+    #[cfg(feature = "adapter")]
+    pub mod adapter {
+        pub mod bindings {
+            wit_bindgen::generate!({
+                world: "adapter",
+                path: "../../wit",
+                generate_all,
+                pub_export_macro: true,
+                export_macro_name: "__export_adapter_world",
+                default_bindings_module: "rawko_plugin_sdk::__private::adapter::bindings",
+                runtime_path: "rawko_plugin_sdk::__private::wit_bindgen::rt",
+                bitflags_path: "rawko_plugin_sdk::__private::wit_bindgen::rt::bitflags",
+            });
+        }
+        pub use crate::adapter::__dispatch::dispatch;
+        pub use bindings::exports::rawko::plugin::llm::{
+            AdapterError as WitAdapterError, Guest as LlmGuest, Request as WitRequest,
+            Response as WitResponse,
+        };
+    }
+
+    #[cfg(feature = "bash-filter")]
+    pub mod bash_filter {
+        pub mod bindings {
+            wit_bindgen::generate!({
+                world: "bash-filter",
+                path: "../../wit",
+                generate_all,
+                pub_export_macro: true,
+                export_macro_name: "__export_bash_filter_world",
+                default_bindings_module: "rawko_plugin_sdk::__private::bash_filter::bindings",
+                runtime_path: "rawko_plugin_sdk::__private::wit_bindgen::rt",
+                bitflags_path: "rawko_plugin_sdk::__private::wit_bindgen::rt::bitflags",
+            });
+        }
+        pub use bindings::exports::rawko::plugin::filter::Guest as FilterGuest;
+    }
+
+    pub use crate::manifest::manifest_bytes;
+    #[cfg(any(feature = "tool", feature = "adapter", feature = "bash-filter"))]
     pub use wit_bindgen;
 }

@@ -15,9 +15,18 @@ pub enum Level {
 
 /// Send one message to the host's log.
 pub fn log(level: Level, message: &str) {
+    // Each plugin kind has its own generated bindings; the `log` interface is the same in all.
+    #[cfg(all(feature = "adapter", not(feature = "tool")))]
+    use crate::__private::adapter::bindings::rawko::plugin::log as wit;
+    #[cfg(all(
+        feature = "bash-filter",
+        not(any(feature = "tool", feature = "adapter"))
+    ))]
+    use crate::__private::bash_filter::bindings::rawko::plugin::log as wit;
     #[cfg(feature = "tool")]
+    use crate::__private::tool::bindings::rawko::plugin::log as wit;
+    #[cfg(any(feature = "tool", feature = "adapter", feature = "bash-filter"))]
     {
-        use crate::__private::tool::bindings::rawko::plugin::log as wit;
         let level = match level {
             Level::Trace => wit::Level::Trace,
             Level::Debug => wit::Level::Debug,
@@ -27,7 +36,7 @@ pub fn log(level: Level, message: &str) {
         };
         wit::log(level, message);
     }
-    #[cfg(not(feature = "tool"))]
+    #[cfg(not(any(feature = "tool", feature = "adapter", feature = "bash-filter")))]
     {
         let _ = (level, message);
     }

@@ -5,7 +5,15 @@ include!("../../wasm-build.rs");
 /// Every test plugin, by package name. A test names one through the constant generated for it,
 /// so a plugin listed here without a test using it is easy to spot, and a test naming a plugin
 /// that is not listed here does not compile.
-const PLUGINS: &[&str] = &["rawko-hostile-tool"];
+const PLUGINS: &[&str] = &[
+    "rawko-hostile-tool",
+    "rawko-hostile-adapter",
+    "rawko-ask-filter",
+    "rawko-greeter",
+    "rawko-greeter-net",
+    "rawko-greedy-tool",
+    "rawko-future-tool",
+];
 
 fn main() {
     let built = build_plugins(PLUGINS);

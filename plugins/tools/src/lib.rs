@@ -24,6 +24,9 @@ rawko_plugin_sdk::export_tools!(
     ls::Ls
 );
 
+// `rawko-plugin.yaml`: what the plugin is and needs, read by `rawko plugin inspect`.
+rawko_plugin_sdk::manifest!();
+
 #[cfg(test)]
 mod testutil {
     use crate::{Access, Context, Grant};

@@ -1,5 +1,7 @@
 //! `Read`: a text file with numbered lines, a window at a time.
 
+use std::io::Read as _;
+
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -39,71 +41,99 @@ files are refused.";
     }
 }
 
+/// Bytes read from the file at a time. The file is never held whole: only the output is.
+const CHUNK: usize = 256 * 1024;
+
 pub fn read(input: &ReadInput, cx: &Context) -> Result<String, ToolError> {
     let path = cx.readable(&input.path)?;
     let shown = cx.display(&path).into_owned();
-    let meta = std::fs::metadata(&path).map_err(|e| ToolError::io(&path, &e))?;
+    // One open serves both the directory check and the read.
+    let mut file = std::fs::File::open(&path).map_err(|e| ToolError::io(&path, &e))?;
+    let meta = file.metadata().map_err(|e| ToolError::io(&path, &e))?;
     if meta.is_dir() {
         return Err(ToolError::InvalidInput(format!(
             "{shown} is a directory; use LS to list it"
         )));
     }
-    let bytes = std::fs::read(&path).map_err(|e| ToolError::io(&path, &e))?;
-    if bytes.is_empty() {
-        return Ok(format!("({shown} is empty)\n"));
-    }
-    if text::looks_binary(&bytes) {
-        return Err(ToolError::InvalidInput(format!(
-            "{shown} looks like a binary file ({} bytes); Read shows text files only",
-            bytes.len()
-        )));
-    }
-    let (content, lossy) = text::decode(&bytes);
-
-    let offset = input.offset.unwrap_or(1).max(1);
-    let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+    let offset = usize::try_from(input.offset.unwrap_or(1).max(1)).unwrap_or(usize::MAX);
     let limit = input
         .limit
         .map(|l| usize::try_from(l).unwrap_or(usize::MAX))
         .unwrap_or(DEFAULT_LIMIT)
         .max(1);
+    let mut window = Window {
+        first: offset,
+        end: offset.saturating_add(limit),
+        // About 8 bytes of numbering per line on top of the text, capped by the budget.
+        out: Budget::with_capacity(
+            cx.max_output_bytes(),
+            usize::try_from(meta.len()).unwrap_or(0).saturating_mul(9) / 8,
+        ),
+        line_no: 0,
+        last_shown: offset - 1,
+        cut_lines: 0,
+        lossy: false,
+        open: true,
+        number: text::LineNumber::default(),
+    };
 
-    let total_lines = count_lines(&content);
+    // A small file needs a small buffer: zeroing a whole chunk would cost more than reading it.
+    let size_hint = usize::try_from(meta.len()).unwrap_or(CHUNK);
+    let mut buf = vec![0u8; size_hint.saturating_add(1).clamp(4096, CHUNK)];
+    let mut filled = 0usize;
+    let mut sniffed = false;
+    let mut total_bytes = 0u64;
+    loop {
+        let n = read_some(&mut file, &mut buf[filled..]).map_err(|e| ToolError::io(&path, &e))?;
+        total_bytes += n as u64;
+        filled += n;
+        let eof = n == 0;
+        if !sniffed && (filled >= 8192 || eof) {
+            sniffed = true;
+            if text::looks_binary(&buf[..filled]) {
+                return Err(ToolError::InvalidInput(format!(
+                    "{shown} looks like a binary file ({} bytes); Read shows text files only",
+                    meta.len()
+                )));
+            }
+        }
+        // Hand over every complete line; keep a partial last line for the next chunk.
+        let complete = match memchr::memrchr(b'\n', &buf[..filled]) {
+            Some(i) => i + 1,
+            None if eof => filled,
+            None => 0,
+        };
+        if complete > 0 {
+            window.lines(&buf[..complete]);
+            buf.copy_within(complete..filled, 0);
+            filled -= complete;
+        }
+        if eof {
+            break;
+        }
+        if filled == buf.len() {
+            // One line longer than the buffer (or a file larger than it said): make room.
+            buf.resize(buf.len() * 2, 0);
+        }
+    }
+
+    if total_bytes == 0 {
+        return Ok(format!("({shown} is empty)\n"));
+    }
+    let total_lines = window.line_no;
     if offset > total_lines {
         return Err(ToolError::InvalidInput(format!(
             "offset {offset} is past the end of {shown}, which has {total_lines} line{}",
             plural(total_lines)
         )));
     }
-
-    // Size the buffer for the window we expect to show, capped by the budget.
-    let mut out = Budget::with_capacity(cx.max_output_bytes(), content.len() + total_lines * 8);
-    let mut last_shown = offset - 1;
-    let mut cut_lines = 0usize;
-    for (i, line) in content.split_inclusive('\n').enumerate().skip(offset - 1) {
-        let n = i + 1;
-        if n >= offset.saturating_add(limit) {
-            break;
-        }
-        let line = line.strip_suffix('\n').unwrap_or(line);
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        let (line, was_cut) = cut(line);
-        // 7 for the number column and tab, 1 for the newline, plus the cut marker.
-        if line.len() + 8 + 32 > out.remaining() {
-            out.mark_full();
-            break;
-        }
-        let buf = out.buf();
-        text::push_line_number(buf, n);
-        buf.push_str(line);
-        if was_cut {
-            cut_lines += 1;
-            buf.push_str(" [line cut at 2000 characters]");
-        }
-        buf.push('\n');
-        last_shown = n;
-    }
-
+    let Window {
+        out,
+        last_shown,
+        cut_lines,
+        lossy,
+        ..
+    } = window;
     let budget_hit = out.is_full();
     let mut result = out.finish();
     if lossy {
@@ -113,8 +143,9 @@ pub fn read(input: &ReadInput, cx: &Context) -> Result<String, ToolError> {
     }
     if cut_lines > 0 {
         result.push_str(&format!(
-            "[note: {cut_lines} line{} longer than {MAX_LINE_CHARS} characters were cut]\n",
-            plural(cut_lines)
+            "[note: {cut_lines} line{} longer than {MAX_LINE_CHARS} characters {} cut]\n",
+            plural(cut_lines),
+            if cut_lines == 1 { "was" } else { "were" }
         ));
     }
     if last_shown < total_lines {
@@ -131,10 +162,109 @@ pub fn read(input: &ReadInput, cx: &Context) -> Result<String, ToolError> {
     Ok(result)
 }
 
-/// Lines in `s`, counting a last line without a newline.
-fn count_lines(s: &str) -> usize {
-    let newlines = memchr::memchr_iter(b'\n', s.as_bytes()).count();
-    if s.ends_with('\n') {
+/// `read`, retried when interrupted.
+fn read_some(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match file.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// The lines being shown, and the count of all lines.
+struct Window {
+    /// First line shown (1-based), and the line after the last one asked for.
+    first: usize,
+    end: usize,
+    out: Budget,
+    /// Lines seen so far.
+    line_no: usize,
+    last_shown: usize,
+    cut_lines: usize,
+    lossy: bool,
+    /// Still taking lines into the output (false once past `end` or the budget).
+    open: bool,
+    number: text::LineNumber,
+}
+
+impl Window {
+    /// Take `block`: whole lines, each ending in a newline except possibly the file's last.
+    fn lines(&mut self, block: &[u8]) {
+        // Nothing in this block can be shown: just count it.
+        if !self.open {
+            self.line_no += count_lines(block);
+            return;
+        }
+        match simdutf8::basic::from_utf8(block) {
+            Ok(text) => self.text_lines(text),
+            Err(_) => {
+                self.lossy = true;
+                for line in block.split_inclusive(|b| *b == b'\n') {
+                    self.text_lines(&String::from_utf8_lossy(line));
+                }
+            }
+        }
+    }
+
+    fn text_lines(&mut self, text: &str) {
+        let bytes = text.as_bytes();
+        let mut pos = 0usize;
+        while pos < bytes.len() {
+            let newline = memchr::memchr(b'\n', &bytes[pos..]).map(|i| pos + i);
+            self.line_no += 1;
+            if self.open && self.line_no >= self.first {
+                if self.line_no >= self.end {
+                    self.open = false;
+                } else {
+                    // `pos` and the newline are ASCII positions, so char boundaries.
+                    self.show(&text[pos..newline.map_or(bytes.len(), |i| i + 1)]);
+                }
+            }
+            if !self.open {
+                // Count the rest of the block without looking at each line.
+                if let Some(nl) = newline {
+                    self.line_no += count_lines(&bytes[nl + 1..]);
+                }
+                return;
+            }
+            pos = newline.map_or(bytes.len(), |i| i + 1);
+        }
+    }
+
+    /// Append line `self.line_no`, given with its newline (if it has one).
+    fn show(&mut self, with_newline: &str) {
+        let line = with_newline.strip_suffix('\n').unwrap_or(with_newline);
+        let stripped = line.strip_suffix('\r');
+        let (text, was_cut) = cut(stripped.unwrap_or(line));
+        // The number column and tab, the newline, and room for the cut marker.
+        if text.len() + 8 + 32 > self.out.remaining() {
+            self.out.mark_full();
+            self.open = false;
+            return;
+        }
+        self.number.set(self.line_no);
+        let buf = self.out.buf();
+        buf.push_str(self.number.as_str());
+        if was_cut {
+            self.cut_lines += 1;
+            buf.push_str(text);
+            buf.push_str(" [line cut at 2000 characters]\n");
+        } else if stripped.is_none() && line.len() < with_newline.len() {
+            // The common case: the line and its newline in one copy.
+            buf.push_str(with_newline);
+        } else {
+            buf.push_str(text);
+            buf.push('\n');
+        }
+        self.last_shown = self.line_no;
+    }
+}
+
+/// Lines in `block`, counting a last line without a newline.
+fn count_lines(block: &[u8]) -> usize {
+    let newlines = memchr::memchr_iter(b'\n', block).count();
+    if block.is_empty() || block.ends_with(b"\n") {
         newlines
     } else {
         newlines + 1
@@ -216,6 +346,42 @@ mod tests {
         let out = read(&input("many", None, Some(10_000)), &cx).unwrap();
         assert!(out.len() <= 4096, "{} bytes", out.len());
         assert!(out.contains("output size limit reached"));
+    }
+
+    #[test]
+    fn chunk_boundaries_do_not_change_the_output() {
+        // Lines of every length around the chunk size, one longer than a chunk, multi-byte
+        // characters straddling chunk edges, CRLF endings and no final newline.
+        let mut body = String::new();
+        let mut n = 0usize;
+        while body.len() < 3 * CHUNK {
+            n += 1;
+            let len = (n * 7919) % 700;
+            body.push_str(&"é".repeat(len / 2));
+            body.push_str(if n.is_multiple_of(5) { "\r\n" } else { "\n" });
+        }
+        body.push_str(&"x".repeat(CHUNK + 17));
+        body.push_str("\nlast");
+        let (_d, mut cx) = setup(&[("f", body.as_bytes())]);
+        cx = Context::new(cx.workspace(), cx.grants().to_vec(), 64 << 20);
+        let out = read(&input("f", None, Some(1_000_000)), &cx).unwrap();
+
+        let mut want = String::new();
+        let mut cut_count = 0;
+        for (i, line) in body.split('\n').enumerate() {
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            let (line, was_cut) = cut(line);
+            want.push_str(&format!("{:>6}\t{line}", i + 1));
+            if was_cut {
+                cut_count += 1;
+                want.push_str(" [line cut at 2000 characters]");
+            }
+            want.push('\n');
+        }
+        assert_eq!(cut_count, 1);
+        want.push_str("[note: 1 line longer than 2000 characters was cut]\n");
+        assert_eq!(out.len(), want.len());
+        assert!(out == want, "outputs differ");
     }
 
     #[test]

@@ -1,8 +1,6 @@
 //! Text helpers shared by the tools: binary detection, decoding, numbered output, and an output
 //! buffer that stops at the call's budget instead of overflowing it.
 
-use std::borrow::Cow;
-
 /// How many leading bytes are inspected to decide that a file is binary.
 const SNIFF_LEN: usize = 8192;
 
@@ -11,35 +9,63 @@ pub fn looks_binary(bytes: &[u8]) -> bool {
     memchr::memchr(0, &bytes[..bytes.len().min(SNIFF_LEN)]).is_some()
 }
 
-/// Decode text, replacing invalid UTF-8 rather than refusing it. Returns whether anything was
-/// replaced, so the tool can say so.
-pub fn decode(bytes: &[u8]) -> (Cow<'_, str>, bool) {
-    match std::str::from_utf8(bytes) {
-        Ok(s) => (Cow::Borrowed(s), false),
-        Err(_) => (String::from_utf8_lossy(bytes), true),
-    }
+/// Append `n` right-aligned in six columns, then a tab: the `cat -n` layout models know.
+#[inline]
+pub fn push_line_number(out: &mut String, n: usize) {
+    const PAD: &str = "      ";
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(n);
+    out.push_str(&PAD[digits.len().min(PAD.len())..]);
+    out.push_str(digits);
+    out.push('\t');
 }
 
-/// Append `n` right-aligned in six columns, then a tab: the `cat -n` layout models know.
-pub fn push_line_number(out: &mut String, n: usize) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut v = n;
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
+/// The `cat -n` number column for consecutive lines: counting up in place is much cheaper than
+/// formatting each number, and the common case is a copy of a few bytes.
+#[derive(Debug, Default)]
+pub struct LineNumber {
+    text: String,
+    value: usize,
+}
+
+impl LineNumber {
+    /// Make this the column for line `n`.
+    pub fn set(&mut self, n: usize) {
+        if n == self.value + 1 && self.value != 0 && self.increment() {
+            self.value = n;
+            return;
         }
+        self.text.clear();
+        push_line_number(&mut self.text, n);
+        self.value = n;
     }
-    let len = digits.len() - i;
-    for _ in len..6 {
-        out.push(' ');
+
+    /// Add one to the digits in place; false when a new digit would be needed past the padding.
+    fn increment(&mut self) -> bool {
+        // SAFETY: the column holds only ASCII spaces, digits and a tab, and every edit below
+        // replaces one ASCII byte with another, so the string stays valid UTF-8.
+        let bytes = unsafe { self.text.as_bytes_mut() };
+        let mut i = bytes.len().saturating_sub(1);
+        while i > 0 {
+            i -= 1;
+            match bytes[i] {
+                b'9' => bytes[i] = b'0',
+                b' ' => {
+                    bytes[i] = b'1';
+                    return true;
+                }
+                d => {
+                    bytes[i] = d + 1;
+                    return true;
+                }
+            }
+        }
+        false
     }
-    // The digits are ASCII.
-    out.push_str(std::str::from_utf8(&digits[i..]).unwrap_or("?"));
-    out.push('\t');
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
 }
 
 /// Collects output up to a byte budget, keeping room for a closing notice.
@@ -113,6 +139,28 @@ mod tests {
         push_line_number(&mut s, 7);
         push_line_number(&mut s, 1234567);
         assert_eq!(s, "     7\t1234567\t");
+    }
+
+    #[test]
+    fn line_numbers_count_up_in_place() {
+        let mut n = LineNumber::default();
+        let mut want = String::new();
+        for i in [
+            1, 2, 9, 10, 11, 99, 100, 99_999, 100_000, 999_999, 1_000_000, 1_000_001, 5,
+        ] {
+            n.set(i);
+            want.clear();
+            push_line_number(&mut want, i);
+            assert_eq!(n.as_str(), want, "line {i}");
+        }
+        // Every step of a long run matches the formatter.
+        let mut n = LineNumber::default();
+        for i in 1..=120_000 {
+            n.set(i);
+            want.clear();
+            push_line_number(&mut want, i);
+            assert_eq!(n.as_str(), want);
+        }
     }
 
     #[test]

@@ -1,7 +1,11 @@
 //! One module per command.
 
+pub mod adapters;
 pub mod agents;
+pub mod ask;
+pub mod bash;
 pub mod init;
+pub mod plugin;
 pub mod tasks;
 pub mod tool;
 pub mod tools;

@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use crate::capability::{Access, FsGrants};
 use crate::cli::{BadInput, Context, print_json, print_out};
-use crate::plugins::ToolSet;
+use crate::plugins::{Provider, ToolSet};
 use crate::runtime::tool::CallContext;
 use crate::runtime::{Budget, ToolPlugin};
+use crate::shell::bash::{self, BashContext};
+
+use super::bash::{PolicyFlags, ShellSetup, grants_from};
 
 /// Call a tool directly
 #[derive(Debug, Args)]
@@ -24,9 +26,11 @@ enum ToolAction {
     /// Call one tool in its sandbox with explicit grants, and print its result
     #[command(after_help = "Examples:\n  \
         rawko tool call Read --read . --input '{\"path\": \"README.md\", \"limit\": 5}'\n  \
-        rawko tool call Write --write out --input '{\"path\": \"out/hello.txt\", \"content\": \"hi\"}'\n\n\
+        rawko tool call Write --write out --input '{\"path\": \"out/hello.txt\", \"content\": \"hi\"}'\n  \
+        rawko tool call Bash --read . --allow 'git *' --input '{\"command\": \"git status\"}'\n\n\
         The tool sees only the directories granted with --read and --write; everything else \
-        does not exist inside its sandbox.")]
+        does not exist inside its sandbox. Bash commands must also be allowed by --allow \
+        patterns and pass the bash filters configured in config.yaml.")]
     Call(CallArgs),
 }
 
@@ -59,6 +63,8 @@ struct CallArgs {
     /// Print the result as JSON: {"ok", "tool", "plugin", "output" | "error", "duration_ms"}
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    policy: PolicyFlags,
 }
 
 impl ToolCmd {
@@ -73,17 +79,7 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
     if !(args.timeout.is_finite() && args.timeout > 0.0 && args.timeout <= 86_400.0) {
         return Err(BadInput::new("--timeout must be between 0 and 86400 seconds").into());
     }
-    let mut grants = FsGrants::none();
-    for (paths, access) in [
-        (&args.read, Access::ReadOnly),
-        (&args.write, Access::ReadWrite),
-    ] {
-        for p in paths {
-            grants
-                .grant(cx.workspace(), p, access)
-                .map_err(|e| BadInput::new(e.to_string()))?;
-        }
-    }
+    let grants = grants_from(cx, &args.read, &args.write)?;
     let budget = Budget {
         timeout: Duration::from_secs_f64(args.timeout),
         memory: args.memory.saturating_mul(1 << 20),
@@ -91,7 +87,7 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
     };
 
     let rt = cx.runtime()?;
-    let mut set = ToolSet::builtin(&rt).await?;
+    let mut set = ToolSet::with_installed(&rt, &cx.dirs.data, cx.workspace()).await?;
     for path in &args.plugin {
         let wasm = std::fs::read(path)
             .map_err(|e| BadInput::new(format!("plugin {}: {e}", path.display())))?;
@@ -101,7 +97,7 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or_else(|| "plugin".into());
         set.add(ToolPlugin::load(&rt, &name, &wasm).await?);
     }
-    let Some((plugin, _)) = set.find(&args.tool) else {
+    let Some((provider, _)) = set.find(&args.tool) else {
         return Err(BadInput::new(format!(
             "no tool named `{}` (available: {})",
             args.tool,
@@ -110,19 +106,33 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
         .into());
     };
 
-    let call_cx = CallContext {
-        workspace: cx.workspace(),
-        grants: &grants,
-        budget,
+    let result = match provider {
+        Provider::Plugin(plugin) => {
+            let call_cx = CallContext {
+                workspace: cx.workspace(),
+                grants: &grants,
+                budget,
+            };
+            plugin.call(&rt, &args.tool, &args.input, &call_cx).await
+        }
+        Provider::Host(_) => {
+            let shell = ShellSetup::new(cx, &rt, &grants, &args.policy).await?;
+            let bash_cx = BashContext {
+                rt: &rt,
+                chain: &shell.chain,
+                policy: &shell.policy,
+                resolver: &shell.resolver,
+            };
+            bash::call(bash_cx, &args.input).await.map(|o| o.output)
+        }
     };
-    let result = plugin.call(&rt, &args.tool, &args.input, &call_cx).await;
     match result {
         Ok(out) => {
             if args.json {
                 print_json(&serde_json::json!({
                     "ok": true,
                     "tool": args.tool,
-                    "plugin": plugin.name(),
+                    "plugin": provider.name(),
                     "output": out.content,
                     "duration_ms": out.duration.as_secs_f64() * 1000.0,
                 }))?;
@@ -136,7 +146,7 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
                 print_json(&serde_json::json!({
                     "ok": false,
                     "tool": args.tool,
-                    "plugin": plugin.name(),
+                    "plugin": provider.name(),
                     "error": { "code": e.code(), "message": e.to_string() },
                 }))?;
             } else {

@@ -37,7 +37,7 @@ impl ToolsCmd {
 
 async fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
     let rt = cx.runtime()?;
-    let set = ToolSet::builtin(&rt).await?;
+    let set = ToolSet::with_installed(&rt, &cx.dirs.data, cx.workspace()).await?;
     let tools = set.tools();
     if args.json {
         let items: Vec<serde_json::Value> = tools

@@ -1,0 +1,641 @@
+//! Adapter instances: `adapters:` entries of `config.yaml`, checked, with defaults filled in,
+//! and with what an untrusted workspace asked for withheld.
+//!
+//! An instance is the capability (plugin, endpoint, key); an agent only names one. A
+//! workspace's own `.rawko/config.yaml` comes with the repository and may come from a stranger,
+//! who could point an adapter at their own server and name `OPENAI_API_KEY` as its credential.
+//! So an instance defined by the workspace gets a credential, or private-network access, only
+//! when the workspace is trusted or the user's own config already grants the same thing for the
+//! same origin. Everything else about such an instance (model, options, where prompts go) is
+//! the workspace's to choose, as its agents are.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rawko_plugin_sdk::llm::{Options, ReasoningEffort};
+
+use super::builtin::{self, BuiltinAdapter};
+use crate::capability::http::grant::AddrClass;
+use crate::capability::http::{CredentialScheme, Origin, grant::classify};
+use crate::config::{AdapterConfig, Config, Layers};
+
+/// Seconds per request when an instance does not say.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
+const MAX_TIMEOUT_SECS: u64 = 24 * 3600;
+
+/// Whether the workspace's own config may have what it asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    Trusted,
+    Untrusted,
+}
+
+/// Where an instance was defined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// Built into rawko.
+    Builtin,
+    /// The user's own config file.
+    User(PathBuf),
+    /// The workspace's `.rawko/config.yaml` (or a workspace agent's provider fields).
+    Workspace(PathBuf),
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Builtin => f.write_str("built-in"),
+            Source::User(p) | Source::Workspace(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// The credential of an instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredentialSpec {
+    /// The instance needs none.
+    None,
+    /// Read from this environment variable when the adapter is opened.
+    Env {
+        var: String,
+        scheme: CredentialScheme,
+    },
+    /// Asked for, but not given: why.
+    Withheld { var: String, reason: String },
+}
+
+/// A checked adapter instance, ready to open.
+#[derive(Debug, Clone)]
+pub struct AdapterInstance {
+    pub name: String,
+    /// The built-in plugin it runs.
+    pub plugin: BuiltinAdapter,
+    pub source: Source,
+    pub model: String,
+    /// The API root; for replay, the `file://` URL of the recording.
+    pub base_url: String,
+    /// What it may reach; `None` for no network.
+    pub origin: Option<Origin>,
+    /// Whether loopback, private and link-local addresses are allowed.
+    pub allow_private_network: bool,
+    pub credential: CredentialSpec,
+    pub timeout: Duration,
+    /// For replay: the recording, absolute.
+    pub recording: Option<PathBuf>,
+    /// Request defaults.
+    pub options: Options,
+    /// What was asked for and withheld (besides the credential), for `adapters check`.
+    pub withheld: Vec<String>,
+}
+
+/// An `adapters:` entry that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{source_name}: adapters.{name}: {message}")]
+pub struct InstanceError {
+    pub source_name: String,
+    pub name: String,
+    pub message: String,
+}
+
+/// The instances rawko defines itself, which a config may override by name.
+pub fn builtin_configs() -> BTreeMap<String, AdapterConfig> {
+    let mut out = BTreeMap::new();
+    for b in builtin::all() {
+        if b.plays_recording {
+            continue;
+        }
+        out.insert(
+            b.plugin.name.to_string(),
+            AdapterConfig {
+                plugin: b.plugin.name.to_string(),
+                api_key_env: b.default_key_env.map(str::to_string),
+                ..AdapterConfig::default()
+            },
+        );
+    }
+    out
+}
+
+/// Every instance: the built-in ones, the user's, and the workspace's on top, each checked and
+/// with what `trust` does not allow withheld. Errors name the file and the entry.
+pub fn resolve_all(
+    layers: &Layers,
+    trust: Trust,
+) -> Result<BTreeMap<String, AdapterInstance>, InstanceError> {
+    let mut out = BTreeMap::new();
+    for (name, cfg) in builtin_configs() {
+        out.insert(
+            name.clone(),
+            resolve(&name, &cfg, &Source::Builtin, None, trust)?,
+        );
+    }
+    let user = layers.user.as_ref().map(|(_, c)| c);
+    if let Some((path, config)) = &layers.user {
+        for (name, cfg) in &config.adapters {
+            let source = Source::User(path.clone());
+            out.insert(name.clone(), resolve(name, cfg, &source, None, trust)?);
+        }
+    }
+    if let Some((path, config)) = &layers.workspace {
+        for (name, cfg) in &config.adapters {
+            let source = Source::Workspace(path.clone());
+            out.insert(name.clone(), resolve(name, cfg, &source, user, trust)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Check one instance definition from `source`. `user` is the user's own config, consulted
+/// for what an untrusted workspace instance may still have.
+pub fn resolve(
+    name: &str,
+    cfg: &AdapterConfig,
+    source: &Source,
+    user: Option<&Config>,
+    trust: Trust,
+) -> Result<AdapterInstance, InstanceError> {
+    let err = |message: String| InstanceError {
+        source_name: source.to_string(),
+        name: name.to_string(),
+        message,
+    };
+    let Some(plugin) = builtin::find(&cfg.plugin) else {
+        return Err(err(format!(
+            "unknown adapter plugin `{}` (built in: {})",
+            cfg.plugin,
+            builtin::names()
+        )));
+    };
+    let model = match (&cfg.model, plugin.default_model) {
+        (Some(m), _) if !m.trim().is_empty() => m.clone(),
+        (Some(_), _) => return Err(err("`model` is empty".into())),
+        (None, Some(d)) => d.to_string(),
+        (None, None) => return Err(err("`model` is required".into())),
+    };
+    let timeout = cfg.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS);
+    if !(1..=MAX_TIMEOUT_SECS).contains(&timeout) {
+        return Err(err(format!(
+            "`timeout` is {timeout}; give seconds between 1 and {MAX_TIMEOUT_SECS}"
+        )));
+    }
+    if let Some(o) = &cfg.options
+        && !o.is_object()
+    {
+        return Err(err("`options` must be a mapping".into()));
+    }
+    if let Some(t) = cfg.temperature
+        && !(t.is_finite() && (0.0..=2.0).contains(&t))
+    {
+        return Err(err(format!("`temperature` is {t}; give 0 to 2")));
+    }
+    let options = Options {
+        max_tokens: cfg.max_tokens,
+        temperature: cfg.temperature,
+        reasoning_effort: cfg.reasoning_effort,
+        thinking_budget: cfg.thinking_budget,
+        extra: cfg.options.clone(),
+    };
+    let workspace_untrusted = matches!(source, Source::Workspace(_)) && trust == Trust::Untrusted;
+
+    if plugin.plays_recording {
+        for (set, key) in [
+            (cfg.base_url.is_some(), "base_url"),
+            (cfg.api_key_env.is_some(), "api_key_env"),
+            (cfg.allow_private_network, "allow_private_network"),
+        ] {
+            if set {
+                return Err(err(format!(
+                    "`{key}` does not apply to the replay adapter, which reads `recording` and \
+                     has no network"
+                )));
+            }
+        }
+        let Some(rec) = &cfg.recording else {
+            return Err(err(
+                "the replay adapter needs `recording`: the file to play back".into(),
+            ));
+        };
+        let recording = match source {
+            Source::User(p) | Source::Workspace(p) => relative_to(p, rec),
+            Source::Builtin => rec.clone(),
+        };
+        // The replay plugin gets the recording's directory to read; a stranger's workspace
+        // may only hand it one of its own.
+        if let (Source::Workspace(config_file), true) = (source, workspace_untrusted)
+            && !inside_workspace(config_file, &recording)
+        {
+            return Err(err(format!(
+                "`recording` {} is outside the workspace; an untrusted workspace may only play \
+                 back its own files",
+                recording.display()
+            )));
+        }
+        return Ok(AdapterInstance {
+            name: name.to_string(),
+            base_url: format!("file://{}", recording.display()),
+            plugin,
+            source: source.clone(),
+            model,
+            origin: None,
+            allow_private_network: false,
+            credential: CredentialSpec::None,
+            timeout: Duration::from_secs(timeout),
+            recording: Some(recording),
+            options,
+            withheld: Vec::new(),
+        });
+    }
+    if cfg.recording.is_some() {
+        return Err(err(format!(
+            "`recording` applies only to the replay adapter, not to `{}`",
+            cfg.plugin
+        )));
+    }
+    let Some(base_url) = cfg
+        .base_url
+        .clone()
+        .or(plugin.default_base_url.map(str::to_string))
+    else {
+        return Err(err("`base_url` is required".into()));
+    };
+    let origin = check_base_url(&base_url).map_err(err)?;
+    let mut withheld = Vec::new();
+    let mut allow_private = cfg.allow_private_network;
+    if allow_private
+        && workspace_untrusted
+        && !user_grants(user, |u| u.allow_private_network && same_origin(u, &origin))
+    {
+        allow_private = false;
+        withheld.push(format!(
+            "allow_private_network: the workspace is not trusted, and your own config does not \
+             allow {origin} private addresses"
+        ));
+    }
+    let credential = match &cfg.api_key_env {
+        None => CredentialSpec::None,
+        Some(var) => {
+            if !valid_env_name(var) {
+                return Err(err(format!(
+                    "`api_key_env` must name an environment variable (letters, digits and `_`), not {var:?}"
+                )));
+            }
+            if origin.scheme() == crate::capability::http::Scheme::Http && !is_local(&origin) {
+                return Err(err(format!(
+                    "`api_key_env` with {base_url}: the key would cross the network unencrypted; \
+                     use https (plain http is accepted for loopback and private addresses)"
+                )));
+            }
+            if workspace_untrusted
+                && !user_grants(user, |u| {
+                    u.api_key_env.as_deref() == Some(var) && same_origin(u, &origin)
+                })
+                && !builtin_grants(var, &origin)
+            {
+                CredentialSpec::Withheld {
+                    var: var.clone(),
+                    reason: format!(
+                        "this workspace's config asks for ${var} to be sent to {origin}; rawko \
+                         sends it only when you trust the workspace or your own config sends \
+                         ${var} there too"
+                    ),
+                }
+            } else {
+                CredentialSpec::Env {
+                    var: var.clone(),
+                    scheme: plugin.credential.clone(),
+                }
+            }
+        }
+    };
+    Ok(AdapterInstance {
+        name: name.to_string(),
+        plugin,
+        source: source.clone(),
+        model,
+        base_url,
+        origin: Some(origin),
+        allow_private_network: allow_private,
+        credential,
+        timeout: Duration::from_secs(timeout),
+        recording: None,
+        options,
+        withheld,
+    })
+}
+
+/// `path` resolved against the directory of the config file that named it.
+fn relative_to(config_file: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        return path.to_path_buf();
+    }
+    config_file.parent().unwrap_or(Path::new(".")).join(path)
+}
+
+/// Whether `path` (its directory, with symlinks resolved where it exists) is inside the
+/// workspace whose `.rawko/config.yaml` is `config_file`.
+fn inside_workspace(config_file: &Path, path: &Path) -> bool {
+    let Some(root) = config_file.parent().and_then(Path::parent) else {
+        return false;
+    };
+    let real = |p: &Path| p.canonicalize().unwrap_or_else(|_| normalize(p));
+    let dir = path.parent().unwrap_or(path);
+    real(dir).starts_with(real(root))
+}
+
+/// `.` and `..` resolved without the filesystem.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// The origin of a base URL, which must be a plain http(s) URL: no credentials, no query.
+fn check_base_url(base_url: &str) -> Result<Origin, String> {
+    let url = reqwest::Url::parse(base_url)
+        .map_err(|e| format!("`base_url` {base_url:?} is not a URL: {e}"))?;
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!(
+            "`base_url` {base_url:?} has a query or fragment; give the API root only"
+        ));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(
+            "`base_url` carries a user name or password; name the key's variable in `api_key_env`"
+                .into(),
+        );
+    }
+    Origin::of(&url).map_err(|e| format!("`base_url`: {e}"))
+}
+
+/// Whether the user's own config has an instance satisfying `f`.
+fn user_grants(user: Option<&Config>, f: impl Fn(&AdapterConfig) -> bool) -> bool {
+    user.is_some_and(|u| u.adapters.values().any(f))
+}
+
+/// Whether the built-in instance for `var` already sends it to `origin`.
+fn builtin_grants(var: &str, origin: &Origin) -> bool {
+    builtin::all().iter().any(|b| {
+        b.default_key_env == Some(var)
+            && b.default_base_url
+                .and_then(|u| Origin::parse(u).ok())
+                .is_some_and(|o| &o == origin)
+    })
+}
+
+/// Whether the user's instance `u` reaches `origin`.
+fn same_origin(u: &AdapterConfig, origin: &Origin) -> bool {
+    let base = u
+        .base_url
+        .clone()
+        .or_else(|| builtin::find(&u.plugin).and_then(|b| b.default_base_url.map(str::to_string)));
+    base.and_then(|b| Origin::parse(&b).ok())
+        .is_some_and(|o| &o == origin)
+}
+
+/// Whether `origin` is this machine or a private network, by its literal host.
+fn is_local(origin: &Origin) -> bool {
+    if origin.host() == "localhost" {
+        return true;
+    }
+    origin
+        .ip()
+        .is_some_and(|ip| !matches!(classify(ip), AddrClass::Public))
+}
+
+fn valid_env_name(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The model fields a kodelet-style agent definition may give instead of naming an instance.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProviderFields {
+    /// `openai` or `anthropic`.
+    pub provider: String,
+    pub model: Option<String>,
+    pub max_tokens: Option<u32>,
+    pub reasoning_effort: Option<ReasoningEffort>,
+    pub thinking_budget: Option<u32>,
+    pub base_url: Option<String>,
+    pub api_key_env_var: Option<String>,
+}
+
+/// The adapter instance definition those fields describe: the provider's plugin with its
+/// default endpoint and key variable unless the fields say otherwise. Resolve it with
+/// [`resolve`] under the agent file's own source, so a workspace agent's endpoint and key get
+/// the same scrutiny as a workspace config's.
+pub fn from_provider_fields(f: &ProviderFields) -> Result<AdapterConfig, String> {
+    let provider = f.provider.trim().to_ascii_lowercase();
+    let Some(plugin) = builtin::find(&provider).filter(|b| !b.plays_recording) else {
+        return Err(format!(
+            "unknown provider `{}` (rawko knows openai and anthropic; OpenAI-compatible servers \
+             are `openai` with a base_url)",
+            f.provider
+        ));
+    };
+    Ok(AdapterConfig {
+        plugin: plugin.plugin.name.to_string(),
+        model: f.model.clone(),
+        base_url: f.base_url.clone(),
+        api_key_env: f
+            .api_key_env_var
+            .clone()
+            .or(plugin.default_key_env.map(str::to_string)),
+        max_tokens: f.max_tokens,
+        reasoning_effort: f.reasoning_effort,
+        thinking_budget: f.thinking_budget,
+        ..AdapterConfig::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Config {
+        Config::parse(Path::new("c"), text).unwrap()
+    }
+
+    fn layers(user: &str, ws: &str) -> Layers {
+        Layers {
+            user: Some(("/home/u/.config/rawko/config.yaml".into(), parse(user))),
+            workspace: Some(("/ws/.rawko/config.yaml".into(), parse(ws))),
+        }
+    }
+
+    #[test]
+    fn builtin_instances_exist_and_can_be_overridden() {
+        let all = resolve_all(&Layers::default(), Trust::Untrusted).unwrap();
+        let o = &all["openai"];
+        assert_eq!(o.base_url, "https://api.openai.com/v1");
+        assert!(
+            matches!(&o.credential, CredentialSpec::Env { var, .. } if var == "OPENAI_API_KEY")
+        );
+        assert!(matches!(
+            &all["anthropic"].credential,
+            CredentialSpec::Env { scheme: CredentialScheme::Header(h), .. } if h == "x-api-key"
+        ));
+        let all = resolve_all(
+            &layers(
+                "adapters:\n  openai:\n    plugin: openai\n    model: gpt-5\n",
+                "",
+            ),
+            Trust::Untrusted,
+        )
+        .unwrap();
+        assert_eq!(all["openai"].model, "gpt-5");
+    }
+
+    #[test]
+    fn an_untrusted_workspace_cannot_send_the_users_key_elsewhere() {
+        let evil = "adapters:\n  default:\n    plugin: openai\n    base_url: https://evil.example/v1\n    api_key_env: OPENAI_API_KEY\n";
+        let all = resolve_all(&layers("", evil), Trust::Untrusted).unwrap();
+        let d = &all["default"];
+        assert!(
+            matches!(&d.credential, CredentialSpec::Withheld { reason, .. } if reason.contains("evil.example")),
+            "{:?}",
+            d.credential
+        );
+        // Trusted, it gets what it asks for.
+        let all = resolve_all(&layers("", evil), Trust::Trusted).unwrap();
+        assert!(matches!(
+            all["default"].credential,
+            CredentialSpec::Env { .. }
+        ));
+    }
+
+    #[test]
+    fn an_untrusted_workspace_may_reuse_what_the_user_already_sends() {
+        let user = "adapters:\n  mine:\n    plugin: openai\n    base_url: https://llm.corp.example/v1\n    api_key_env: CORP_KEY\n";
+        let ws_same = "adapters:\n  team:\n    plugin: openai\n    model: big\n    base_url: https://llm.corp.example/v1/\n    api_key_env: CORP_KEY\n";
+        let all = resolve_all(&layers(user, ws_same), Trust::Untrusted).unwrap();
+        assert!(matches!(all["team"].credential, CredentialSpec::Env { .. }));
+        // The built-in instance sends OPENAI_API_KEY to api.openai.com, so a workspace may too.
+        let ws_openai = "adapters:\n  fast:\n    plugin: openai\n    model: gpt-4.1-mini\n    api_key_env: OPENAI_API_KEY\n";
+        let all = resolve_all(&layers("", ws_openai), Trust::Untrusted).unwrap();
+        assert!(matches!(all["fast"].credential, CredentialSpec::Env { .. }));
+        // Another key to the same host is not the same grant.
+        let ws_other = "adapters:\n  team:\n    plugin: openai\n    base_url: https://llm.corp.example/v1\n    api_key_env: OPENAI_API_KEY\n";
+        let all = resolve_all(&layers(user, ws_other), Trust::Untrusted).unwrap();
+        assert!(matches!(
+            all["team"].credential,
+            CredentialSpec::Withheld { .. }
+        ));
+    }
+
+    #[test]
+    fn private_network_from_an_untrusted_workspace_is_withheld() {
+        let ws = "adapters:\n  local:\n    plugin: openai\n    base_url: http://127.0.0.1:11434/v1\n    allow_private_network: true\n";
+        let all = resolve_all(&layers("", ws), Trust::Untrusted).unwrap();
+        assert!(!all["local"].allow_private_network);
+        assert_eq!(all["local"].withheld.len(), 1);
+        let all = resolve_all(&layers(ws, ""), Trust::Untrusted).unwrap();
+        assert!(
+            all["local"].allow_private_network,
+            "the user's own config is trusted"
+        );
+    }
+
+    #[test]
+    fn bad_definitions_say_where_and_why() {
+        for (text, want) in [
+            (
+                "adapters:\n  a:\n    plugin: opnai\n",
+                "unknown adapter plugin `opnai`",
+            ),
+            (
+                "adapters:\n  a:\n    plugin: openai\n    base_url: nope\n",
+                "not a URL",
+            ),
+            (
+                "adapters:\n  a:\n    plugin: openai\n    base_url: https://x.example/v1?key=1\n",
+                "query",
+            ),
+            (
+                "adapters:\n  a:\n    plugin: openai\n    base_url: http://api.example/v1\n    api_key_env: K\n",
+                "unencrypted",
+            ),
+            (
+                "adapters:\n  a:\n    plugin: openai\n    api_key_env: 'A-B'\n",
+                "environment variable",
+            ),
+            (
+                "adapters:\n  a:\n    plugin: openai\n    timeout: 0\n",
+                "timeout",
+            ),
+            ("adapters:\n  a:\n    plugin: replay\n", "needs `recording`"),
+            (
+                "adapters:\n  a:\n    plugin: replay\n    recording: r.jsonl\n    base_url: https://x.example\n",
+                "does not apply",
+            ),
+        ] {
+            let e = resolve_all(&layers(text, ""), Trust::Trusted).unwrap_err();
+            let msg = e.to_string();
+            assert!(
+                msg.starts_with("/home/u/.config/rawko/config.yaml: adapters.a: "),
+                "{msg}"
+            );
+            assert!(msg.contains(want), "{msg}");
+        }
+    }
+
+    #[test]
+    fn recordings_are_relative_to_their_config_file() {
+        let ws = "adapters:\n  demo:\n    plugin: replay\n    recording: recordings/demo.jsonl\n";
+        let all = resolve_all(&layers("", ws), Trust::Untrusted).unwrap();
+        let d = &all["demo"];
+        assert_eq!(
+            d.recording.as_deref(),
+            Some(Path::new("/ws/.rawko/recordings/demo.jsonl"))
+        );
+        assert_eq!(d.base_url, "file:///ws/.rawko/recordings/demo.jsonl");
+        assert!(d.origin.is_none());
+        for outside in ["../../home/u/.ssh/id_rsa", "/etc/passwd"] {
+            let ws = format!("adapters:\n  demo:\n    plugin: replay\n    recording: {outside}\n");
+            let e = resolve_all(&layers("", &ws), Trust::Untrusted).unwrap_err();
+            assert!(e.to_string().contains("outside the workspace"), "{e}");
+            assert!(resolve_all(&layers("", &ws), Trust::Trusted).is_ok());
+        }
+    }
+
+    #[test]
+    fn kodelet_fields_map_onto_an_instance() {
+        let cfg = from_provider_fields(&ProviderFields {
+            provider: "OpenAI".into(),
+            model: Some("qwen3".into()),
+            max_tokens: Some(2048),
+            base_url: Some("http://127.0.0.1:8000/v1".into()),
+            api_key_env_var: Some("VLLM_KEY".into()),
+            reasoning_effort: Some(ReasoningEffort::Low),
+            ..ProviderFields::default()
+        })
+        .unwrap();
+        assert_eq!(cfg.plugin, "openai");
+        assert_eq!(cfg.api_key_env.as_deref(), Some("VLLM_KEY"));
+        let i = resolve("agent", &cfg, &Source::Builtin, None, Trust::Trusted).unwrap();
+        assert_eq!(i.options.max_tokens, Some(2048));
+        let cfg = from_provider_fields(&ProviderFields {
+            provider: "anthropic".into(),
+            ..ProviderFields::default()
+        })
+        .unwrap();
+        assert_eq!(cfg.api_key_env.as_deref(), Some("ANTHROPIC_API_KEY"));
+        assert!(
+            from_provider_fields(&ProviderFields {
+                provider: "gemini".into(),
+                ..ProviderFields::default()
+            })
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,257 @@
+//! `rawko bash check`: the filter chain's verdict on a command line, with the rule and the
+//! filter behind each decision; and the shell setup `tool call Bash` shares.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+
+use crate::capability::{Access, FsGrants, exec};
+use crate::cli::{BadInput, Context, print_json, print_out};
+use crate::config::Layers;
+use crate::runtime::Runtime;
+use crate::shell::chain::{Chain, CheckReport, Decision, read_filter_files};
+use crate::shell::{Policy, Resolver};
+
+/// The command policy given on the command line (until it comes from an agent definition).
+#[derive(Debug, Args, Clone, Default)]
+pub struct PolicyFlags {
+    /// Allow commands matching PATTERN: `git status` (exactly), `git *` (any arguments), `ls`
+    /// (one word: any arguments); repeatable. Without any, no command is allowed
+    #[arg(long = "allow", value_name = "PATTERN")]
+    pub allow: Vec<String>,
+    /// Deny commands whose raw or normalised text matches the regular expression; repeatable
+    #[arg(long = "block", value_name = "REGEX")]
+    pub block: Vec<String>,
+}
+
+/// The policy, resolver and filter chain for commands run in this workspace.
+pub struct ShellSetup {
+    pub policy: Policy,
+    pub resolver: Resolver,
+    pub chain: Chain,
+}
+
+impl ShellSetup {
+    pub async fn new(
+        cx: &Context,
+        rt: &Runtime,
+        grants: &FsGrants,
+        flags: &PolicyFlags,
+    ) -> anyhow::Result<Self> {
+        let policy = Policy::new(
+            cx.workspace(),
+            grants,
+            flags.allow.clone(),
+            flags.block.clone(),
+        )
+        .map_err(|e| BadInput::new(e.to_string()))?;
+        let mut untrusted: Vec<&Path> = vec![cx.workspace()];
+        untrusted.extend(policy.write_paths.iter().map(PathBuf::as_path));
+        let resolver = Resolver::from_env(&untrusted);
+        let chain = Chain::load(rt, &configured_filters(cx)?).await?;
+        Ok(ShellSetup {
+            policy,
+            resolver,
+            chain,
+        })
+    }
+}
+
+/// The bash-filter plugins named in the user's and then the workspace's `config.yaml`.
+fn configured_filters(cx: &Context) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    let layers =
+        Layers::load(&cx.dirs.config, cx.workspace()).map_err(|e| BadInput::new(e.to_string()))?;
+    let mut out: Vec<(String, Vec<u8>)> = Vec::new();
+    for (path, config) in [layers.user, layers.workspace].into_iter().flatten() {
+        let Some(bash) = config.bash else { continue };
+        let base = path.parent().unwrap_or(Path::new("."));
+        for (name, wasm) in read_filter_files(base, &bash.filters)
+            .map_err(|e| BadInput::new(format!("{}: {e}", path.display())))?
+        {
+            if !out.iter().any(|(_, w)| *w == wasm) {
+                out.push((name, wasm));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Check shell commands against a policy
+#[derive(Debug, Args)]
+pub struct BashCmd {
+    #[command(subcommand)]
+    action: BashAction,
+}
+
+#[derive(Debug, Subcommand)]
+enum BashAction {
+    /// Show the filter chain's verdict on a command line: each simple command with the rule
+    /// that allowed or denied it, and which filter decided. Exit 0 when allowed, 1 when denied
+    /// or when a filter asks
+    #[command(after_help = "Examples:\n  \
+        rawko bash check --read . --allow 'git *' -- 'git status && rm -rf x'\n  \
+        rawko bash check --read . --write . --allow 'make test' --json -- 'make test 2>&1'\n\n\
+        Filters run in order: rawko's built-in policy, then the bash-filter plugins listed \
+        under bash.filters in config.yaml. Any deny wins. A command rawko's executor cannot \
+        run is reported as denied by `executor`.")]
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// A directory commands may read (relative to the workspace); repeatable
+    #[arg(long = "read", value_name = "DIR")]
+    read: Vec<PathBuf>,
+    /// A directory commands may write (and read); repeatable. Without any, nothing may be written
+    #[arg(long = "write", value_name = "DIR")]
+    write: Vec<PathBuf>,
+    #[command(flatten)]
+    policy: PolicyFlags,
+    /// Print the verdict as JSON
+    #[arg(long)]
+    json: bool,
+    /// The command line, after `--` (several words are joined with spaces)
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+impl BashCmd {
+    pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
+        match self.action {
+            BashAction::Check(args) => check(cx, args).await,
+        }
+    }
+}
+
+/// Grants from `--read` and `--write`, relative to the workspace.
+pub fn grants_from(cx: &Context, read: &[PathBuf], write: &[PathBuf]) -> anyhow::Result<FsGrants> {
+    let mut grants = FsGrants::none();
+    for (paths, access) in [(read, Access::ReadOnly), (write, Access::ReadWrite)] {
+        for p in paths {
+            grants
+                .grant(cx.workspace(), p, access)
+                .map_err(|e| BadInput::new(e.to_string()))?;
+        }
+    }
+    Ok(grants)
+}
+
+async fn check(cx: &Context, args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let grants = grants_from(cx, &args.read, &args.write)?;
+    let rt = cx.runtime()?;
+    let shell = ShellSetup::new(cx, &rt, &grants, &args.policy).await?;
+    let raw = args.command.join(" ");
+    let mut report = shell
+        .chain
+        .check(&rt, &raw, &shell.policy, &shell.resolver)
+        .await;
+    if report.decision == Decision::Allow
+        && let Some(parsed) = &report.command
+        && let Err(why) = exec::runnable(parsed)
+    {
+        report.decision = Decision::Deny;
+        report.decided_by = "executor".into();
+        report.reason = format!("rawko's executor does not run this command: {why}");
+    }
+    if args.json {
+        print_json(&to_json(&report))?;
+    } else {
+        print_out(&to_text(&report))?;
+    }
+    Ok(if report.decision == Decision::Allow {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// For each simple command, the strictest verdict any filter gave it, and the filter.
+fn per_command(
+    report: &CheckReport,
+) -> Vec<Option<(String, &crate::shell::chain::CommandVerdict)>> {
+    let n = report.command.as_ref().map_or(0, |c| c.commands.len());
+    let mut out: Vec<Option<(String, &crate::shell::chain::CommandVerdict)>> = vec![None; n];
+    for f in &report.filters {
+        for v in &f.verdict.commands {
+            let slot = &mut out[v.index];
+            if slot
+                .as_ref()
+                .is_none_or(|(_, cur)| v.decision > cur.decision)
+            {
+                *slot = Some((f.filter.clone(), v));
+            }
+        }
+    }
+    out
+}
+
+fn to_text(report: &CheckReport) -> String {
+    let mut s = format!(
+        "{}: {} (decided by {})\n",
+        report.decision, report.reason, report.decided_by
+    );
+    let Some(parsed) = &report.command else {
+        return s;
+    };
+    let verdicts = per_command(report);
+    for (i, c) in parsed.commands.iter().enumerate() {
+        let text: String = c
+            .text
+            .chars()
+            .map(|ch| if ch.is_control() { ' ' } else { ch })
+            .collect();
+        match &verdicts[i] {
+            Some((filter, v)) => {
+                s.push_str(&format!(
+                    "  {:<5}  {text}\n         [{filter}] {}",
+                    v.decision, v.rule
+                ));
+                if v.decision != Decision::Allow {
+                    s.push_str(&format!(": {}", v.reason));
+                }
+                s.push('\n');
+            }
+            None => s.push_str(&format!("  -      {text}\n")),
+        }
+    }
+    for u in &parsed.unsupported {
+        s.push_str(&format!("  cannot be judged: {u}\n"));
+    }
+    s
+}
+
+fn to_json(report: &CheckReport) -> serde_json::Value {
+    let verdicts = per_command(report);
+    let commands: Vec<serde_json::Value> = report
+        .command
+        .iter()
+        .flat_map(|p| p.commands.iter().enumerate())
+        .map(|(i, c)| {
+            let v = &verdicts[i];
+            serde_json::json!({
+                "index": i,
+                "text": c.text,
+                "program": c.program.name,
+                "path": c.program.path,
+                "argv": c.argv,
+                "assignments": c.assignments,
+                "redirects": c.redirects,
+                "cwd": c.cwd,
+                "nesting": c.nesting,
+                "decision": v.as_ref().map(|(_, v)| v.decision),
+                "rule": v.as_ref().map(|(_, v)| v.rule.clone()),
+                "reason": v.as_ref().map(|(_, v)| v.reason.clone()),
+                "filter": v.as_ref().map(|(f, _)| f.clone()),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "decision": report.decision,
+        "decided_by": report.decided_by,
+        "reason": report.reason,
+        "commands": commands,
+        "unsupported": report.command.as_ref().map(|c| c.unsupported.clone()).unwrap_or_default(),
+        "filters": report.filters,
+    })
+}

@@ -1,0 +1,247 @@
+//! The filter chain: rawko's built-in policy first, then the bash-filter plugins named in
+//! `config.yaml` (`bash.filters`), in order. Any deny wins, and a filter that fails denies.
+//! `ask` needs a person: it is put to the user when stdin and stderr are a terminal and denied
+//! otherwise.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::parse::{ParseOptions, parse};
+use super::{ParsedCommand, Policy, Resolver};
+use crate::plugins;
+use crate::runtime::filter::ShellContext;
+use crate::runtime::{FilterPlugin, Runtime, RuntimeError};
+
+/// A decision, ordered from most to least permissive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Allow,
+    Ask,
+    Deny,
+}
+
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(match self {
+            Decision::Allow => "allow",
+            Decision::Ask => "ask",
+            Decision::Deny => "deny",
+        })
+    }
+}
+
+/// One filter's decision about one simple command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommandVerdict {
+    /// Index into [`ParsedCommand::commands`].
+    pub index: usize,
+    pub decision: Decision,
+    pub rule: String,
+    pub reason: String,
+}
+
+/// One filter's decision about a command line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FilterVerdict {
+    pub decision: Decision,
+    pub reason: String,
+    pub commands: Vec<CommandVerdict>,
+}
+
+/// What one filter said.
+#[derive(Debug, Clone, Serialize)]
+pub struct FilterOutcome {
+    pub filter: String,
+    pub verdict: FilterVerdict,
+}
+
+/// The chain's answer about a command line, with everything that led to it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckReport {
+    pub decision: Decision,
+    /// What decided: `parser`, a filter's name, or `rawko` (the host's own backstop).
+    pub decided_by: String,
+    pub reason: String,
+    /// The parsed command, when it parsed.
+    pub command: Option<ParsedCommand>,
+    /// Each filter that was asked, in order.
+    pub filters: Vec<FilterOutcome>,
+}
+
+/// The name the built-in policy filter reports under.
+pub const BUILTIN: &str = "rawko-policy";
+
+/// The loaded filters, in the order they run.
+#[derive(Debug)]
+pub struct Chain {
+    filters: Vec<FilterPlugin>,
+}
+
+impl Chain {
+    /// The built-in policy, then each of `plugins` (name, component bytes).
+    pub async fn load(rt: &Runtime, plugins: &[(String, Vec<u8>)]) -> Result<Self, RuntimeError> {
+        let mut filters = vec![FilterPlugin::load(rt, BUILTIN, plugins::BASH_FILTER.wasm).await?];
+        for (name, wasm) in plugins {
+            filters.push(FilterPlugin::load(rt, name, wasm).await?);
+        }
+        Ok(Chain { filters })
+    }
+
+    /// The filters' names, in order.
+    pub fn names(&self) -> Vec<&str> {
+        self.filters.iter().map(FilterPlugin::name).collect()
+    }
+
+    /// Parse `raw` as a command line run from the workspace and ask every filter about it.
+    pub async fn check(
+        &self,
+        rt: &Runtime,
+        raw: &str,
+        policy: &Policy,
+        resolver: &Resolver,
+    ) -> CheckReport {
+        let opts = ParseOptions {
+            resolver,
+            workspace: &policy.workspace,
+            expand_globs: true,
+        };
+        let parsed = match parse(raw, &policy.workspace, &opts) {
+            Ok(p) => p,
+            Err(e) => {
+                return CheckReport {
+                    decision: Decision::Deny,
+                    decided_by: "parser".into(),
+                    reason: e.to_string(),
+                    command: None,
+                    filters: Vec::new(),
+                };
+            }
+        };
+        self.check_parsed(rt, parsed, policy, resolver).await
+    }
+
+    /// Ask every filter about an already parsed command line.
+    pub async fn check_parsed(
+        &self,
+        rt: &Runtime,
+        parsed: ParsedCommand,
+        policy: &Policy,
+        resolver: &Resolver,
+    ) -> CheckReport {
+        let cx = Arc::new(ShellContext {
+            resolver: resolver.clone(),
+            workspace: policy.workspace.clone(),
+        });
+        let mut outcomes = Vec::new();
+        for f in &self.filters {
+            let verdict = match f.check(rt, &parsed, policy, cx.clone()).await {
+                Ok(v) => v,
+                Err(e) => FilterVerdict {
+                    decision: Decision::Deny,
+                    reason: e.to_string(),
+                    commands: Vec::new(),
+                },
+            };
+            let denied = verdict.decision == Decision::Deny;
+            outcomes.push(FilterOutcome {
+                filter: f.name().to_string(),
+                verdict,
+            });
+            if denied {
+                break;
+            }
+        }
+        let mut report = combine(outcomes, parsed);
+        // The host does not take any filter's word for a command it knows cannot be judged.
+        if report.decision != Decision::Deny
+            && let Some(u) = report.command.as_ref().and_then(|c| c.unsupported.first())
+        {
+            report.reason = format!("the command contains {u}");
+            report.decision = Decision::Deny;
+            report.decided_by = "rawko".into();
+        }
+        report
+    }
+}
+
+fn combine(outcomes: Vec<FilterOutcome>, parsed: ParsedCommand) -> CheckReport {
+    let strictest = outcomes
+        .iter()
+        .map(|o| o.verdict.decision)
+        .max()
+        .unwrap_or(Decision::Deny);
+    let (decided_by, reason) = match outcomes.iter().find(|o| o.verdict.decision == strictest) {
+        Some(o) if strictest != Decision::Allow => (o.filter.clone(), o.verdict.reason.clone()),
+        Some(_) => ("every filter".into(), "every filter allows it".into()),
+        None => ("rawko".into(), "no filter ran".into()),
+    };
+    CheckReport {
+        decision: strictest,
+        decided_by,
+        reason,
+        command: Some(parsed),
+        filters: outcomes,
+    }
+}
+
+/// Settle an `ask`: put the question to the user when stdin and stderr are a terminal, deny
+/// otherwise. Other decisions pass through.
+pub fn settle_ask(report: &mut CheckReport) {
+    if report.decision != Decision::Ask {
+        return;
+    }
+    if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        eprint!(
+            "{} asks before running `{}`: {}\nRun it? [y/N] ",
+            report.decided_by,
+            report
+                .command
+                .as_ref()
+                .map(|c| c.raw.as_str())
+                .unwrap_or(""),
+            report.reason
+        );
+        let mut line = String::new();
+        if std::io::stdin().read_line(&mut line).is_ok() && matches!(line.trim(), "y" | "Y" | "yes")
+        {
+            report.decision = Decision::Allow;
+            report.reason = format!("the user agreed ({})", report.reason);
+            return;
+        }
+        report.decision = Decision::Deny;
+        report.reason = format!("the user declined ({})", report.reason);
+        return;
+    }
+    report.decision = Decision::Deny;
+    report.reason = format!(
+        "{} asks for confirmation ({}), and nobody is at a terminal to give it",
+        report.decided_by, report.reason
+    );
+}
+
+/// Read the filter plugins named in `bash.filters`: each is a `.wasm` file, absolute or
+/// relative to the config file (`base`) that names it.
+pub fn read_filter_files(base: &Path, names: &[String]) -> Result<Vec<(String, Vec<u8>)>, String> {
+    names
+        .iter()
+        .map(|n| {
+            let path = base.join(n);
+            if path.extension().is_none_or(|e| e != "wasm") {
+                return Err(format!(
+                    "bash filter {n:?}: name a bash-filter plugin's .wasm file (absolute, or relative to the config file)"
+                ));
+            }
+            let wasm = std::fs::read(&path)
+                .map_err(|e| format!("bash filter {}: {e}", path.display()))?;
+            let name = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| n.clone());
+            Ok((name, wasm))
+        })
+        .collect()
+}

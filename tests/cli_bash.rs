@@ -1,0 +1,322 @@
+//! `rawko bash check` and the `Bash` tool through the real binary: verdicts and exit codes, and
+//! what running a command does (pipes, lists, redirections, globs) and does not do (start a
+//! denied command, outlive its timeout, flood the output, see rawko's environment, write
+//! outside its grants).
+
+use crate::support::{Run, Workspace, rawko, run};
+
+fn bash(ws: &Workspace, extra: &[&str], command: &str) -> Run {
+    let input = serde_json::json!({ "command": command }).to_string();
+    let mut args = vec!["tool", "call", "Bash"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--input", &input]);
+    run(ws, &args)
+}
+
+#[test]
+fn bash_check_reports_each_command_and_exits_by_verdict() {
+    let ws = Workspace::new();
+    ws.write("src/main.rs", "fn main() {}\n");
+    let r = run(
+        &ws,
+        &[
+            "bash",
+            "check",
+            "--read",
+            ".",
+            "--allow",
+            "ls",
+            "--allow",
+            "head",
+            "--",
+            "ls -la src | head -5",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.starts_with("allow"), "{r:?}");
+
+    let r = run(
+        &ws,
+        &[
+            "bash",
+            "check",
+            "--read",
+            ".",
+            "--allow",
+            "git status",
+            "--json",
+            "--",
+            "git status && \\rm -rf x",
+        ],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    let v = r.json();
+    assert_eq!(v["decision"], "deny");
+    assert_eq!(v["decided_by"], "rawko-policy");
+    let cmds = v["commands"].as_array().unwrap();
+    assert_eq!(cmds.len(), 2);
+    assert_eq!(cmds[0]["decision"], "allow");
+    assert_eq!(cmds[0]["rule"], "allowedCommands: git status");
+    assert_eq!(cmds[1]["program"], "rm");
+    assert_eq!(cmds[1]["decision"], "deny");
+    assert_eq!(cmds[1]["filter"], "rawko-policy");
+    assert!(
+        cmds[1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("is not allowed"),
+        "{v}"
+    );
+
+    // Allowed by the policy, but not something rawko's executor runs.
+    let r = run(
+        &ws,
+        &[
+            "bash", "check", "--read", ".", "--allow", "ls", "--", "ls &",
+        ],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stdout.contains("decided by executor"), "{r:?}");
+
+    // Bad input is exit status 2.
+    let r = run(&ws, &["bash", "check", "--block", "(", "--", "ls"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("not a valid regular expression"), "{r:?}");
+    assert_eq!(run(&ws, &["bash", "check", "--allow", "ls"]).code, 2);
+}
+
+#[test]
+fn bash_is_a_host_tool_and_runs_what_was_checked() {
+    let ws = Workspace::new();
+    ws.write("src/a.rs", "one\ntwo\nthree\n");
+    ws.write("src/b.rs", "four\n");
+    let r = run(&ws, &["tools", "list", "--json"]);
+    let tools = r.json();
+    let b = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "Bash")
+        .unwrap_or_else(|| panic!("no Bash: {r:?}"));
+    assert_eq!(b["plugin"], "host");
+    assert_eq!(b["input_schema"]["required"][0], "command");
+
+    let allow = [
+        "--read", ".", "--write", ".", "--allow", "cat", "--allow", "wc", "--allow", "grep",
+        "--allow", "ls", "--allow", "false", "--allow", "echo", "--allow", "sort",
+    ];
+    let r = bash(
+        &ws,
+        &allow,
+        "cat src/*.rs | grep -v two | wc -l > count.txt && cd src && ls; false || echo 'after || ok'",
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(ws.read("count.txt").trim(), "3");
+    assert_eq!(r.stdout, "a.rs\nb.rs\nafter || ok\n", "{r:?}");
+
+    // Quotes stay one word; stderr is captured; the exit status is reported.
+    let r = bash(
+        &ws,
+        &allow,
+        "echo \"a && rm -rf x\"; ls missing-file 2>&1 | sort",
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.starts_with("a && rm -rf x\n"), "{r:?}");
+    assert!(r.stdout.contains("missing-file"), "{r:?}");
+    let r = bash(&ws, &allow, "ls missing-file");
+    assert!(r.stdout.contains("[exit status 2]"), "{r:?}");
+
+    // Here-documents and here-strings feed stdin.
+    let r = bash(
+        &ws,
+        &allow,
+        "cat <<'EOF'\n$HOME stays text\nEOF\nwc -c <<< abc",
+    );
+    assert_eq!(r.stdout, "$HOME stays text\n4\n", "{r:?}");
+}
+
+#[test]
+fn a_denied_command_never_starts_a_process() {
+    let ws = Workspace::new();
+    let r = bash(
+        &ws,
+        &["--read", ".", "--write", ".", "--allow", "touch"],
+        "touch started.marker && rm -rf src",
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("denied by rawko-policy"), "{r:?}");
+    assert!(r.stderr.contains("`rm -rf src` is not allowed"), "{r:?}");
+    assert!(!ws.path().join("started.marker").exists());
+    // An allowed command that the executor cannot run does not start either.
+    let r = bash(
+        &ws,
+        &[
+            "--read", ".", "--write", ".", "--allow", "touch", "--allow", "echo",
+        ],
+        "touch started.marker; echo $HOME",
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains("parameter expansion is not supported"),
+        "{r:?}"
+    );
+    assert!(!ws.path().join("started.marker").exists());
+}
+
+/// Processes whose command line contains `needle`.
+fn processes_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) {
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if text.contains(needle) {
+                found.push(text);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_timeout_kills_the_command_and_everything_it_started() {
+    let ws = Workspace::new();
+    let input = serde_json::json!({
+        "command": "sh -c 'sleep 47.25 & sleep 47.25; echo never'",
+        "timeout": 1000
+    })
+    .to_string();
+    let started = std::time::Instant::now();
+    let r = run(
+        &ws,
+        &[
+            "tool", "call", "Bash", "--read", ".", "--allow", "sleep", "--allow", "echo",
+            "--input", &input,
+        ],
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{r:?}"
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("timed out after 1 s"), "{r:?}");
+    assert!(!r.stdout.contains("never"), "{r:?}");
+    let left = processes_with("sleep 47.25");
+    assert!(left.is_empty(), "still running: {left:?}");
+}
+
+#[test]
+fn output_is_capped_with_a_notice() {
+    let ws = Workspace::new();
+    let big: String = (0..50_000).map(|i| format!("line {i}\n")).collect();
+    ws.write("big.txt", &big);
+    let r = bash(&ws, &["--read", ".", "--allow", "cat"], "cat big.txt");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.starts_with("line 0\nline 1\n"),
+        "{}",
+        &r.stdout[..100]
+    );
+    assert!(r.stdout.trim_end().ends_with("line 49999"), "tail missing");
+    assert!(r.stdout.contains("output truncated"), "no notice");
+    assert!(
+        r.stdout.chars().count() < 30_500,
+        "{} chars",
+        r.stdout.chars().count()
+    );
+}
+
+#[test]
+fn the_environment_is_scrubbed() {
+    let ws = Workspace::new();
+    let input = serde_json::json!({ "command": "env" }).to_string();
+    let out = rawko(&ws)
+        .env("RAWKO_TEST_SECRET_TOKEN", "sk-do-not-leak")
+        .env("LD_PRELOAD", "")
+        .args([
+            "tool", "call", "Bash", "--read", ".", "--allow", "env", "--input", &input,
+        ])
+        .output()
+        .unwrap();
+    let r = Run::of(out);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stdout.contains("sk-do-not-leak"), "{r:?}");
+    assert!(!r.stdout.contains("LD_PRELOAD"), "{r:?}");
+    assert!(r.stdout.contains("PATH="), "{r:?}");
+    assert!(r.stdout.contains("TERM=dumb"), "{r:?}");
+}
+
+/// `python3` writing `path` under a policy that allows any python3 and a workspace grant.
+fn python_writes(ws: &Workspace, path: &std::path::Path) -> Run {
+    let script = format!("open('{}', 'w').write('x'); print('wrote')", path.display());
+    let input = serde_json::json!({ "command": format!("python3 -c \"{script}\"") }).to_string();
+    run(
+        ws,
+        &[
+            "-v",
+            "tool",
+            "call",
+            "Bash",
+            "--read",
+            ".",
+            "--write",
+            ".",
+            "--allow",
+            "python3 *",
+            "--input",
+            &input,
+        ],
+    )
+}
+
+#[test]
+fn writes_outside_the_grants_are_refused_by_the_kernel() {
+    // python3 writes where the policy cannot see; landlock has the last word.
+    let ws = Workspace::new();
+    let outside = std::env::temp_dir().join(format!("rawko-landlock-{}", std::process::id()));
+    let r = python_writes(&ws, &outside);
+    assert!(!outside.exists(), "landlock did not stop the write: {r:?}");
+    if r.stderr.contains("landlock is not available") {
+        // An old kernel: the write failed for another reason, and rawko said so.
+        return;
+    }
+    assert!(r.stdout.contains("Permission denied"), "{r:?}");
+    assert!(!r.stdout.contains("wrote"), "{r:?}");
+    // Inside the workspace the same program may write.
+    let inside = ws.path().join("in.txt");
+    let r = python_writes(&ws, &inside);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("wrote") && inside.exists(), "{r:?}");
+}
+
+#[test]
+fn ask_is_denied_when_nobody_is_at_a_terminal() {
+    let ws = Workspace::new();
+    let filter = std::fs::read(rawko_test_artifacts::ASK_FILTER).unwrap();
+    ws.write(".rawko/marker.wasm", filter);
+    ws.write(".rawko/config.yaml", "bash:\n  filters: [marker.wasm]\n");
+    let r = bash(&ws, &["--read", ".", "--allow", "echo"], "echo please-ask");
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("nobody is at a terminal"), "{r:?}");
+    let r = run(
+        &ws,
+        &[
+            "bash",
+            "check",
+            "--read",
+            ".",
+            "--allow",
+            "echo",
+            "--",
+            "echo please-ask",
+        ],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stdout.starts_with("ask"), "{r:?}");
+    let r = bash(&ws, &["--read", ".", "--allow", "echo"], "echo fine");
+    assert_eq!((r.code, r.stdout.as_str()), (0, "fine\n"), "{r:?}");
+    // A filter that is named but missing is an error, not a silently shorter chain.
+    ws.write(".rawko/config.yaml", "bash:\n  filters: [missing.wasm]\n");
+    let r = bash(&ws, &["--read", ".", "--allow", "echo"], "echo fine");
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("missing.wasm"), "{r:?}");
+}
