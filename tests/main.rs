@@ -16,6 +16,8 @@
 //!   exit codes, and what running a command does and does not do.
 //! - `cli_agents`: `rawko init` and `rawko agents` on every dialect and on hostile files.
 //! - `agents_watch`: hot reload, in process and through `rawko agents watch`.
+//! - `demo`: `rawko demo`, offline, through the real binary.
+//! - `run_scenarios`: `rawko run` end to end, one folder per scenario under `tests/scenarios/`.
 
 mod support;
 
@@ -25,8 +27,10 @@ mod cli_adapters;
 mod cli_agents;
 mod cli_bash;
 mod cli_tools;
+mod demo;
 mod http_attacks;
 mod http_faults;
 mod plugin_install;
+mod run_scenarios;
 mod sandbox;
 mod shell;

@@ -15,6 +15,7 @@ pub mod engine;
 pub mod paths;
 pub mod plugins;
 pub mod runtime;
+pub mod session;
 pub mod shell;
 pub mod store;
 pub mod trust;

@@ -553,6 +553,34 @@ impl Store {
         Ok(self.conn.last_insert_rowid())
     }
 
+    /// Commit a model's reply and the tokens it cost together, so a resumed task counts exactly
+    /// the completions whose replies it kept.
+    pub fn append_reply(
+        &self,
+        turn: i64,
+        content: &serde_json::Value,
+        adapter: &str,
+        model: &str,
+        u: &Usage,
+    ) -> Result<i64> {
+        let tx = self.conn.unchecked_transaction()?;
+        let id = self.append_message(turn, "assistant", content)?;
+        self.record_usage(turn, adapter, model, u)?;
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// How many completions of adapter instance `adapter` task `task` has kept.
+    pub fn completions(&self, task: &str, adapter: &str) -> Result<u32> {
+        let n: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM usage u JOIN turns t ON t.id = u.turn_id
+             WHERE t.task_id = ?1 AND u.adapter = ?2",
+            params![task, adapter],
+            |r| r.get(0),
+        )?;
+        Ok(n.max(0) as u32)
+    }
+
     pub fn messages(&self, turn: i64) -> Result<Vec<Message>> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT id, role, content, at FROM messages WHERE turn_id = ?1 ORDER BY id",

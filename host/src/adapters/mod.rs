@@ -186,6 +186,12 @@ impl Adapter {
         self.recorder = Some(recorder);
     }
 
+    /// Number the next completion `n`: a resumed task has already kept `n` completions of this
+    /// instance, and a replay instance must pick up at the exchange after them.
+    pub fn continue_from(&self, n: u32) {
+        self.sequence.store(n, Ordering::Relaxed);
+    }
+
     pub fn instance(&self) -> &AdapterInstance {
         &self.instance
     }

@@ -5,6 +5,7 @@
 //! or bad input.
 
 mod commands;
+mod live;
 mod output;
 
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ use crate::config::Layers;
 use crate::paths::Dirs;
 use crate::runtime::Runtime;
 
+pub use commands::demo::TASK as DEMO_TASK;
 pub use output::{print_json, print_out};
 
 const ABOUT: &str = "An agentic coding robot whose every tool, model adapter and shell filter is a \
@@ -59,6 +61,9 @@ pub struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    Run(commands::run::RunCmd),
+    Resume(commands::run::ResumeCmd),
+    Demo(commands::demo::DemoCmd),
     Init(commands::init::InitCmd),
     Trust(commands::trust::TrustCmd),
     Tasks(commands::tasks::TasksCmd),
@@ -119,11 +124,19 @@ impl Context {
             .map_err(|e| BadInput::new(e.to_string()))?)
     }
 
-    /// Whether the workspace's own `.rawko/` files are trusted. Until trust decisions are
-    /// stored, no workspace is: its adapters get no credential and no private network unless
-    /// the user's own config already grants the same.
+    /// Whether the user trusts the workspace's own `.rawko/` files (`rawko trust`, `rawko
+    /// init`, `--trust`, a prompt). An untrusted workspace's adapters get no credential and no
+    /// private network unless the user's own config already grants the same; a trust store
+    /// that cannot be read trusts nothing.
     pub fn workspace_trust(&self) -> Trust {
-        Trust::Untrusted
+        match crate::trust::TrustStore::new(&self.dirs.data).get(&self.workspace) {
+            Ok(Some(_)) => Trust::Trusted,
+            Ok(None) => Trust::Untrusted,
+            Err(e) => {
+                tracing::warn!("{e}");
+                Trust::Untrusted
+            }
+        }
     }
 
     /// Every adapter instance, checked, with what the workspace may not have withheld.
@@ -191,6 +204,9 @@ pub fn main() -> ExitCode {
 impl Command {
     async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
         match self {
+            Command::Run(c) => c.execute(cx).await,
+            Command::Resume(c) => c.execute(cx).await,
+            Command::Demo(c) => c.execute(cx).await,
             Command::Init(c) => c.execute(cx).await,
             Command::Trust(c) => c.execute(cx).await,
             Command::Tasks(c) => c.execute(cx).await,

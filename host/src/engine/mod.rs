@@ -64,8 +64,12 @@ pub trait AgentLookup {
 
 /// Gives each agent its model.
 pub trait LlmProvider {
-    fn llm_for(&self, agent: &Agent) -> Result<Rc<dyn Llm>, String>;
+    /// The model `agent` talks to; opening it may take a while (loading its plugin).
+    fn llm_for<'a>(&'a self, agent: &'a Agent) -> LlmFor<'a>;
 }
+
+pub type LlmFor<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Rc<dyn Llm>, String>> + 'a>>;
 
 /// Why a run could not go on (as opposed to a task that failed, which is an outcome).
 #[derive(Debug, thiserror::Error)]
@@ -300,7 +304,7 @@ impl Engine<'_> {
                     .unwrap_or(self.defaults.max_iterations),
                 timeout: agent.limits.timeout().unwrap_or(self.defaults.timeout),
             };
-            let llm = match self.llms.llm_for(agent) {
+            let llm = match self.llms.llm_for(agent).await {
                 Ok(llm) => llm,
                 Err(e) => {
                     return Ok(TurnOutcome {
@@ -573,13 +577,13 @@ impl Engine<'_> {
             let mut reply = completion.message;
             reply.role = Role::Assistant;
             sanitize_call_ids(&mut reply, turn, *iterations);
-            self.store.append_message(
+            self.store.append_reply(
                 turn,
-                "assistant",
                 &serde_json::to_value(&reply.content).unwrap_or_default(),
+                llm.adapter(),
+                &completion.model,
+                &completion.usage,
             )?;
-            self.store
-                .record_usage(turn, llm.adapter(), &completion.model, &completion.usage)?;
             let has_calls = reply.tool_calls().next().is_some();
             messages.push(reply);
             if !has_calls {

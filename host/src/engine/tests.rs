@@ -127,11 +127,12 @@ impl Llm for ScriptedLlm {
 }
 
 impl LlmProvider for Rc<Script> {
-    fn llm_for(&self, agent: &Agent) -> Result<Rc<dyn Llm>, String> {
-        Ok(Rc::new(ScriptedLlm {
+    fn llm_for<'a>(&'a self, agent: &'a Agent) -> LlmFor<'a> {
+        let llm: Rc<dyn Llm> = Rc::new(ScriptedLlm {
             agent: agent.name.clone(),
             script: self.clone(),
-        }))
+        });
+        Box::pin(async move { Ok(llm) })
     }
 }
 

@@ -49,7 +49,7 @@ impl ShellSetup {
         let mut untrusted: Vec<&Path> = vec![cx.workspace()];
         untrusted.extend(policy.write_paths.iter().map(PathBuf::as_path));
         let resolver = Resolver::from_env(&untrusted);
-        let chain = Chain::load(rt, &configured_filters(cx)?).await?;
+        let chain = Chain::load(rt, &configured_filters(&cx.dirs.config, cx.workspace())?).await?;
         Ok(ShellSetup {
             policy,
             resolver,
@@ -59,9 +59,11 @@ impl ShellSetup {
 }
 
 /// The bash-filter plugins named in the user's and then the workspace's `config.yaml`.
-fn configured_filters(cx: &Context) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
-    let layers =
-        Layers::load(&cx.dirs.config, cx.workspace()).map_err(|e| BadInput::new(e.to_string()))?;
+pub fn configured_filters(
+    config_dir: &Path,
+    workspace: &Path,
+) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    let layers = Layers::load(config_dir, workspace).map_err(|e| BadInput::new(e.to_string()))?;
     let mut out: Vec<(String, Vec<u8>)> = Vec::new();
     for (path, config) in [layers.user, layers.workspace].into_iter().flatten() {
         let Some(bash) = config.bash else { continue };

@@ -110,7 +110,10 @@ impl InitCmd {
         for (v, p) in verbs {
             out.push_str(&format!("{v} {}\n", shown(ws, &p)));
         }
-        trust_initialized_workspace(cx);
+        crate::trust::TrustStore::new(&cx.dirs.data)
+            .trust(ws, "rawko init")
+            .context("cannot record that this workspace is trusted")?;
+        out.push_str("trusted this workspace (its own agents and config take effect; `rawko trust --revoke` undoes it)\n");
         out.push_str(
             "edit the agents in .rawko/agents/; `rawko agents list` shows which are in effect\n",
         );
@@ -118,11 +121,6 @@ impl InitCmd {
         Ok(ExitCode::SUCCESS)
     }
 }
-
-/// Where `rawko init` marks the workspace as trusted: a user who creates a workspace's
-/// `.rawko/` has vouched for it. Trust decisions are stored in the user's data directory by
-/// the workspace-trust feature; until it records them, creating the files is all `init` does.
-fn trust_initialized_workspace(_cx: &Context) {}
 
 fn shown(ws: &Path, p: &Path) -> String {
     p.strip_prefix(ws).unwrap_or(p).display().to_string()

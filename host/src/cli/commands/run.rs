@@ -1,0 +1,603 @@
+//! `rawko run` and `rawko resume`: take a task through the agents, live, with every step saved.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::adapters::instance::resolve_all;
+use crate::adapters::{AdapterInstance, Recorder, Trust};
+use crate::agents::Origin;
+use crate::agents::registry::{Registry, SearchPath};
+use crate::cli::live::Live;
+use crate::cli::{BadInput, Context, print_out};
+use crate::config::{ArbiterMode, Layers};
+use crate::engine::arbiter::{Arbiter, DEFAULT_MAX_FAILURES};
+use crate::engine::events::{EventSink, JsonLines, Quiet, RunEvent};
+use crate::engine::{
+    CancelFlag, DEFAULT_MAX_ITERATIONS, DEFAULT_TIMEOUT, Engine, StateLimits, TaskEnd,
+};
+use crate::plugins::ToolSet;
+use crate::runtime::log::sanitize;
+use crate::session::{Agents, SessionLlms, SessionTools, SharedSink, store_path, tool_budget};
+use crate::shell::Resolver;
+use crate::shell::chain::Chain;
+use crate::store::{Store, TaskStatus};
+use crate::trust::TrustStore;
+
+use super::bash::configured_filters;
+
+/// The agent a task starts with when `--agent` is not given.
+pub const DEFAULT_START: &str = "planner";
+/// Default limit on transitions per task.
+pub const DEFAULT_MAX_STEPS: u32 = 50;
+
+/// How a run reports, shared by `run`, `resume` and `demo`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct OutputFlags {
+    /// Print one JSON event per line on stdout instead of the live view
+    #[arg(long, conflicts_with = "quiet")]
+    pub json: bool,
+    /// Print only the result
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Ask for each reply in one piece instead of streamed
+    #[arg(long)]
+    pub no_stream: bool,
+}
+
+/// Run a task through the agents until it is done, failed or escalated
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    rawko run \"add a --verbose flag\"\n  \
+    rawko run --agent developer --adapter local --max-steps 20 \"fix the failing test\"\n  \
+    rawko run --json \"update the changelog\" > events.jsonl\n\n\
+    Every step is saved in .rawko/state.db: `rawko tasks show ID` shows the timeline, and \
+    `rawko resume ID` continues a task that was interrupted. Ctrl-C finishes the current step \
+    and marks the task cancelled; a second Ctrl-C stops at once (resume continues it).\n\n\
+    Exit status: 0 when the task is done, 1 when it failed or was escalated, 130 when \
+    cancelled, 2 on bad input.")]
+pub struct RunCmd {
+    /// What to do
+    task: String,
+    /// The agent to start with
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_START)]
+    agent: String,
+    /// The adapter instance every agent uses (see `rawko adapters list`) [default: each agent's
+    /// own, else defaults.adapter from the config]
+    #[arg(long, value_name = "NAME")]
+    adapter: Option<String>,
+    /// Most transitions between agents before the task is escalated to you
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_STEPS)]
+    max_steps: u32,
+    /// Trust this workspace's own .rawko/ agents, adapters and filters (and remember it)
+    #[arg(long)]
+    trust: bool,
+    /// Write every model exchange to FILE, in the format the replay adapter plays back
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    #[command(flatten)]
+    output: OutputFlags,
+}
+
+/// Continue an interrupted task where its last committed step left it
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Committed tool calls are not run again; the agent that was working \
+    picks up its conversation from the last saved message. The adapter and step limit the \
+    task started with are used again unless given here."
+)]
+pub struct ResumeCmd {
+    /// The task's id (or a unique prefix of it; see `rawko tasks list`)
+    task_id: String,
+    /// The adapter instance every agent uses [default: what the task started with]
+    #[arg(long, value_name = "NAME")]
+    adapter: Option<String>,
+    /// Trust this workspace's own .rawko/ agents, adapters and filters (and remember it)
+    #[arg(long)]
+    trust: bool,
+    #[command(flatten)]
+    output: OutputFlags,
+}
+
+impl RunCmd {
+    pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
+        if self.task.trim().is_empty() {
+            return Err(BadInput::new("the task is empty: say what to do").into());
+        }
+        if self.max_steps == 0 {
+            return Err(BadInput::new("--max-steps must be at least 1").into());
+        }
+        let trusted = decide_trust(cx, self.trust, !self.output.json)?;
+        let store = open_store(cx.workspace())?;
+        let recorder = match &self.record {
+            Some(path) => Some(Arc::new(Recorder::create(path).map_err(|e| {
+                BadInput::new(format!(
+                    "cannot write the recording {}: {e}",
+                    path.display()
+                ))
+            })?)),
+            None => None,
+        };
+        let setup = Setup {
+            workspace: cx.workspace().to_path_buf(),
+            data_dir: cx.dirs.data.clone(),
+            config_dir: cx.dirs.config.clone(),
+            cache_dir: cx.dirs.cache.clone(),
+            trusted,
+            adapter: self.adapter.clone(),
+            recorder,
+            output: self.output.clone(),
+            instances: None,
+            max_steps: self.max_steps,
+        };
+        let options = serde_json::json!({
+            "adapter": self.adapter,
+            "max_steps": self.max_steps,
+            "start": self.agent,
+        });
+        let run = setup
+            .prepare(
+                Start::New {
+                    prompt: &self.task,
+                    agent: &self.agent,
+                    options,
+                },
+                &store,
+            )
+            .await?;
+        let id = run.task().to_string();
+        let end = run.drive(&store).await?;
+        report(&store, &id, &end, &self.output)?;
+        Ok(exit_code(&end))
+    }
+}
+
+impl ResumeCmd {
+    pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
+        let path = store_path(cx.workspace());
+        if !path.exists() {
+            return Err(BadInput::new(format!(
+                "no tasks in this workspace ({} does not exist)",
+                path.display()
+            ))
+            .into());
+        }
+        let store = open_store(cx.workspace())?;
+        let task = store
+            .task(&self.task_id)
+            .map_err(|e| BadInput::new(e.to_string()))?;
+        if task.status.is_finished() && task.status != TaskStatus::Cancelled {
+            print_out(&format!(
+                "task {} is already {}: {}",
+                task.id,
+                task.status.as_str(),
+                sanitize(task.summary.as_deref().unwrap_or(""), 2000)
+            ))?;
+            return Ok(ExitCode::from(if task.status == TaskStatus::Done {
+                0
+            } else {
+                1
+            }));
+        }
+        let trusted = decide_trust(cx, self.trust, !self.output.json)?;
+        let adapter = self.adapter.clone().or_else(|| {
+            task.options
+                .get("adapter")
+                .and_then(|a| a.as_str())
+                .map(str::to_string)
+        });
+        let max_steps = task
+            .options
+            .get("max_steps")
+            .and_then(|m| m.as_u64())
+            .map(|m| m.clamp(1, u32::MAX as u64) as u32)
+            .unwrap_or(DEFAULT_MAX_STEPS);
+        let setup = Setup {
+            workspace: cx.workspace().to_path_buf(),
+            data_dir: cx.dirs.data.clone(),
+            config_dir: cx.dirs.config.clone(),
+            cache_dir: cx.dirs.cache.clone(),
+            trusted,
+            adapter,
+            recorder: None,
+            output: self.output.clone(),
+            instances: None,
+            max_steps,
+        };
+        let run = setup
+            .prepare(Start::Resume { id: &task.id }, &store)
+            .await?;
+        let id = run.task().to_string();
+        let end = run.drive(&store).await?;
+        report(&store, &id, &end, &self.output)?;
+        Ok(exit_code(&end))
+    }
+}
+
+/// Open (creating) the workspace's task store; a store that cannot be opened is bad input.
+pub fn open_store(workspace: &Path) -> anyhow::Result<Store> {
+    let path = store_path(workspace);
+    Store::open(&path).map_err(|e| BadInput::new(format!("{}: {e}", path.display())).into())
+}
+
+/// Whether this workspace's own `.rawko/` files are trusted for this run: remembered, given
+/// with `--trust` (remembered too), or asked on a terminal when the workspace brings agents
+/// or a config of its own.
+fn decide_trust(cx: &Context, flag: bool, may_prompt: bool) -> anyhow::Result<bool> {
+    let store = TrustStore::new(&cx.dirs.data);
+    let ws = cx.workspace();
+    if flag {
+        store.trust(ws, "--trust")?;
+        return Ok(true);
+    }
+    if store.get(ws)?.is_some() {
+        return Ok(true);
+    }
+    let own = ws.join(".rawko");
+    let brings_own = own.join("agents").is_dir() || own.join("config.yaml").is_file();
+    if !brings_own {
+        return Ok(false);
+    }
+    if may_prompt && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        eprint!(
+            "{} has its own agents or config in .rawko/. Until you trust it, its agents get \
+             read-only tools and its adapters none of your keys.\nTrust this workspace? [y/N] ",
+            sanitize(&ws.display().to_string(), 500)
+        );
+        let _ = std::io::stderr().flush();
+        let mut answer = String::new();
+        std::io::stdin().lock().read_line(&mut answer)?;
+        if matches!(answer.trim(), "y" | "Y" | "yes" | "Yes") {
+            store.trust(ws, "prompt")?;
+            return Ok(true);
+        }
+        return Ok(false);
+    }
+    tracing::info!("workspace is not trusted: its own agents get read-only tools");
+    Ok(false)
+}
+
+/// How a run starts.
+pub enum Start<'a> {
+    New {
+        prompt: &'a str,
+        agent: &'a str,
+        options: serde_json::Value,
+    },
+    Resume {
+        id: &'a str,
+    },
+}
+
+/// What a run is assembled from.
+pub struct Setup {
+    pub workspace: PathBuf,
+    pub data_dir: PathBuf,
+    pub config_dir: PathBuf,
+    pub cache_dir: PathBuf,
+    pub trusted: bool,
+    pub adapter: Option<String>,
+    pub recorder: Option<Arc<Recorder>>,
+    pub output: OutputFlags,
+    /// Adapter instances to use instead of the config's (the demo brings its own).
+    pub instances: Option<BTreeMap<String, AdapterInstance>>,
+    pub max_steps: u32,
+}
+
+/// A run, assembled and ready to drive.
+pub struct Prepared {
+    task: String,
+    agents: Agents,
+    llms: SessionLlms,
+    tools: SessionTools,
+    events: SharedSink,
+    arbiter_mode: ArbiterMode,
+    arbiter_adapter: Option<String>,
+    limits: StateLimits,
+    max_steps: u32,
+}
+
+impl Setup {
+    fn events(&self) -> SharedSink {
+        if self.output.json {
+            Arc::new(JsonLines::default())
+        } else if self.output.quiet {
+            Arc::new(Quiet)
+        } else {
+            Arc::new(Live::new(std::io::stderr().is_terminal()))
+        }
+    }
+
+    /// Load the agents, config, plugins and adapters; create (or find) the task.
+    pub async fn prepare(self, start: Start<'_>, store: &Store) -> anyhow::Result<Prepared> {
+        let events = self.events();
+        let layers = Layers::load(&self.config_dir, &self.workspace)
+            .map_err(|e| BadInput::new(e.to_string()))?;
+        let merged = layers.merged();
+        let trust = if self.trusted {
+            Trust::Trusted
+        } else {
+            Trust::Untrusted
+        };
+        let instances = match self.instances {
+            Some(i) => i,
+            None => resolve_all(&layers, trust).map_err(|e| BadInput::new(e.to_string()))?,
+        };
+
+        let registry = Registry::load(&SearchPath::standard(&self.workspace, &self.config_dir));
+        for d in registry.diagnostics() {
+            if d.severity == crate::agents::Severity::Error {
+                events.emit(&RunEvent::Warning {
+                    message: format!("{d} (the agent is skipped)"),
+                });
+            }
+        }
+        let agents = Agents(registry);
+
+        let (task, first_agent) = match start {
+            Start::New {
+                prompt,
+                agent,
+                options,
+            } => {
+                let Some(a) = agents.0.get(agent) else {
+                    let names: Vec<String> = agents.0.agents().map(|a| a.name.clone()).collect();
+                    return Err(BadInput::new(format!(
+                        "no usable agent named `{agent}` (loaded: {}; see `rawko agents list`)",
+                        names.join(", ")
+                    ))
+                    .into());
+                };
+                (Task::New(prompt.to_string(), options), a)
+            }
+            Start::Resume { id } => {
+                let t = store.task(id).map_err(|e| BadInput::new(e.to_string()))?;
+                let first = agents.0.get(&t.state);
+                if let Some(first) = first {
+                    (Task::Existing(t.id, t.state), first)
+                } else if t
+                    .state
+                    .parse::<crate::agents::model::Target>()
+                    .is_ok_and(|x| !matches!(x, crate::agents::model::Target::Agent(_)))
+                {
+                    // A terminal state the process died before recording as the status.
+                    let a = agents
+                        .0
+                        .get(DEFAULT_START)
+                        .or_else(|| agents.0.agents().next().cloned());
+                    match a {
+                        Some(a) => (Task::Existing(t.id, t.state), a),
+                        None => return Err(BadInput::new("no agents are loaded").into()),
+                    }
+                } else {
+                    return Err(BadInput::new(format!(
+                        "task {} is at agent `{}`, which is not loaded (see `rawko agents list`)",
+                        t.id, t.state
+                    ))
+                    .into());
+                }
+            }
+        };
+
+        let rt = Rc::new(
+            crate::runtime::Runtime::new(Some(self.cache_dir.clone()))
+                .map_err(|e| anyhow::anyhow!(e))?,
+        );
+        let set = ToolSet::with_installed(&rt, &self.data_dir, &self.workspace).await?;
+        let filters = configured_filters(&self.config_dir, &self.workspace)?;
+        let chain = Chain::load(&rt, &filters).await?;
+        let resolver = Resolver::from_env(&[self.workspace.as_path()]);
+        let tools = SessionTools {
+            rt: rt.clone(),
+            workspace: self.workspace.clone(),
+            set,
+            chain,
+            resolver,
+            workspace_trusted: self.trusted,
+            budget: tool_budget(),
+        };
+
+        let default_adapter = merged.defaults.as_ref().and_then(|d| d.adapter.clone());
+        let limits = StateLimits {
+            max_iterations: merged
+                .defaults
+                .as_ref()
+                .and_then(|d| d.limits.as_ref())
+                .and_then(|l| l.max_iterations)
+                .unwrap_or(DEFAULT_MAX_ITERATIONS),
+            timeout: merged
+                .defaults
+                .as_ref()
+                .and_then(|d| d.limits.as_ref())
+                .and_then(|l| l.timeout)
+                .map(Duration::from_millis)
+                .unwrap_or(DEFAULT_TIMEOUT),
+        };
+        let (arbiter_mode, arbiter_adapter) = match &merged.arbiter {
+            Some(a) => (a.mode, a.adapter.clone().or(default_adapter.clone())),
+            None => (ArbiterMode::Fixed, None),
+        };
+
+        let task_id = match &task {
+            Task::New(prompt, options) => store.create_task(prompt, &first_agent.name, options)?,
+            Task::Existing(id, _) => id.clone(),
+        };
+        let llms = SessionLlms::new(
+            rt.clone(),
+            instances,
+            self.adapter.clone(),
+            default_adapter,
+            events.clone(),
+            !self.output.no_stream,
+            self.recorder.clone(),
+            task_id.clone(),
+            store.path().to_path_buf(),
+        );
+        for name in llms.instances.keys() {
+            let n = store.completions(&task_id, name)?;
+            if n > 0 {
+                llms.completed.borrow_mut().insert(name.clone(), n);
+            }
+        }
+        // A missing key or recording is reported before any work, not in the middle of it.
+        if let Err(e) = llms.open_all(std::iter::once(&*first_agent)).await {
+            if let Task::New(..) = task {
+                store.finish_task(&task_id, TaskStatus::Failed, &e)?;
+            }
+            return Err(BadInput::new(e).into());
+        }
+        match &task {
+            Task::New(prompt, _) => events.emit(&RunEvent::TaskStarted {
+                task: task_id.clone(),
+                prompt: prompt.clone(),
+            }),
+            Task::Existing(id, state) => events.emit(&RunEvent::TaskResumed {
+                task: id.clone(),
+                state: state.clone(),
+            }),
+        }
+        if first_agent.source.origin == Origin::Workspace && !self.trusted {
+            events.emit(&RunEvent::Warning {
+                message: format!(
+                    "agent {} comes from this untrusted workspace: it gets read-only tools \
+                     (`rawko trust` to change that)",
+                    first_agent.name
+                ),
+            });
+        }
+        Ok(Prepared {
+            task: task_id,
+            agents,
+            llms,
+            tools,
+            events,
+            arbiter_mode,
+            arbiter_adapter,
+            limits,
+            max_steps: self.max_steps,
+        })
+    }
+}
+
+enum Task {
+    New(String, serde_json::Value),
+    Existing(String, String),
+}
+
+impl Prepared {
+    pub fn task(&self) -> &str {
+        &self.task
+    }
+
+    /// Drive the task to its end (or until Ctrl-C).
+    pub async fn drive(self, store: &Store) -> anyhow::Result<TaskEnd> {
+        let arbiter_llm = match (self.arbiter_mode, &self.arbiter_adapter) {
+            (ArbiterMode::Llm, Some(name)) => match self.llms.arbiter(name).await {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    self.events.emit(&RunEvent::Warning {
+                        message: format!(
+                            "the llm arbiter cannot use adapter {name} ({e}); the transition \
+                             tables decide"
+                        ),
+                    });
+                    None
+                }
+            },
+            (ArbiterMode::Llm, None) => {
+                self.events.emit(&RunEvent::Warning {
+                    message: "arbiter mode is llm but no adapter is set for it; the transition \
+                              tables decide"
+                        .into(),
+                });
+                None
+            }
+            _ => None,
+        };
+        let cancel = CancelFlag::default();
+        let watcher = {
+            let cancel = cancel.clone();
+            let events = self.events.clone();
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    cancel.cancel();
+                    events.emit(&RunEvent::Warning {
+                        message: "cancelling: finishing the current step (Ctrl-C again stops \
+                                  at once; `rawko resume` continues)"
+                            .into(),
+                    });
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        std::process::exit(130);
+                    }
+                }
+            })
+        };
+        let events: &dyn EventSink = &*self.events;
+        let engine = Engine {
+            store,
+            agents: &self.agents,
+            llms: &self.llms,
+            tools: &self.tools,
+            arbiter: Arbiter {
+                mode: if arbiter_llm.is_some() {
+                    ArbiterMode::Llm
+                } else {
+                    ArbiterMode::Fixed
+                },
+                max_failures: DEFAULT_MAX_FAILURES,
+                llm: arbiter_llm.as_deref(),
+            },
+            events,
+            cancel,
+            defaults: self.limits,
+            max_steps: self.max_steps,
+        };
+        let end = engine.run(&self.task).await;
+        watcher.abort();
+        Ok(end?)
+    }
+}
+
+/// The end of a run, for a person or a script.
+pub fn report(store: &Store, id: &str, end: &TaskEnd, output: &OutputFlags) -> anyhow::Result<()> {
+    if output.json {
+        // The task_finished event has said it all.
+        return Ok(());
+    }
+    let summary = sanitize(&end.summary, 20_000);
+    if output.quiet {
+        print_out(&summary)?;
+        return Ok(());
+    }
+    let usage = store.task_usage(id).unwrap_or_default();
+    let headline = match end.status {
+        TaskStatus::Done => format!("Task {id} is done."),
+        TaskStatus::Cancelled => format!(
+            "Task {id} was cancelled at {}; `rawko resume {id}` continues it.",
+            end.state
+        ),
+        TaskStatus::Running => format!("Task {id} stopped at {}.", end.state),
+        other => format!("Task {id} {}.", other.as_str()),
+    };
+    print_out(&format!(
+        "\n{headline}\n{summary}\n\ntokens: {} in, {} out · `rawko tasks show {id}` for the timeline",
+        usage.input_tokens + usage.cache_read + usage.cache_write,
+        usage.output_tokens,
+    ))?;
+    Ok(())
+}
+
+/// 0 done, 130 cancelled, 1 otherwise.
+pub fn exit_code(end: &TaskEnd) -> ExitCode {
+    match end.status {
+        TaskStatus::Done => ExitCode::SUCCESS,
+        TaskStatus::Cancelled => ExitCode::from(130),
+        _ => ExitCode::from(1),
+    }
+}
