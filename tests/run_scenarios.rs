@@ -489,7 +489,20 @@ macro_rules! scenarios {
     };
 }
 
-scenarios!(happy_path);
+scenarios!(
+    happy_path,
+    tester_failure_back_to_developer,
+    max_iterations,
+    timeout,
+    blocked_tool,
+    arbiter_non_allowed_target,
+    prompt_injection,
+    schema_invalid_then_corrected,
+    schema_invalid_twice_fails,
+    escalation,
+    untrusted_workspace_agent,
+    trusted_workspace_agent,
+);
 
 /// Writes `host/demo/recording.jsonl` from the happy-path scenario: run it when the built-in
 /// agents, the engine's prompts or the demo's task change (`cargo test -p rawko --test

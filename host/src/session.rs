@@ -62,6 +62,15 @@ fn untrusted_agent(agent: &Agent, workspace_trusted: bool) -> bool {
     agent.source.origin == Origin::Workspace && !workspace_trusted
 }
 
+fn untrusted_reason(agent: &Agent) -> String {
+    format!(
+        "agent {} comes from this workspace's .rawko/agents and the workspace is not trusted: \
+         it may only use read-only tools ({}) until the user trusts the workspace (`rawko trust`)",
+        agent.name,
+        READ_ONLY_TOOLS.join(", ")
+    )
+}
+
 /// Runs tools for agents: the wasm tool plugins, `Bash`, and the agents' command tools.
 pub struct SessionTools {
     pub rt: Rc<Runtime>,
@@ -111,13 +120,7 @@ impl SessionTools {
     async fn run(&self, agent: &Agent, name: &str, input: &str) -> ToolOutcome {
         let mut decisions = Vec::new();
         if untrusted_agent(agent, self.workspace_trusted) && !READ_ONLY_TOOLS.contains(&name) {
-            let why = format!(
-                "agent {} comes from this workspace's .rawko/agents and the workspace is not \
-                 trusted: it may only use read-only tools ({}) until the user trusts the \
-                 workspace (`rawko trust`)",
-                agent.name,
-                READ_ONLY_TOOLS.join(", ")
-            );
+            let why = untrusted_reason(agent);
             decisions.push(Self::decision(agent, "tool", name, false, &why));
             return denied(why, decisions);
         }
@@ -333,6 +336,13 @@ impl ToolHost for SessionTools {
 
     fn call<'a>(&'a self, agent: &'a Agent, name: &'a str, input: &'a str) -> ToolFuture<'a> {
         Box::pin(self.run(agent, name, input))
+    }
+
+    fn withheld(&self, agent: &Agent, name: &str) -> Option<String> {
+        let has =
+            self.set.find(name).is_some() || agent.command_tools.iter().any(|t| t.name == name);
+        (has && untrusted_agent(agent, self.workspace_trusted) && !READ_ONLY_TOOLS.contains(&name))
+            .then(|| untrusted_reason(agent))
     }
 }
 

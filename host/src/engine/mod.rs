@@ -719,7 +719,7 @@ impl Engine<'_> {
         let started = Instant::now();
         let offered = specs.iter().any(|s| s.name == name);
         let (output, is_error, verdict) = if !offered || !agent.may_call(name) {
-            let why = format!(
+            let mut why = format!(
                 "tool `{name}` is not available to the {} agent (available: {})",
                 agent.name,
                 specs
@@ -728,6 +728,10 @@ impl Engine<'_> {
                     .collect::<Vec<_>>()
                     .join(", ")
             );
+            if let Some(more) = self.tools.withheld(agent, name) {
+                why.push_str(": ");
+                why.push_str(&more);
+            }
             self.store.record_decision(
                 task,
                 &Decision {

@@ -34,6 +34,10 @@ pub trait ToolHost {
     /// Run `name` with `input` (JSON text as the model wrote it) for `agent`. The engine has
     /// already checked that the agent may call it; the host applies the agent's capabilities.
     fn call<'a>(&'a self, agent: &'a Agent, name: &'a str, input: &'a str) -> ToolFuture<'a>;
+    /// Why the host withholds `name` from `agent` although it has the tool, if it does.
+    fn withheld(&self, _agent: &Agent, _name: &str) -> Option<String> {
+        None
+    }
 }
 
 /// The `finish` tool, with the agent's output schema when it declares one.
