@@ -17,6 +17,7 @@
 //! - `cli_agents`: `rawko init` and `rawko agents` on every dialect and on hostile files.
 //! - `agents_watch`: hot reload, in process and through `rawko agents watch`.
 //! - `demo`: `rawko demo`, offline, through the real binary.
+//! - `run_crash`: `rawko run` killed with SIGKILL at several points, then `rawko resume`.
 //! - `run_scenarios`: `rawko run` end to end, one folder per scenario under `tests/scenarios/`.
 
 mod support;
@@ -31,6 +32,7 @@ mod demo;
 mod http_attacks;
 mod http_faults;
 mod plugin_install;
+mod run_crash;
 mod run_scenarios;
 mod sandbox;
 mod shell;

@@ -1,0 +1,234 @@
+//! Crash tests: `rawko run` is killed with SIGKILL at several points of a task, then
+//! `rawko resume` finishes it. Every tool call appends its own label to `runs.log`, so the test
+//! can count how often each really ran: a call the store had committed before the kill must
+//! never run again, and the database must pass `PRAGMA integrity_check` after every kill.
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::model_server::{ModelServer, Reply, openai};
+use crate::support::{Run, TEST_KEY, Workspace, rawko};
+
+const AGENT: &str = "name: worker
+whenToUse: Does the work in steps.
+systemPrompt: You work in steps.
+tools:
+  allowed: [Bash]
+  bashFilter:
+    allowedCommands: [\"echo *\", \"sleep *\"]
+transitions:
+  onSuccess: done
+  onFailure: failed
+";
+
+/// The model's side: four steps, each a Bash call that logs its label, then `finish`. With
+/// `slow_third`, the third step also sleeps, so a kill can land while it runs.
+fn replies(slow_third: bool) -> Vec<Reply> {
+    let call = |n: usize, command: &str| {
+        openai::tool_call(&format!("call_{n}"), "Bash", &json!({ "command": command }))
+    };
+    vec![
+        call(0, "echo one >> runs.log"),
+        call(1, "echo two >> runs.log"),
+        call(
+            2,
+            if slow_third {
+                "echo three >> runs.log && sleep 2"
+            } else {
+                "echo three >> runs.log"
+            },
+        ),
+        call(3, "echo four >> runs.log"),
+        openai::tool_call(
+            "call_4",
+            "finish",
+            &json!({"status": "success", "summary": "all four steps ran"}),
+        ),
+    ]
+}
+
+fn setup() -> (Workspace, ModelServer) {
+    let ws = Workspace::new();
+    let user = ws.config_home().join("rawko");
+    std::fs::create_dir_all(user.join("agents")).unwrap();
+    std::fs::write(user.join("agents/worker.yaml"), AGENT).unwrap();
+    let server = ModelServer::start();
+    std::fs::write(
+        user.join("config.yaml"),
+        format!(
+            "adapters:\n  scripted:\n    plugin: openai\n    model: m\n    base_url: {}\n    \
+             api_key_env: TEST_KEY\n    allow_private_network: true\n    timeout: 60\n\
+             defaults:\n  adapter: scripted\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    (ws, server)
+}
+
+fn spawn(ws: &Workspace, args: &[&str]) -> Child {
+    rawko(ws)
+        .env("TEST_KEY", TEST_KEY)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn log_lines(ws: &Workspace) -> Vec<String> {
+    std::fs::read_to_string(ws.path().join("runs.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The labels of the tool calls the store has committed.
+fn committed(ws: &Workspace) -> Vec<String> {
+    let conn = rusqlite::Connection::open(ws.path().join(".rawko/state.db")).unwrap();
+    let ok: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ok, "ok", "the store is damaged after the kill");
+    let mut stmt = conn.prepare("SELECT input FROM tool_calls").unwrap();
+    stmt.query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .filter_map(|i| {
+            // `finish` is a committed call too, with no label.
+            let input = i.unwrap();
+            ["one", "two", "three", "four"]
+                .into_iter()
+                .find(|l| input.contains(&format!("echo {l} ")))
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+fn task_id(ws: &Workspace) -> String {
+    let r = Run::of(
+        rawko(ws)
+            .args(["tasks", "list", "--json"])
+            .output()
+            .unwrap(),
+    );
+    r.json()[0]["id"].as_str().unwrap().to_string()
+}
+
+/// Kill the run at `point`, resume, and check that nothing committed ran twice.
+fn crash_and_resume(point: Point) {
+    let (ws, server) = setup();
+    let all = replies(matches!(point, Point::InTool));
+    // The replies before the kill point; at `Thinking(n)` the n-th is held back long enough
+    // for the kill to land while the model "thinks".
+    match point {
+        Point::Thinking(n) => {
+            for r in all.iter().take(n).cloned() {
+                server.push(r);
+            }
+            server.push(all[n].clone().delay(Duration::from_secs(30)));
+        }
+        Point::InTool => {
+            for r in all.iter().take(3).cloned() {
+                server.push(r);
+            }
+        }
+    }
+    let mut child = spawn(&ws, &["run", "--json", "--agent", "worker", "do the steps"]);
+    match point {
+        Point::Thinking(n) => wait_for("the model request", || server.hits() > n),
+        Point::InTool => wait_for("the sleeping command", || {
+            log_lines(&ws).iter().any(|l| l == "three")
+        }),
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    let before = committed(&ws);
+    let expected_before = match point {
+        Point::Thinking(n) => n.min(4),
+        Point::InTool => 2,
+    };
+    assert_eq!(
+        before.len(),
+        expected_before,
+        "{point:?}: calls committed at the kill: {before:?}"
+    );
+    // The model answers the rest again (the killed process took a reply in flight with it;
+    // a reply already committed is never asked for again).
+    let resume_from = match point {
+        Point::Thinking(n) => n,
+        Point::InTool => 3,
+    };
+    for r in all.iter().skip(resume_from).cloned() {
+        server.push(r);
+    }
+    let id = task_id(&ws);
+    let r = Run::of(
+        rawko(&ws)
+            .env("TEST_KEY", TEST_KEY)
+            .args(["resume", &id, "--json"])
+            .output()
+            .unwrap(),
+    );
+    let lines = log_lines(&ws);
+    assert_eq!(r.code, 0, "{point:?}: {r:?}\nlog: {lines:?}");
+    for label in &before {
+        let runs = lines.iter().filter(|l| *l == label).count();
+        assert_eq!(
+            runs, 1,
+            "{point:?}: `{label}` was committed before the kill but ran {runs} times: {lines:?}"
+        );
+    }
+    for label in ["one", "two", "three", "four"] {
+        assert!(
+            lines.iter().any(|l| l == label),
+            "{point:?}: `{label}` never ran: {lines:?}"
+        );
+    }
+    let after = committed(&ws);
+    assert_eq!(
+        after.len(),
+        4,
+        "{point:?}: one committed call per step: {after:?}"
+    );
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Point {
+    /// While the model works on request `n` (0-based): `n` tool calls are committed.
+    Thinking(usize),
+    /// While the third step's command runs: its call is not committed yet.
+    InTool,
+}
+
+#[test]
+fn killed_before_the_first_reply_resumes() {
+    crash_and_resume(Point::Thinking(0));
+}
+
+#[test]
+fn killed_while_the_model_thinks_resumes_without_repeating_calls() {
+    crash_and_resume(Point::Thinking(2));
+}
+
+#[test]
+fn killed_before_finish_resumes_without_repeating_calls() {
+    crash_and_resume(Point::Thinking(4));
+}
+
+#[test]
+fn killed_during_a_tool_call_resumes() {
+    crash_and_resume(Point::InTool);
+}
