@@ -377,50 +377,23 @@ pub fn resolve(
     };
     let origin = check_base_url(&base_url).map_err(err)?;
     let mut withheld = Vec::new();
-    let mut allow_private = cfg.allow_private_network;
-    if allow_private
-        && workspace_untrusted
-        && !user_grants(user, |u| u.allow_private_network && same_origin(u, &origin))
-    {
-        allow_private = false;
-        withheld.push(format!(
-            "allow_private_network: the workspace is not trusted, and your own config does not \
-             allow {origin} private addresses"
-        ));
-    }
+    let allow_private = private_network(
+        cfg.allow_private_network,
+        workspace_untrusted,
+        user,
+        &origin,
+        &mut withheld,
+    );
     let credential = match &cfg.api_key_env {
         None => CredentialSpec::None,
         Some(var) => {
-            if !valid_env_name(var) {
-                return Err(err(format!(
-                    "`api_key_env` must name an environment variable (letters, digits and `_`), not {var:?}"
-                )));
-            }
-            if origin.scheme() == crate::capability::http::Scheme::Http && !is_local(&origin) {
-                return Err(err(format!(
-                    "`api_key_env` with {base_url}: the key would cross the network unencrypted; \
-                     use https (plain http is accepted for loopback and private addresses)"
-                )));
-            }
-            if workspace_untrusted
-                && !user_grants(user, |u| {
-                    u.api_key_env.as_deref() == Some(var) && same_origin(u, &origin)
-                })
-                && !builtin_grants(var, &origin)
-            {
-                CredentialSpec::Withheld {
-                    var: var.clone(),
-                    reason: format!(
-                        "this workspace's config asks for ${var} to be sent to {origin}; rawko \
-                         sends it only when you trust the workspace or your own config sends \
-                         ${var} there too"
-                    ),
-                }
-            } else {
-                CredentialSpec::Env {
+            check_key_var(var, &origin, &base_url).map_err(err)?;
+            match workspace_key_withheld(workspace_untrusted, user, var, &origin) {
+                Some(w) if !builtin_grants(var, &origin) => w,
+                _ => CredentialSpec::Env {
                     var: var.clone(),
                     scheme: plugin.credential.clone(),
-                }
+                },
             }
         }
     };
@@ -535,35 +508,28 @@ fn resolve_installed(
         .filter_map(|h| Origin::parse(&format!("https://{h}")).ok())
         .filter(|o| origin.as_ref() != Some(o))
         .collect();
-    let mut allow_private = cfg.allow_private_network && origin.is_some();
-    if allow_private
-        && workspace_untrusted
-        && let Some(o) = &origin
-        && !user_grants(user, |u| u.allow_private_network && same_origin(u, o))
-    {
-        allow_private = false;
-        withheld.push(format!(
-            "allow_private_network: the workspace is not trusted, and your own config does not \
-             allow {o} private addresses"
-        ));
-    }
+    let allow_private = match &origin {
+        Some(o) => private_network(
+            cfg.allow_private_network,
+            workspace_untrusted,
+            user,
+            o,
+            &mut withheld,
+        ),
+        None => false,
+    };
     let credential = match &cfg.api_key_env {
         None => CredentialSpec::None,
         Some(var) => {
-            if !valid_env_name(var) {
+            if let Some(o) = &origin {
+                check_key_var(var, o, cfg.base_url.as_deref().unwrap_or_default())?;
+            } else if !valid_env_name(var) {
                 return Err(format!(
                     "`api_key_env` must name an environment variable (letters, digits and `_`), not {var:?}"
                 ));
             }
             let env_granted = p.grants().contains(&Grant::Env(var.clone()));
             match &origin {
-                Some(o) if o.scheme() == crate::capability::http::Scheme::Http && !is_local(o) => {
-                    return Err(format!(
-                        "`api_key_env` with {}: the key would cross the network unencrypted; \
-                         use https (plain http is accepted for loopback and private addresses)",
-                        cfg.base_url.as_deref().unwrap_or_default()
-                    ));
-                }
                 _ if !env_granted => CredentialSpec::Withheld {
                     var: var.clone(),
                     reason: format!(
@@ -579,25 +545,12 @@ fn resolve_installed(
                         p.name
                     ),
                 },
-                Some(o)
-                    if workspace_untrusted
-                        && !user_grants(user, |u| {
-                            u.api_key_env.as_deref() == Some(var) && same_origin(u, o)
-                        }) =>
-                {
-                    CredentialSpec::Withheld {
+                Some(o) => workspace_key_withheld(workspace_untrusted, user, var, o).unwrap_or(
+                    CredentialSpec::Env {
                         var: var.clone(),
-                        reason: format!(
-                            "this workspace's config asks for ${var} to be sent to {o}; rawko \
-                             sends it only when you trust the workspace or your own config sends \
-                             ${var} there too"
-                        ),
-                    }
-                }
-                Some(_) => CredentialSpec::Env {
-                    var: var.clone(),
-                    scheme: CredentialScheme::Bearer,
-                },
+                        scheme: CredentialScheme::Bearer,
+                    },
+                ),
             }
         }
     };
@@ -616,6 +569,65 @@ fn resolve_installed(
         recording: None,
         options,
         withheld,
+    })
+}
+
+/// Whether an instance that asks for private-network access to `origin` gets it: always from
+/// the user's config or a trusted workspace; from an untrusted one only when the user's own
+/// config allows the same origin. What is refused is noted in `withheld`.
+fn private_network(
+    asked: bool,
+    workspace_untrusted: bool,
+    user: Option<&Config>,
+    origin: &Origin,
+    withheld: &mut Vec<String>,
+) -> bool {
+    if asked
+        && workspace_untrusted
+        && !user_grants(user, |u| u.allow_private_network && same_origin(u, origin))
+    {
+        withheld.push(format!(
+            "allow_private_network: the workspace is not trusted, and your own config does not \
+             allow {origin} private addresses"
+        ));
+        return false;
+    }
+    asked
+}
+
+/// `api_key_env` must name a variable, and its key must not cross the network unencrypted.
+fn check_key_var(var: &str, origin: &Origin, base_url: &str) -> Result<(), String> {
+    if !valid_env_name(var) {
+        return Err(format!(
+            "`api_key_env` must name an environment variable (letters, digits and `_`), not {var:?}"
+        ));
+    }
+    if origin.scheme() == crate::capability::http::Scheme::Http && !is_local(origin) {
+        return Err(format!(
+            "`api_key_env` with {base_url}: the key would cross the network unencrypted; \
+             use https (plain http is accepted for loopback and private addresses)"
+        ));
+    }
+    Ok(())
+}
+
+/// The credential withheld from an untrusted workspace's instance that would send `var` to
+/// `origin` when the user's own config does not already send it there; `None` when it may.
+fn workspace_key_withheld(
+    workspace_untrusted: bool,
+    user: Option<&Config>,
+    var: &str,
+    origin: &Origin,
+) -> Option<CredentialSpec> {
+    let user_sends = user_grants(user, |u| {
+        u.api_key_env.as_deref() == Some(var) && same_origin(u, origin)
+    });
+    (workspace_untrusted && !user_sends).then(|| CredentialSpec::Withheld {
+        var: var.to_string(),
+        reason: format!(
+            "this workspace's config asks for ${var} to be sent to {origin}; rawko sends it only \
+             when you trust the workspace or your own config sends ${var} there too"
+        ),
     })
 }
 
@@ -1035,6 +1047,15 @@ mod tests {
             matches!(&i.credential, CredentialSpec::Env { var, scheme: CredentialScheme::Bearer } if var == "EXT_KEY")
         );
         assert!(i.withheld.is_empty());
+
+        // The same instance from an untrusted workspace gets neither the key nor loopback.
+        let ws = "adapters:\n  x:\n    plugin: ext\n    model: m\n    base_url: http://127.0.0.1:8080/v1\n    api_key_env: EXT_KEY\n    allow_private_network: true\n";
+        let all = resolve_all(&layers("", ws), Trust::Untrusted, &installed).unwrap();
+        assert!(!all["x"].allow_private_network);
+        assert!(matches!(
+            all["x"].credential,
+            CredentialSpec::Withheld { .. }
+        ));
 
         // A host that was not granted is out of reach, and so is its key.
         let i = resolve_user(
