@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use rawko::adapters::instance::{Source, Trust, resolve};
+use rawko::adapters::instance::{InstalledAdapters, Source, Trust, resolve};
 use rawko::adapters::{Adapter, OpenOptions, Recorder};
 use rawko::capability::progress::{NoProgress, ProgressSink};
 use rawko::config::AdapterConfig;
@@ -475,6 +475,7 @@ fn replay_adapter(rt: &Runtime, ws: &Workspace, recording: &str) -> Adapter {
         &Source::Workspace(config_file),
         None,
         Trust::Untrusted,
+        &InstalledAdapters::none(),
     )
     .unwrap();
     block_on(Adapter::open(

@@ -11,6 +11,8 @@
 //! - `cli_adapters`: `rawko adapters` and `rawko ask` through the real binary.
 //! - `plugin_install`: `rawko plugin ...` against real files, a loopback HTTP server, a real OCI
 //!   registry and real minisign signatures.
+//! - `installed_plugins`: installed adapters and bash filters named in config, used by `rawko
+//!   ask`, `rawko adapters` and `rawko bash check` with exactly the grants given at install.
 //! - `shell`: bypass payloads against the real parser and the built-in policy plugin.
 //! - `cli_bash`: `rawko bash check` and the `Bash` tool through the real binary: verdicts,
 //!   exit codes, and what running a command does and does not do.
@@ -31,6 +33,7 @@ mod cli_tools;
 mod demo;
 mod http_attacks;
 mod http_faults;
+mod installed_plugins;
 mod plugin_install;
 mod run_crash;
 mod run_scenarios;

@@ -683,12 +683,11 @@ fn on_a_terminal(ws: &Workspace, args: &str, input: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&out.stdout).replace('\r', ""))
 }
 
-#[test]
-fn a_new_tool_plugin_builds_installs_and_runs() {
-    let ws = Workspace::new();
-    let r = plugin(&ws, &["new", "tool", "hello"]);
+/// `rawko plugin new KIND NAME` in `ws`, built as its README says; the `.wasm` built.
+fn new_plugin_built(ws: &Workspace, kind: &str, name: &str) -> PathBuf {
+    let r = plugin(ws, &["new", kind, name]);
     assert_eq!(r.code, 0, "{r:?}");
-    let dir = ws.path().join("hello");
+    let dir = ws.path().join(name);
     // Built into the directory where the build compiled the first-party plugins, with a profile
     // of the same settings as theirs (and as the scaffold's `--release`), so the SDK's
     // dependencies compiled for wasm are reused rather than built again (minutes on CI).
@@ -715,10 +714,19 @@ fn a_new_tool_plugin_builds_installs_and_runs() {
     let out = cargo.output().expect("run cargo");
     assert!(
         out.status.success(),
-        "building the scaffold failed:\n{}",
+        "building the {kind} scaffold failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let wasm = target.join("wasm32-wasip2/wasm-plugin/hello.wasm");
+    target.join(format!(
+        "wasm32-wasip2/wasm-plugin/{}.wasm",
+        name.replace('-', "_")
+    ))
+}
+
+#[test]
+fn a_new_tool_plugin_builds_installs_and_runs() {
+    let ws = Workspace::new();
+    let wasm = new_plugin_built(&ws, "tool", "hello");
     let r = plugin(&ws, &["install", wasm.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stderr.contains("It asks for no capabilities"), "{r:?}");
@@ -727,4 +735,32 @@ fn a_new_tool_plugin_builds_installs_and_runs() {
         &["tool", "call", "Hello", "--input", r#"{"name":"world"}"#],
     );
     assert_eq!((r.code, r.stdout.trim()), (0, "Hello, world!"), "{r:?}");
+}
+
+/// The other kinds' scaffolds are checked file by file in the unit tests; one is built here.
+#[test]
+fn a_new_bash_filter_builds_installs_and_denies() {
+    let ws = Workspace::new();
+    let wasm = new_plugin_built(&ws, "bash-filter", "no-net");
+    let r = plugin(&ws, &["install", wasm.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let config = ws.config_home().join("rawko");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("config.yaml"), "bash:\n  filters: [no-net]\n").unwrap();
+    let check = |command: &str| {
+        run(
+            &ws,
+            &[
+                "bash", "check", "--read", ".", "--allow", "curl *", "--allow", "ls", "--", command,
+            ],
+        )
+    };
+    let r = check("ls && curl https://example.com");
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stdout
+            .starts_with("deny: curl can reach the network (decided by no-net)"),
+        "{r:?}"
+    );
+    assert_eq!(check("ls").code, 0);
 }

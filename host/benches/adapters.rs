@@ -19,7 +19,7 @@ use std::sync::{Arc, LazyLock};
 
 use divan::Bencher;
 use model_server::{ModelServer, anthropic, openai};
-use rawko::adapters::instance::{Source, Trust, resolve};
+use rawko::adapters::instance::{InstalledAdapters, Source, Trust, resolve};
 use rawko::adapters::{Adapter, OpenOptions};
 use rawko::capability::progress::NoProgress;
 use rawko::config::AdapterConfig;
@@ -67,7 +67,15 @@ fn open(tokio: &tokio::runtime::Runtime, rt: &Runtime, plugin: &str, base_url: S
         allow_private_network: true,
         ..AdapterConfig::default()
     };
-    let instance = resolve("bench", &cfg, &Source::Builtin, None, Trust::Trusted).unwrap();
+    let instance = resolve(
+        "bench",
+        &cfg,
+        &Source::Builtin,
+        None,
+        Trust::Trusted,
+        &InstalledAdapters::none(),
+    )
+    .unwrap();
     let env = |_: &str| Some("sk-bench-0123456789abcdef".to_string());
     tokio
         .block_on(Adapter::open(rt, instance, &env, OpenOptions::default()))

@@ -75,7 +75,10 @@ impl Llm for Model {
         let (name, arguments) = if n < STEPS {
             ("LS", "{}".to_string())
         } else {
-            ("finish", r#"{"status":"success","summary":"done"}"#.to_string())
+            (
+                "finish",
+                r#"{"status":"success","summary":"done"}"#.to_string(),
+            )
         };
         let message = Message {
             role: Role::Assistant,
@@ -219,7 +222,10 @@ fn main() {
         "| {:<44} | {:>5} | {:>9} | {:>9} | {:>9} | {:>9} |",
         "step", "n", "median", "p90", "p99", "mean"
     );
-    println!("|{:-<46}|{:-<7}|{:-<11}|{:-<11}|{:-<11}|{:-<11}|", "", "", "", "", "", "");
+    println!(
+        "|{:-<46}|{:-<7}|{:-<11}|{:-<11}|{:-<11}|{:-<11}|",
+        "", "", "", "", "", ""
+    );
 
     let memory = rt.block_on(steps(&MemoryTools, &dir.path().join("a").tap_mkdir()));
     table_row("engine + SQLite store, in-memory tool", memory);

@@ -132,7 +132,9 @@ pub struct Limits {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BashConfig {
-    /// Bash-filter plugins to run, in order, after the built-in policy filter. Any deny wins.
+    /// Bash-filter plugins to run, in order, after the built-in policy filter: `.wasm` files
+    /// (relative to this config file's directory) or names of installed bash-filter plugins.
+    /// Any deny wins.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub filters: Vec<String>,
 }

@@ -50,6 +50,16 @@ pub const REPLAY: Builtin = Builtin {
 /// What a [`Provider::Host`] reports as its name.
 pub const HOST: &str = "host";
 
+/// Whether `name` is taken by rawko itself: a built-in plugin, a built-in adapter plugin that
+/// config names by it, or the host's own tools. An installed plugin may not take it, so a name
+/// always means one thing.
+pub fn is_builtin_name(name: &str) -> bool {
+    name == HOST
+        || [TOOLS, BASH_FILTER, OPENAI, ANTHROPIC, REPLAY]
+            .iter()
+            .any(|b| b.name == name)
+}
+
 /// A tool the host implements itself rather than a plugin.
 #[derive(Debug)]
 pub struct HostTool {
@@ -192,6 +202,22 @@ mod tests {
                 crate::distribution::examine(b.wasm).unwrap_or_else(|e| panic!("{}: {e}", b.name));
             assert_eq!(examined.manifest.name, b.name);
             assert_eq!(examined.manifest.kinds, vec![Kind::Tool]);
+        }
+        let examined = crate::distribution::examine(BASH_FILTER.wasm).unwrap();
+        assert_eq!(examined.manifest.name, BASH_FILTER.name);
+        assert_eq!(examined.manifest.kinds, vec![Kind::BashFilter]);
+        // Config names a built-in adapter plugin by its short name; its manifest names it as the
+        // plugin it is when installed, which must not take the short name.
+        for b in [OPENAI, ANTHROPIC, REPLAY] {
+            let examined =
+                crate::distribution::examine(b.wasm).unwrap_or_else(|e| panic!("{}: {e}", b.name));
+            assert_eq!(examined.manifest.name, format!("rawko-{}", b.name));
+            assert_eq!(examined.manifest.kinds, vec![Kind::Adapter]);
+            assert_eq!(
+                examined.manifest.provides.adapters,
+                vec![b.name.to_string()]
+            );
+            assert!(is_builtin_name(b.name) && !is_builtin_name(&examined.manifest.name));
         }
     }
 }

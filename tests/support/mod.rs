@@ -8,7 +8,7 @@ pub mod services;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use rawko::adapters::instance::{Source, Trust, resolve};
+use rawko::adapters::instance::{InstalledAdapters, Source, Trust, resolve};
 use rawko::adapters::{Adapter, OpenOptions};
 use rawko::capability::http::HttpPolicy;
 use rawko::config::AdapterConfig;
@@ -162,7 +162,15 @@ pub fn open_adapter(rt: &Runtime, plugin: &str, base_url: &str, policy: HttpPoli
         allow_private_network: true,
         ..AdapterConfig::default()
     };
-    let instance = resolve("test", &cfg, &Source::Builtin, None, Trust::Trusted).expect("instance");
+    let instance = resolve(
+        "test",
+        &cfg,
+        &Source::Builtin,
+        None,
+        Trust::Trusted,
+        &InstalledAdapters::none(),
+    )
+    .expect("instance");
     let env = |k: &str| (k == "TEST_KEY").then(|| TEST_KEY.to_string());
     let options = OpenOptions {
         policy: Some(policy),

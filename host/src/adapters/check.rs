@@ -94,7 +94,7 @@ pub async fn check(
             findings.push(finding(
                 true,
                 "plugin",
-                format!("{} loads", instance.plugin.plugin.name),
+                format!("{} loads", instance.plugin.name()),
             ));
             a
         }
@@ -102,13 +102,19 @@ pub async fn check(
             findings.push(finding(false, "plugin", e.to_string()));
             return report(instance, findings);
         }
-        // Credential problems are reported above; nothing to reach the endpoint with.
-        Err(_) => return report(instance, findings),
+        // Reported above; nothing to reach the endpoint with.
+        Err(OpenError::MissingCredential { .. } | OpenError::Withheld { .. }) => {
+            return report(instance, findings);
+        }
+        Err(e) => {
+            findings.push(finding(false, "setup", e.to_string()));
+            return report(instance, findings);
+        }
     };
     if offline {
         return report(instance, findings);
     }
-    if let (Some(http), Some((path, headers))) = (adapter.http(), &instance.plugin.check) {
+    if let (Some(http), Some((path, headers))) = (adapter.http(), instance.plugin.check()) {
         let url = format!("{}/{path}", instance.base_url.trim_end_matches('/'));
         let req = Outgoing {
             method: reqwest::Method::GET,

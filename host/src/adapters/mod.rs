@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use rawko_plugin_sdk::llm::{AdapterError, Message, Request, Response, ToolSpec};
 
-pub use instance::{AdapterInstance, CredentialSpec, ProviderFields, Source, Trust};
+pub use instance::{
+    AdapterInstance, CredentialSpec, InstalledAdapters, PluginRef, ProviderFields, Source, Trust,
+};
 pub use record::Recorder;
 
 use crate::capability::http::{
@@ -133,25 +135,28 @@ impl Adapter {
                 }
             }
         }
-        let http = match &instance.origin {
-            None => None,
-            Some(origin) => {
-                let mut grant = HttpGrant::none();
-                grant.allow(origin.clone(), instance.allow_private_network);
-                let policy = options.policy.clone().unwrap_or(HttpPolicy {
-                    timeout: instance.timeout,
-                    ..HttpPolicy::default()
-                });
-                let client =
-                    HttpClient::new(grant, credentials.clone(), policy, options.fixed_hosts)
-                        .map_err(|message| OpenError::Setup {
-                            adapter: adapter.clone(),
-                            message,
-                        })?;
-                Some(Arc::new(client))
-            }
+        let mut grant = HttpGrant::none();
+        if let Some(origin) = &instance.origin {
+            grant.allow(origin.clone(), instance.allow_private_network);
+        }
+        for origin in &instance.reach {
+            grant.allow(origin.clone(), false);
+        }
+        let http = if grant.is_empty() {
+            None
+        } else {
+            let policy = options.policy.clone().unwrap_or(HttpPolicy {
+                timeout: instance.timeout,
+                ..HttpPolicy::default()
+            });
+            let client = HttpClient::new(grant, credentials.clone(), policy, options.fixed_hosts)
+                .map_err(|message| OpenError::Setup {
+                adapter: adapter.clone(),
+                message,
+            })?;
+            Some(Arc::new(client))
         };
-        let mut files = FsGrants::none();
+        let mut files = instance.files.clone();
         if let Some(rec) = &instance.recording {
             let dir = rec.parent().unwrap_or(std::path::Path::new("/"));
             files
@@ -161,9 +166,11 @@ impl Adapter {
                     message: format!("the recording {}: {e}", rec.display()),
                 })?;
         }
-        let plugin =
-            AdapterPlugin::load(rt, instance.plugin.plugin.name, instance.plugin.plugin.wasm)
-                .await?;
+        let wasm = instance.plugin.wasm().map_err(|e| OpenError::Setup {
+            adapter: adapter.clone(),
+            message: e.to_string(),
+        })?;
+        let plugin = AdapterPlugin::load(rt, instance.plugin.name(), &wasm).await?;
         let redactor = Redactor::new(
             credentials
                 .iter()

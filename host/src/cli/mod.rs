@@ -16,7 +16,7 @@ use clap::{Args, Parser, Subcommand};
 use std::collections::BTreeMap;
 
 use crate::adapters::instance::resolve_all;
-use crate::adapters::{AdapterInstance, Trust};
+use crate::adapters::{AdapterInstance, InstalledAdapters, Trust};
 use crate::config::Layers;
 use crate::paths::Dirs;
 use crate::runtime::Runtime;
@@ -139,10 +139,12 @@ impl Context {
         }
     }
 
-    /// Every adapter instance, checked, with what the workspace may not have withheld.
+    /// Every adapter instance, checked, with what the workspace may not have withheld and with
+    /// installed adapter plugins held to their grants.
     pub fn adapter_instances(&self) -> anyhow::Result<BTreeMap<String, AdapterInstance>> {
         let layers = self.config_layers()?;
-        Ok(resolve_all(&layers, self.workspace_trust())
+        let installed = InstalledAdapters::load(&self.dirs.data, &self.workspace);
+        Ok(resolve_all(&layers, self.workspace_trust(), &installed)
             .map_err(|e| BadInput::new(e.to_string()))?)
     }
 }

@@ -127,7 +127,7 @@ pub enum Grant {
     FsRead(String),
     /// Create, change and delete files under a directory.
     FsWrite(String),
-    /// Send HTTP requests to a host (with an optional port).
+    /// Send HTTP requests to a host, on the given port or, without one, on any port.
     NetHttp(String),
     /// Have the host inject the value of an environment variable (a credential) into requests.
     Env(String),
@@ -193,11 +193,14 @@ impl Grant {
             Grant::FsWrite(p) => {
                 format!("can create, change and delete files under {p} in your workspace")
             }
-            Grant::NetHttp(h) => {
+            Grant::NetHttp(h) if h.contains(':') => {
                 format!("can send requests to {h}: whatever it can read could be sent there")
             }
+            Grant::NetHttp(h) => format!(
+                "can send requests to {h}, on any port: whatever it can read could be sent there"
+            ),
             Grant::Env(v) => format!(
-                "requests it makes to its granted hosts carry the secret in ${v} (it never sees the value itself)"
+                "can have rawko add the secret in ${v} to its requests to its granted hosts (it never sees the value itself)"
             ),
             Grant::Exec(c) => {
                 format!("can run `{c}` through rawko's shell, subject to your bash filters")

@@ -1,5 +1,5 @@
 //! The filter chain: rawko's built-in policy first, then the bash-filter plugins named in
-//! `config.yaml` (`bash.filters`), in order. Any deny wins, and a filter that fails denies.
+//! `config.yaml` (`bash.filters`, as `.wasm` files or installed plugins' names), in order. Any deny wins, and a filter that fails denies.
 //! `ask` needs a person: it is put to the user when stdin and stderr are a terminal and denied
 //! otherwise.
 
@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::parse::{ParseOptions, parse};
 use super::{ParsedCommand, Policy, Resolver};
+use crate::distribution::{Kind, Store};
 use crate::plugins;
 use crate::runtime::filter::ShellContext;
 use crate::runtime::{FilterPlugin, Runtime, RuntimeError};
@@ -223,16 +224,26 @@ pub fn settle_ask(report: &mut CheckReport) {
     );
 }
 
-/// Read the filter plugins named in `bash.filters`: each is a `.wasm` file, absolute or
-/// relative to the config file (`base`) that names it.
-pub fn read_filter_files(base: &Path, names: &[String]) -> Result<Vec<(String, Vec<u8>)>, String> {
+/// Read the filter plugins named in `bash.filters`: each is a `.wasm` file (absolute, or
+/// relative to the directory `base` of the config file that names it) or the name of an
+/// installed bash-filter plugin in `store`. A name is a file when it ends in `.wasm` or holds a
+/// `/`; an installed plugin's bytes are checked against the lockfile's digest.
+pub fn read_filter_files(
+    base: &Path,
+    names: &[String],
+    store: &Store,
+) -> Result<Vec<(String, Vec<u8>)>, String> {
     names
         .iter()
         .map(|n| {
             let path = base.join(n);
+            let is_file = n.ends_with(".wasm") || n.contains('/');
+            if !is_file {
+                return read_installed(n, store);
+            }
             if path.extension().is_none_or(|e| e != "wasm") {
                 return Err(format!(
-                    "bash filter {n:?}: name a bash-filter plugin's .wasm file (absolute, or relative to the config file)"
+                    "bash filter {n:?}: name a bash-filter plugin's .wasm file (absolute, or relative to the config file) or an installed bash-filter plugin"
                 ));
             }
             let wasm = std::fs::read(&path)
@@ -244,4 +255,28 @@ pub fn read_filter_files(base: &Path, names: &[String]) -> Result<Vec<(String, V
             Ok((name, wasm))
         })
         .collect()
+}
+
+/// The installed bash-filter plugin `name`, by its name.
+fn read_installed(name: &str, store: &Store) -> Result<(String, Vec<u8>), String> {
+    let installed = store
+        .get(name)
+        .map_err(|e| format!("bash filter `{name}`: {e}"))?
+        .ok_or_else(|| {
+            format!(
+                "bash filter `{name}`: no plugin of that name is installed (see `rawko plugin list`), \
+                 and it is not a .wasm file"
+            )
+        })?;
+    if !installed.kinds().contains(&Kind::BashFilter) {
+        let kinds: Vec<&str> = installed.kinds().iter().map(|k| k.as_str()).collect();
+        return Err(format!(
+            "bash filter `{name}`: the installed plugin is a {} plugin, not a bash filter",
+            kinds.join(", ")
+        ));
+    }
+    let wasm = installed
+        .wasm()
+        .map_err(|e| format!("bash filter `{name}`: {e}"))?;
+    Ok((name.to_string(), wasm))
 }

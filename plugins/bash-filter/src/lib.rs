@@ -42,3 +42,4 @@ impl Filter for BuiltinPolicy {
 }
 
 rawko_plugin_sdk::export_filter!(BuiltinPolicy);
+rawko_plugin_sdk::manifest!();

@@ -13,6 +13,8 @@ const PLUGINS: &[&str] = &[
     "rawko-greeter-net",
     "rawko-greedy-tool",
     "rawko-future-tool",
+    // A first-party plugin, installed by tests as a stranger's would be.
+    "rawko-adapter-openai",
 ];
 
 fn main() {

@@ -82,7 +82,8 @@ fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
             .map(|i| {
                 serde_json::json!({
                     "name": i.name,
-                    "plugin": i.plugin.plugin.name,
+                    "plugin": i.plugin.name(),
+                    "plugin_installed": i.plugin.is_installed(),
                     "model": i.model,
                     "base_url": i.base_url,
                     "credential": match &i.credential {
@@ -106,7 +107,11 @@ fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
         .map(|i| {
             [
                 i.name.clone(),
-                i.plugin.plugin.name.to_string(),
+                if i.plugin.is_installed() {
+                    format!("{} (installed)", i.plugin.name())
+                } else {
+                    i.plugin.name().to_string()
+                },
                 i.model.clone(),
                 i.base_url.clone(),
                 credential(i),

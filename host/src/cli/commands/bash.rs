@@ -9,6 +9,7 @@ use clap::{Args, Subcommand};
 use crate::capability::{Access, FsGrants, exec};
 use crate::cli::{BadInput, Context, print_json, print_out};
 use crate::config::Layers;
+use crate::distribution::Store;
 use crate::runtime::Runtime;
 use crate::shell::chain::{Chain, CheckReport, Decision, read_filter_files};
 use crate::shell::{Policy, Resolver};
@@ -49,7 +50,11 @@ impl ShellSetup {
         let mut untrusted: Vec<&Path> = vec![cx.workspace()];
         untrusted.extend(policy.write_paths.iter().map(PathBuf::as_path));
         let resolver = Resolver::from_env(&untrusted);
-        let chain = Chain::load(rt, &configured_filters(&cx.dirs.config, cx.workspace())?).await?;
+        let chain = Chain::load(
+            rt,
+            &configured_filters(&cx.dirs.config, &cx.dirs.data, cx.workspace())?,
+        )
+        .await?;
         Ok(ShellSetup {
             policy,
             resolver,
@@ -58,17 +63,20 @@ impl ShellSetup {
     }
 }
 
-/// The bash-filter plugins named in the user's and then the workspace's `config.yaml`.
+/// The bash-filter plugins named in the user's and then the workspace's `config.yaml`: `.wasm`
+/// files and installed plugins. A workspace may add filters (any deny wins) but never remove one.
 pub fn configured_filters(
     config_dir: &Path,
+    data_dir: &Path,
     workspace: &Path,
 ) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     let layers = Layers::load(config_dir, workspace).map_err(|e| BadInput::new(e.to_string()))?;
+    let store = Store::new(data_dir);
     let mut out: Vec<(String, Vec<u8>)> = Vec::new();
     for (path, config) in [layers.user, layers.workspace].into_iter().flatten() {
         let Some(bash) = config.bash else { continue };
         let base = path.parent().unwrap_or(Path::new("."));
-        for (name, wasm) in read_filter_files(base, &bash.filters)
+        for (name, wasm) in read_filter_files(base, &bash.filters, &store)
             .map_err(|e| BadInput::new(format!("{}: {e}", path.display())))?
         {
             if !out.iter().any(|(_, w)| *w == wasm) {
@@ -95,7 +103,8 @@ enum BashAction {
         rawko bash check --read . --allow 'git *' -- 'git status && rm -rf x'\n  \
         rawko bash check --read . --write . --allow 'make test' --json -- 'make test 2>&1'\n\n\
         Filters run in order: rawko's built-in policy, then the bash-filter plugins listed \
-        under bash.filters in config.yaml. Any deny wins. A command rawko's executor cannot \
+        under bash.filters in config.yaml (.wasm files, or names of installed bash-filter \
+        plugins). Any deny wins. A command rawko's executor cannot \
         run is reported as denied by `executor`.")]
     Check(CheckArgs),
 }

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use clap::Args;
 
-use crate::adapters::instance::resolve;
+use crate::adapters::instance::{InstalledAdapters, resolve};
 use crate::adapters::{Source, Trust};
 use crate::cli::{BadInput, Context, print_out};
 use crate::config::AdapterConfig;
@@ -85,8 +85,16 @@ impl DemoCmd {
             recording: Some(recording),
             ..AdapterConfig::default()
         };
-        let instance = resolve(ADAPTER, &cfg, &Source::Builtin, None, Trust::Trusted)
-            .map_err(|e| anyhow::anyhow!("the demo's adapter: {}", e.message))?;
+        let none_installed = InstalledAdapters::load(&root.path().join("data"), &workspace);
+        let instance = resolve(
+            ADAPTER,
+            &cfg,
+            &Source::Builtin,
+            None,
+            Trust::Trusted,
+            &none_installed,
+        )
+        .map_err(|e| anyhow::anyhow!("the demo's adapter: {}", e.message))?;
         let mut instances = BTreeMap::new();
         instances.insert(ADAPTER.to_string(), instance);
 

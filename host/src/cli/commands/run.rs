@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::adapters::instance::resolve_all;
+use crate::adapters::instance::{InstalledAdapters, resolve_all};
 use crate::adapters::{AdapterInstance, Recorder, Trust};
 use crate::agents::Origin;
 use crate::agents::registry::{Registry, SearchPath};
@@ -327,7 +327,10 @@ impl Setup {
         };
         let instances = match self.instances {
             Some(i) => i,
-            None => resolve_all(&layers, trust).map_err(|e| BadInput::new(e.to_string()))?,
+            None => {
+                let installed = InstalledAdapters::load(&self.data_dir, &self.workspace);
+                resolve_all(&layers, trust, &installed).map_err(|e| BadInput::new(e.to_string()))?
+            }
         };
 
         let registry = Registry::load(&SearchPath::standard(&self.workspace, &self.config_dir));
@@ -390,7 +393,7 @@ impl Setup {
                 .map_err(|e| anyhow::anyhow!(e))?,
         );
         let set = ToolSet::with_installed(&rt, &self.data_dir, &self.workspace).await?;
-        let filters = configured_filters(&self.config_dir, &self.workspace)?;
+        let filters = configured_filters(&self.config_dir, &self.data_dir, &self.workspace)?;
         let chain = Chain::load(&rt, &filters).await?;
         let resolver = Resolver::from_env(&[self.workspace.as_path()]);
         let tools = SessionTools {

@@ -35,3 +35,4 @@ impl Adapter for Anthropic {
 }
 
 rawko_plugin_sdk::export_adapter!(Anthropic);
+rawko_plugin_sdk::manifest!();

@@ -38,3 +38,4 @@ impl Adapter for OpenAi {
 }
 
 rawko_plugin_sdk::export_adapter!(OpenAi);
+rawko_plugin_sdk::manifest!();

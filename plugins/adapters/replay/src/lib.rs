@@ -57,3 +57,4 @@ impl Adapter for Replay {
 }
 
 rawko_plugin_sdk::export_adapter!(Replay);
+rawko_plugin_sdk::manifest!();

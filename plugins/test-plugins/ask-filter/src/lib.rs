@@ -39,3 +39,4 @@ impl Filter for MarkerFilter {
 }
 
 rawko_plugin_sdk::export_filter!(MarkerFilter);
+rawko_plugin_sdk::manifest!();

@@ -13,7 +13,7 @@ use super::consent::{self, GrantArgs, TrustArgs};
 use crate::cli::{BadInput, Context, print_out};
 use crate::distribution::signature::Signer;
 use crate::distribution::{self, Entry, Examined, Fetched, Grant, Kind, Source, Store};
-use crate::plugins::BUILTIN_TOOL_PLUGINS;
+use crate::plugins;
 use crate::runtime::ToolPlugin;
 
 /// Install a plugin from a file, an https URL or an OCI registry
@@ -97,8 +97,10 @@ async fn prepare(
     let examined = distribution::examine(&fetched.wasm)
         .map_err(|e| anyhow::anyhow!("refused: {source}: {e}"))?;
     let name = &examined.manifest.name;
-    if BUILTIN_TOOL_PLUGINS.iter().any(|b| b.name == name) {
-        anyhow::bail!("refused: `{name}` is the name of a plugin built into rawko");
+    if plugins::is_builtin_name(name) {
+        anyhow::bail!(
+            "refused: `{name}` is the name of a plugin built into rawko; an installed plugin may not take it"
+        );
     }
     let signer = consent::check_signature(cx, trust, &fetched)?;
     precompile(cx, &examined, &fetched.wasm).await?;

@@ -11,7 +11,7 @@ use crate::distribution::{Kind, scaffold};
 /// Create a new plugin crate that builds with `cargo build --target wasm32-wasip2`
 #[derive(Debug, Args)]
 pub struct NewArgs {
-    /// The kind of plugin (tool)
+    /// The kind of plugin: tool, adapter or bash-filter
     kind: String,
     /// The plugin's name: lowercase letters, digits and `-`
     name: String,
