@@ -232,3 +232,44 @@ fn killed_before_finish_resumes_without_repeating_calls() {
 fn killed_during_a_tool_call_resumes() {
     crash_and_resume(Point::InTool);
 }
+
+/// Ctrl-C (SIGINT) while the model thinks: the current step finishes, the task is marked
+/// cancelled with exit status 130, and `rawko resume` completes it.
+#[test]
+fn ctrl_c_cancels_cleanly_and_resume_continues() {
+    let (ws, server) = setup();
+    let all = replies(false);
+    server.push(all[0].clone());
+    server.push(all[1].clone().delay(Duration::from_millis(1500)));
+    let child = spawn(&ws, &["run", "--json", "--agent", "worker", "do the steps"]);
+    wait_for("the second model request", || server.hits() > 1);
+    // SAFETY: kill(2) on our own child's pid.
+    let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(sent, 0);
+    let out = child.wait_with_output().unwrap();
+    let r = Run::of(out);
+    assert_eq!(r.code, 130, "{r:?}");
+    let finished = r
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["type"] == "task_finished")
+        .unwrap_or_else(|| panic!("no task_finished event: {r:?}"));
+    assert_eq!(finished["status"], "cancelled");
+    // The step in progress was finished, not cut: its tool call ran and was committed.
+    assert_eq!(committed(&ws), ["one", "two"], "{r:?}");
+
+    for r in all.iter().skip(2).cloned() {
+        server.push(r);
+    }
+    let id = task_id(&ws);
+    let r = Run::of(
+        rawko(&ws)
+            .env("TEST_KEY", TEST_KEY)
+            .args(["resume", &id, "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(log_lines(&ws), ["one", "two", "three", "four"]);
+}

@@ -430,6 +430,16 @@ impl Store {
     }
 
     /// Set a task's status and closing summary (e.g. cancelled by the user).
+    /// Take a cancelled task up again where it stopped (`rawko resume`).
+    pub fn reopen(&self, task: &str) -> Result<bool> {
+        let n = self.conn.execute(
+            "UPDATE tasks SET status = 'running', summary = NULL, updated_at = ?2
+             WHERE id = ?1 AND status = 'cancelled'",
+            params![task, now_ms()],
+        )?;
+        Ok(n == 1)
+    }
+
     pub fn finish_task(&self, task: &str, status: TaskStatus, summary: &str) -> Result<()> {
         self.conn.execute(
             "UPDATE tasks SET status = ?2, summary = ?3, updated_at = ?4 WHERE id = ?1",

@@ -210,6 +210,9 @@ impl ResumeCmd {
             instances: None,
             max_steps,
         };
+        if task.status == TaskStatus::Cancelled {
+            store.reopen(&task.id)?;
+        }
         let run = setup
             .prepare(Start::Resume { id: &task.id }, &store)
             .await?;
