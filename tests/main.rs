@@ -16,6 +16,7 @@
 //! - `shell`: bypass payloads against the real parser and the built-in policy plugin.
 //! - `cli_bash`: `rawko bash check` and the `Bash` tool through the real binary: verdicts,
 //!   exit codes, and what running a command does and does not do.
+//! - `cli_agent_tools`: `tools list --agent` and `tool call --agent` with each agent's capabilities.
 //! - `cli_agents`: `rawko init` and `rawko agents` on every dialect and on hostile files.
 //! - `agents_watch`: hot reload, in process and through `rawko agents watch`.
 //! - `demo`: `rawko demo`, offline, through the real binary.
@@ -27,6 +28,7 @@ mod support;
 mod adapters;
 mod agents_watch;
 mod cli_adapters;
+mod cli_agent_tools;
 mod cli_agents;
 mod cli_bash;
 mod cli_tools;

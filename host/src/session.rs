@@ -57,8 +57,9 @@ impl AgentLookup for Agents {
     }
 }
 
-/// Whether an agent's definition may act on the workspace beyond reading it.
-fn untrusted_agent(agent: &Agent, workspace_trusted: bool) -> bool {
+/// Whether an agent's definition comes from a workspace the user has not trusted, which limits it
+/// to [`READ_ONLY_TOOLS`].
+pub fn untrusted_agent(agent: &Agent, workspace_trusted: bool) -> bool {
     agent.source.origin == Origin::Workspace && !workspace_trusted
 }
 
@@ -117,7 +118,9 @@ impl SessionTools {
         }
     }
 
-    async fn run(&self, agent: &Agent, name: &str, input: &str) -> ToolOutcome {
+    /// Run tool `name` for `agent` with the agent's capabilities (the engine has checked that
+    /// the agent may call it).
+    pub async fn run(&self, agent: &Agent, name: &str, input: &str) -> ToolOutcome {
         let mut decisions = Vec::new();
         if untrusted_agent(agent, self.workspace_trusted) && !READ_ONLY_TOOLS.contains(&name) {
             let why = untrusted_reason(agent);
@@ -347,7 +350,7 @@ impl ToolHost for SessionTools {
 }
 
 /// A command tool as the model sees it: its placeholders are its inputs.
-fn command_tool_spec(agent: &Agent, tool: &crate::agents::model::CommandTool) -> ToolSpec {
+pub fn command_tool_spec(agent: &Agent, tool: &crate::agents::model::CommandTool) -> ToolSpec {
     let mut properties = serde_json::Map::new();
     let mut required = Vec::new();
     for name in tool.placeholders() {
@@ -738,4 +741,19 @@ pub fn tool_budget() -> Budget {
 /// Where a workspace's task store lives.
 pub fn store_path(workspace: &Path) -> PathBuf {
     workspace.join(".rawko").join("state.db")
+}
+
+/// Look up agent `name` on the standard search path (the workspace's, the user's, the
+/// built-ins), with a clear error naming the loaded ones.
+pub fn find_agent(workspace: &Path, config_dir: &Path, name: &str) -> Result<Arc<Agent>, String> {
+    let registry = Registry::load(&crate::agents::registry::SearchPath::standard(
+        workspace, config_dir,
+    ));
+    registry.get(name).ok_or_else(|| {
+        let names: Vec<String> = registry.agents().map(|a| a.name.clone()).collect();
+        format!(
+            "no usable agent named `{name}` (loaded: {}; see `rawko agents list`)",
+            names.join(", ")
+        )
+    })
 }

@@ -12,7 +12,13 @@ use crate::runtime::tool::CallContext;
 use crate::runtime::{Budget, ToolPlugin};
 use crate::shell::bash::{self, BashContext};
 
-use super::bash::{PolicyFlags, ShellSetup, grants_from};
+use super::bash::{PolicyFlags, ShellSetup, configured_filters, grants_from};
+use crate::adapters::Trust;
+use crate::engine::tools::{ToolHost, ToolOutcome};
+use crate::session::{SessionTools, find_agent};
+use crate::shell::Resolver;
+use crate::shell::chain::Chain;
+use std::rc::Rc;
 
 /// Call a tool directly
 #[derive(Debug, Args)]
@@ -65,6 +71,11 @@ struct CallArgs {
     json: bool,
     #[command(flatten)]
     policy: PolicyFlags,
+    /// Call the tool exactly as this agent would in a run: its tools, its bash policy, the
+    /// workspace read-write only if the agent may write (replaces --read, --write, --allow,
+    /// --block)
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["read", "write", "allow", "block"])]
+    agent: Option<String>,
 }
 
 impl ToolCmd {
@@ -78,6 +89,9 @@ impl ToolCmd {
 async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
     if !(args.timeout.is_finite() && args.timeout > 0.0 && args.timeout <= 86_400.0) {
         return Err(BadInput::new("--timeout must be between 0 and 86400 seconds").into());
+    }
+    if let Some(name) = &args.agent {
+        return call_as_agent(cx, &args, name).await;
     }
     let grants = grants_from(cx, &args.read, &args.write)?;
     let budget = Budget {
@@ -155,4 +169,65 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(if e.is_bad_input() { 2 } else { 1 }))
         }
     }
+}
+
+/// `tool call --agent`: the tool as a run would call it for that agent.
+async fn call_as_agent(cx: &Context, args: &CallArgs, name: &str) -> anyhow::Result<ExitCode> {
+    let agent = find_agent(cx.workspace(), &cx.dirs.config, name).map_err(BadInput::new)?;
+    let trusted = cx.workspace_trust() == Trust::Trusted;
+    let rt = Rc::new(cx.runtime()?);
+    let set = ToolSet::with_installed(&rt, &cx.dirs.data, cx.workspace()).await?;
+    let filters = configured_filters(&cx.dirs.config, &cx.dirs.data, cx.workspace())?;
+    let chain = Chain::load(&rt, &filters).await?;
+    let tools = SessionTools {
+        rt: rt.clone(),
+        workspace: cx.workspace().to_path_buf(),
+        set,
+        chain,
+        resolver: Resolver::from_env(&[cx.workspace()]),
+        workspace_trusted: trusted,
+        budget: Budget {
+            timeout: Duration::from_secs_f64(args.timeout),
+            memory: args.memory.saturating_mul(1 << 20),
+            output: args.max_output,
+        },
+    };
+    let offered = tools.specs(&agent).iter().any(|s| s.name == args.tool);
+    let outcome = if !offered || !agent.may_call(&args.tool) {
+        let mut why = format!(
+            "tool `{}` is not available to the {} agent",
+            args.tool, agent.name
+        );
+        if let Some(more) = tools.withheld(&agent, &args.tool) {
+            why.push_str(": ");
+            why.push_str(&more);
+        }
+        ToolOutcome {
+            output: why,
+            is_error: true,
+            verdict: "denied: not allowed".into(),
+            decisions: Vec::new(),
+        }
+    } else {
+        tools.run(&agent, &args.tool, &args.input).await
+    };
+    if args.json {
+        print_json(&serde_json::json!({
+            "ok": !outcome.is_error,
+            "tool": args.tool,
+            "agent": agent.name,
+            "verdict": outcome.verdict,
+            "output": outcome.output,
+            "decisions": outcome.decisions,
+        }))?;
+    } else if outcome.is_error {
+        eprintln!("error: {}", outcome.output);
+    } else {
+        print_out(&outcome.output)?;
+    }
+    Ok(if outcome.is_error {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -4,8 +4,10 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use crate::cli::{Context, print_json, print_out};
+use crate::adapters::Trust;
+use crate::cli::{BadInput, Context, print_json, print_out};
 use crate::plugins::ToolSet;
+use crate::session::{READ_ONLY_TOOLS, command_tool_spec, find_agent, untrusted_agent};
 
 /// Inspect the available tools
 #[derive(Debug, Args)]
@@ -25,6 +27,9 @@ struct ListArgs {
     /// Print JSON (name, plugin, description, input schema) instead of a table
     #[arg(long)]
     json: bool,
+    /// Only the tools this agent may call (with its command tools), as a run would offer them
+    #[arg(long, value_name = "NAME")]
+    agent: Option<String>,
 }
 
 impl ToolsCmd {
@@ -38,16 +43,53 @@ impl ToolsCmd {
 async fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
     let rt = cx.runtime()?;
     let set = ToolSet::with_installed(&rt, &cx.dirs.data, cx.workspace()).await?;
-    let tools = set.tools();
+    let mut tools: Vec<(String, String, String, serde_json::Value)> = set
+        .tools()
+        .into_iter()
+        .map(|(p, t)| {
+            (
+                t.name.clone(),
+                p.name().to_string(),
+                t.description.clone(),
+                t.input_schema.clone(),
+            )
+        })
+        .collect();
+    if let Some(name) = &args.agent {
+        let agent = find_agent(cx.workspace(), &cx.dirs.config, name).map_err(BadInput::new)?;
+        let trusted = cx.workspace_trust() == Trust::Trusted;
+        let restricted = untrusted_agent(&agent, trusted);
+        tools.retain(|(name, ..)| {
+            agent.may_call(name) && (!restricted || READ_ONLY_TOOLS.contains(&name.as_str()))
+        });
+        if !restricted {
+            for t in &agent.command_tools {
+                let spec = command_tool_spec(&agent, t);
+                tools.push((
+                    spec.name,
+                    "agent".into(),
+                    spec.description,
+                    spec.input_schema,
+                ));
+            }
+        }
+        if restricted && !args.json {
+            eprintln!(
+                "note: agent {} comes from this untrusted workspace: read-only tools only \
+                 (`rawko trust` to change that)",
+                agent.name
+            );
+        }
+    }
     if args.json {
         let items: Vec<serde_json::Value> = tools
             .iter()
-            .map(|(p, t)| {
+            .map(|(name, plugin, description, schema)| {
                 serde_json::json!({
-                    "name": t.name,
-                    "plugin": p.name(),
-                    "description": t.description,
-                    "input_schema": t.input_schema,
+                    "name": name,
+                    "plugin": plugin,
+                    "description": description,
+                    "input_schema": schema,
                 })
             })
             .collect();
@@ -56,23 +98,21 @@ async fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
     }
     let name_w = tools
         .iter()
-        .map(|(_, t)| t.name.len())
+        .map(|(name, ..)| name.len())
         .max()
         .unwrap_or(4)
         .max(4);
     let plugin_w = tools
         .iter()
-        .map(|(p, _)| p.name().len())
+        .map(|(_, plugin, ..)| plugin.len())
         .max()
         .unwrap_or(6)
         .max(6);
     let mut out = format!("{:name_w$}  {:plugin_w$}  DESCRIPTION\n", "TOOL", "PLUGIN");
-    for (p, t) in &tools {
+    for (name, plugin, description, _) in &tools {
         out.push_str(&format!(
-            "{:name_w$}  {:plugin_w$}  {}\n",
-            t.name,
-            p.name(),
-            first_sentence(&t.description)
+            "{name:name_w$}  {plugin:plugin_w$}  {}\n",
+            first_sentence(description)
         ));
     }
     print_out(&out)?;
