@@ -55,11 +55,14 @@ fn finish(status: &str, summary: &str) -> (&'static str, String) {
     call("finish", json!({"status": status, "summary": summary}))
 }
 
+/// What one model call was sent: the agent, the conversation, the tool names.
+type Seen = (String, Vec<Message>, Vec<String>);
+
 /// A model per agent that plays its replies in order and records what it was sent.
 #[derive(Default)]
 struct Script {
     replies: RefCell<HashMap<String, VecDeque<Reply>>>,
-    seen: RefCell<Vec<(String, Vec<Message>, Vec<String>)>>,
+    seen: RefCell<Vec<Seen>>,
 }
 
 struct ScriptedLlm {
