@@ -502,6 +502,7 @@ scenarios!(
     escalation,
     untrusted_workspace_agent,
     trusted_workspace_agent,
+    agents_as_tools,
 );
 
 /// Writes `host/demo/recording.jsonl` from the happy-path scenario: run it when the built-in
