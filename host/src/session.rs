@@ -570,9 +570,6 @@ pub struct SessionLlms {
     pub events: SharedSink,
     pub stream: bool,
     pub recorder: Option<Arc<Recorder>>,
-    /// Which task, so a resumed one continues each instance's numbering.
-    pub task: String,
-    pub store_path: PathBuf,
     /// Resolve names of hosts in tests (loopback model servers).
     pub options: OpenOptions,
     opened: RefCell<BTreeMap<String, Rc<Adapter>>>,
@@ -590,8 +587,6 @@ impl SessionLlms {
         events: SharedSink,
         stream: bool,
         recorder: Option<Arc<Recorder>>,
-        task: String,
-        store_path: PathBuf,
     ) -> Self {
         SessionLlms {
             rt,
@@ -601,8 +596,6 @@ impl SessionLlms {
             events,
             stream,
             recorder,
-            task,
-            store_path,
             options: OpenOptions::default(),
             opened: RefCell::new(BTreeMap::new()),
             completed: RefCell::new(BTreeMap::new()),

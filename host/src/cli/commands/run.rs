@@ -430,10 +430,6 @@ impl Setup {
             None => (ArbiterMode::Fixed, None),
         };
 
-        let task_id = match &task {
-            Task::New(prompt, options) => store.create_task(prompt, &first_agent.name, options)?,
-            Task::Existing(id, _) => id.clone(),
-        };
         let llms = SessionLlms::new(
             rt.clone(),
             instances,
@@ -442,22 +438,25 @@ impl Setup {
             events.clone(),
             !self.output.no_stream,
             self.recorder.clone(),
-            task_id.clone(),
-            store.path().to_path_buf(),
         );
-        for name in llms.instances.keys() {
-            let n = store.completions(&task_id, name)?;
-            if n > 0 {
-                llms.completed.borrow_mut().insert(name.clone(), n);
+        if let Task::Existing(id, _) = &task {
+            // A resumed task continues each instance's numbering (a replay picks up there).
+            for name in llms.instances.keys() {
+                let n = store.completions(id, name)?;
+                if n > 0 {
+                    llms.completed.borrow_mut().insert(name.clone(), n);
+                }
             }
         }
-        // A missing key or recording is reported before any work, not in the middle of it.
-        if let Err(e) = llms.open_all(std::iter::once(&*first_agent)).await {
-            if let Task::New(..) = task {
-                store.finish_task(&task_id, TaskStatus::Failed, &e)?;
-            }
-            return Err(BadInput::new(e).into());
-        }
+        // A missing key or recording is reported before any work (and before a task is made),
+        // not in the middle of it.
+        llms.open_all(std::iter::once(&*first_agent))
+            .await
+            .map_err(BadInput::new)?;
+        let task_id = match &task {
+            Task::New(prompt, options) => store.create_task(prompt, &first_agent.name, options)?,
+            Task::Existing(id, _) => id.clone(),
+        };
         match &task {
             Task::New(prompt, _) => events.emit(&RunEvent::TaskStarted {
                 task: task_id.clone(),
