@@ -181,7 +181,7 @@ fn processes_with(needle: &str) -> Vec<String> {
 fn a_timeout_kills_the_command_and_everything_it_started() {
     let ws = Workspace::new();
     let input = serde_json::json!({
-        "command": "sh -c 'sleep 47.25 & sleep 47.25; echo never'",
+        "command": "echo 47.25 47.25 | xargs -n1 -P2 sleep; echo never",
         "timeout": 1000
     })
     .to_string();
@@ -190,7 +190,7 @@ fn a_timeout_kills_the_command_and_everything_it_started() {
         &ws,
         &[
             "tool", "call", "Bash", "--read", ".", "--allow", "sleep", "--allow", "echo",
-            "--input", &input,
+            "--allow", "xargs *", "--input", &input,
         ],
     );
     assert!(
@@ -434,4 +434,48 @@ fn redirections_never_write_into_git_or_rawko() {
     let r = bash(&ws, &grants, "echo fine > notes.txt");
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(ws.read("notes.txt"), "fine\n");
+}
+
+#[test]
+fn no_shell_ever_reads_a_command_line_again() {
+    // A policy that allows everything: what stops these is the executor, which never hands
+    // text to a shell, however the command gets there.
+    let ws = Workspace::new();
+    let grants = ["--read", ".", "--write", ".", "--allow", "*"];
+    for (cmd, made) in [
+        ("bash -c 'touch by-bash'", "by-bash"),
+        ("sh -ec 'touch by-sh'", "by-sh"),
+        ("timeout 5 bash -c 'touch by-timeout'", "by-timeout"),
+        ("nice -n 1 dash -c 'touch by-dash'", "by-dash"),
+        (
+            "find . -maxdepth 0 -exec sh -c 'touch by-find' \\;",
+            "by-find",
+        ),
+        ("watch -n 1 touch by-watch", "by-watch"),
+    ] {
+        let r = bash(&ws, &grants, cmd);
+        assert_eq!(r.code, 1, "{cmd}: {r:?}");
+        assert!(
+            r.stderr.contains("does not run this command")
+                && r.stderr.contains("run the commands directly"),
+            "{cmd}: {r:?}"
+        );
+        assert!(!ws.path().join(made).exists(), "{cmd} ran");
+        let r = run(
+            &ws,
+            &[
+                "bash", "check", "--read", ".", "--write", ".", "--allow", "*", "--", cmd,
+            ],
+        );
+        assert_eq!(r.code, 1, "{cmd}: {r:?}");
+        assert!(r.stdout.contains("decided by executor"), "{cmd}: {r:?}");
+    }
+    // The same commands, run directly, do run.
+    let r = bash(
+        &ws,
+        &grants,
+        "touch direct && find . -maxdepth 1 -name direct",
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(ws.path().join("direct").exists(), "{r:?}");
 }
