@@ -291,6 +291,22 @@ fn follows(flags: PathFlags) -> bool {
     flags.contains(PathFlags::SYMLINK_FOLLOW)
 }
 
+/// Guard a `wasi:filesystem` method that takes a descriptor and one path, following no symlink
+/// in the last component.
+macro_rules! guard_path_op {
+    ($inst:expr, $name:literal, $method:ident, ancestors: $ancestors:expr) => {
+        $inst.func_wrap_async(
+            $name,
+            |mut store: Store<'_>, (fd, path): (Resource<Descriptor>, String)| {
+                Box::new(async move {
+                    let checked = guard(store.data_mut(), &fd, &path, false, $ancestors);
+                    then(&mut store, checked, async |v| v.$method(fd, path).await).await
+                })
+            },
+        )?
+    };
+}
+
 /// Put the guard in front of every `wasi:filesystem/types` function that changes what is at a
 /// path. Call after WASI itself is in `linker`; it replaces those functions' definitions.
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
@@ -322,18 +338,6 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                     downgrade(store.data_mut(), opened);
                 }
                 Ok(reply)
-            })
-        },
-    )?;
-    inst.func_wrap_async(
-        "[method]descriptor.create-directory-at",
-        |mut store: Store<'_>, (fd, path): (Resource<Descriptor>, String)| {
-            Box::new(async move {
-                let checked = guard(store.data_mut(), &fd, &path, false, false);
-                then(&mut store, checked, async |v| {
-                    v.create_directory_at(fd, path).await
-                })
-                .await
             })
         },
     )?;
@@ -378,18 +382,6 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         },
     )?;
     inst.func_wrap_async(
-        "[method]descriptor.remove-directory-at",
-        |mut store: Store<'_>, (fd, path): (Resource<Descriptor>, String)| {
-            Box::new(async move {
-                let checked = guard(store.data_mut(), &fd, &path, false, true);
-                then(&mut store, checked, async |v| {
-                    v.remove_directory_at(fd, path).await
-                })
-                .await
-            })
-        },
-    )?;
-    inst.func_wrap_async(
         "[method]descriptor.rename-at",
         |mut store: Store<'_>,
          (fd, old_path, new_fd, new_path): (
@@ -420,18 +412,9 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             })
         },
     )?;
-    inst.func_wrap_async(
-        "[method]descriptor.unlink-file-at",
-        |mut store: Store<'_>, (fd, path): (Resource<Descriptor>, String)| {
-            Box::new(async move {
-                let checked = guard(store.data_mut(), &fd, &path, false, true);
-                then(&mut store, checked, async |v| {
-                    v.unlink_file_at(fd, path).await
-                })
-                .await
-            })
-        },
-    )?;
+    guard_path_op!(inst, "[method]descriptor.create-directory-at", create_directory_at, ancestors: false);
+    guard_path_op!(inst, "[method]descriptor.remove-directory-at", remove_directory_at, ancestors: true);
+    guard_path_op!(inst, "[method]descriptor.unlink-file-at", unlink_file_at, ancestors: true);
     linker.allow_shadowing(false);
     Ok(())
 }
