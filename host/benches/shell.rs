@@ -5,7 +5,10 @@
 //! ```
 //!
 //! `verdict_typical_pipeline` is the whole check the `Bash` tool makes: parse with
-//! brush-parser, resolve programs, then the built-in policy plugin in a fresh wasm instance.
+//! brush-parser, resolve programs, then the built-in policy plugin in a fresh wasm instance
+//! (pre-linked, from the pooling allocator), which asks the host to match the blocked patterns
+//! compiled once with the policy. Program lookups on `PATH` are remembered for two seconds, as in
+//! a session, so repeated iterations measure the warm path.
 
 use std::path::PathBuf;
 use std::sync::LazyLock;

@@ -7,7 +7,8 @@
 //! stdin at end of file, an environment scrubbed to [`ENV_ALLOWLIST`], a deadline after which the
 //! whole process group of the running pipeline is killed, output captured up to a cap, and on
 //! Linux a landlock ruleset that limits writes to the writable grants (plus a private temporary
-//! directory and `/dev/null`) for every process it starts.
+//! directory and `/dev/null`) for every process it starts. Redirections never write under the
+//! workspace's `.git` or `.rawko` ([`super::protect`]).
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::protect::Protected;
 use crate::shell::model::{Connector, ListItem, Pipeline, Script, Stage};
 use crate::shell::{ParsedCommand, RedirectKind, SimpleCommand, Word};
 
@@ -242,8 +244,12 @@ fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput
     let err_reader = err_r.map(|r| Capture::start(r, opts.max_output.min(8_000)));
 
     let watchdog = Watchdog::start(opts.timeout);
+    let protected = Protected::new(
+        std::iter::once(opts.workspace.clone()).chain(opts.write_paths.iter().cloned()),
+    );
     let mut exec = Exec {
         cmds: &parsed.commands,
+        protected: &protected,
         env: base_env(&opts.path_dirs, tmp.as_ref().map(|t| t.path())),
         out: out_w,
         err: err_w,
@@ -508,6 +514,8 @@ struct Exec<'a> {
     /// The directory the run is in now (`cd` changes it).
     cwd: PathBuf,
     watchdog: &'a Watchdog,
+    /// `.git` and `.rawko`: redirections never write there, whatever the filters said.
+    protected: &'a Protected,
 }
 
 impl Exec<'_> {
@@ -704,14 +712,17 @@ impl Exec<'_> {
         let open =
             |read: bool, write: bool, append: bool, truncate: bool| -> Result<OwnedFd, String> {
                 let target = r.target.literal().unwrap_or_default();
-                let path = cmd.cwd.join(target);
-                std::fs::OpenOptions::new()
-                    .read(read)
-                    .write(write)
-                    .append(append)
-                    .truncate(truncate)
-                    .create(write)
-                    .open(&path)
+                let mut opts = std::fs::OpenOptions::new();
+                opts.read(read).write(write).append(append).create(write);
+                if write {
+                    // Checked where it really lands, at the moment it is opened: a symlink made
+                    // by an earlier command cannot lead the write into `.git` or `.rawko`.
+                    return self
+                        .protected
+                        .open_for_write(&cmd.cwd, target, &mut opts, truncate)
+                        .map(OwnedFd::from);
+                }
+                opts.open(cmd.cwd.join(target))
                     .map(OwnedFd::from)
                     .map_err(|e| format!("{target}: {e}"))
             };

@@ -5,6 +5,9 @@
 //! do not exist there. The sandbox (cap-std, under wasmtime-wasi) refuses `..`, absolute paths
 //! and symlinks that lead out of a preopen, so a grant holds whatever the plugin does.
 //!
+//! Writes under `.git/` and `.rawko/` are refused inside every writable grant
+//! ([`super::protect`]).
+//!
 //! Grants do not nest to restrict: a read-only directory inside a read-write grant is reachable
 //! for writing through the wider grant (`rw/x/../ro/f`), so adding the narrower grant changes
 //! nothing and it is dropped rather than given the appearance of protection.
@@ -12,6 +15,8 @@
 use std::path::{Path, PathBuf};
 
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+use super::protect::Protected;
 
 /// What a grant allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -72,6 +77,9 @@ pub enum GrantError {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FsGrants {
     grants: Vec<FsGrant>,
+    /// Workspaces whose `.git` and `.rawko` stay read-only even inside a writable grant (every
+    /// writable grant is treated as one too; see [`super::protect`]).
+    workspaces: Vec<PathBuf>,
 }
 
 impl FsGrants {
@@ -131,7 +139,34 @@ impl FsGrants {
                 out.insert(path.clone(), a.access.min(b.access));
             }
         }
+        for w in self.workspaces.iter().chain(&limit.workspaces) {
+            out.protect_workspace(w);
+        }
         out
+    }
+
+    /// Keep `workspace`'s `.git` and `.rawko` read-only, even when a grant names them.
+    pub fn protect_workspace(&mut self, workspace: &Path) {
+        let real = workspace
+            .canonicalize()
+            .unwrap_or_else(|_| workspace.to_path_buf());
+        if !self.workspaces.contains(&real) {
+            self.workspaces.push(real);
+        }
+    }
+
+    /// What no write may touch: `.git` and `.rawko` below every writable grant and protected
+    /// workspace. Empty when nothing is writable.
+    pub fn protected(&self) -> Protected {
+        if !self.grants.iter().any(|g| g.access == Access::ReadWrite) {
+            return Protected::default();
+        }
+        let writable = self
+            .grants
+            .iter()
+            .filter(|g| g.access == Access::ReadWrite)
+            .map(|g| g.path.clone());
+        Protected::new(self.workspaces.iter().cloned().chain(writable))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &FsGrant> {

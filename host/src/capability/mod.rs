@@ -8,6 +8,8 @@ pub mod exec;
 pub mod fs;
 pub mod http;
 pub mod progress;
+pub mod protect;
 
 pub use fs::{Access, FsGrant, FsGrants, GrantError};
 pub use http::{HttpClient, HttpGrant, HttpPolicy, Origin};
+pub use protect::Protected;

@@ -28,17 +28,17 @@ pub const FILTER_BUDGET: Budget = Budget {
 /// Longest reason or rule kept from a filter.
 const MAX_TEXT: usize = 2000;
 
-/// What the `shell` import answers from: the resolver and workspace of the command being judged.
+/// What the `shell` import answers from: the resolver and policy of the command being judged.
 #[derive(Debug)]
 pub struct ShellContext {
     pub resolver: Resolver,
-    pub workspace: PathBuf,
+    pub policy: Policy,
 }
 
 impl ShellContext {
     /// `cwd` as given by a filter: absolute, or taken relative to the workspace.
     fn cwd(&self, cwd: &str) -> PathBuf {
-        shell::resolve::normalize(&self.workspace.join(cwd))
+        shell::resolve::normalize(&self.policy.workspace.join(cwd))
     }
 }
 
@@ -269,7 +269,7 @@ impl ws::Host for HostState {
         };
         let opts = shell::ParseOptions {
             resolver: &cx.resolver,
-            workspace: &cx.workspace,
+            workspace: &cx.policy.workspace,
             expand_globs: false,
         };
         shell::parse(&script, &cx.cwd(&cwd), &opts)
@@ -292,5 +292,10 @@ impl ws::Host for HostState {
             Some(cx) => path_str(&cx.resolver.path(&path, &cx.cwd(&cwd))),
             None => path,
         }
+    }
+
+    fn blocked_pattern(&mut self, text: String) -> Option<String> {
+        let cx = self.shell.as_ref()?;
+        cx.policy.blocked_by(&text).map(str::to_string)
     }
 }

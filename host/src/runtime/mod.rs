@@ -57,6 +57,8 @@ impl Runtime {
         let base = || -> Result<Linker<HostState>, RuntimeError> {
             let mut linker = Linker::new(&engine);
             wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| link("WASI", e))?;
+            crate::capability::protect::add_to_linker(&mut linker)
+                .map_err(|e| link("protected paths", e))?;
             bindings::log::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
                 .map_err(|e| link("log", e))?;
             Ok(linker)

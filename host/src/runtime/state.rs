@@ -12,7 +12,7 @@ use super::log::PluginLog;
 use super::stdio::CappedPipe;
 use crate::capability::http::HttpCtx;
 use crate::capability::progress::ProgressCtx;
-use crate::capability::{FsGrants, GrantError};
+use crate::capability::{FsGrants, GrantError, Protected};
 
 /// Bytes of a plugin's stdout, and of its stderr, kept per call.
 pub const STDIO_CAP: usize = 64 * 1024;
@@ -30,6 +30,8 @@ pub struct HostState {
     pub(crate) progress: Option<ProgressCtx>,
     /// What a bash filter's `shell` import answers from; `None` for other plugin kinds.
     pub(crate) shell: Option<Arc<super::filter::ShellContext>>,
+    /// Paths no write may touch (`.git`, `.rawko`); `None` when nothing is writable.
+    pub(crate) protected: Option<Arc<Protected>>,
 }
 
 impl HostState {
@@ -48,7 +50,9 @@ impl HostState {
             .stdout(stdout.clone())
             .stderr(stderr.clone());
         grants.preopen(&mut wasi)?;
+        let protected = grants.protected();
         Ok(HostState {
+            protected: (!protected.is_empty()).then(|| Arc::new(protected)),
             wasi: wasi.build(),
             table: ResourceTable::new(),
             limiter: CallLimiter::new(budget.memory),

@@ -135,7 +135,7 @@ impl Chain {
     ) -> CheckReport {
         let cx = Arc::new(ShellContext {
             resolver: resolver.clone(),
-            workspace: policy.workspace.clone(),
+            policy: policy.clone(),
         });
         let mut outcomes = Vec::new();
         for f in &self.filters {

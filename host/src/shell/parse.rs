@@ -84,6 +84,84 @@ pub fn parse(raw: &str, cwd: &Path, opts: &ParseOptions<'_>) -> Result<ParsedCom
     })
 }
 
+/// Shells that run a script given as a string (`-c`).
+const SHELLS: &[&str] = &[
+    "bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "rbash", "fish", "csh",
+    "tcsh",
+];
+
+/// The options at the start of `rest`, before the first operand; `takes_arg` lists options whose
+/// value is the next word.
+fn leading_options<'w>(rest: &[&'w str], takes_arg: &[&str]) -> Vec<&'w str> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(a) = rest.get(i) {
+        if *a == "--" || !(a.starts_with('-') || a.starts_with('+')) || *a == "-" {
+            break;
+        }
+        out.push(*a);
+        i += if takes_arg.contains(a) { 2 } else { 1 };
+    }
+    out
+}
+
+/// Why running `argv` would have a shell (or another string splitter) read text again, which
+/// rawko's executor never lets happen: filters judged rawko's parse of that text, and a second
+/// reading by another parser could differ. Every word is looked at, since wrappers (`timeout`,
+/// `xargs`, `find -exec`, `sudo`, `nice`) pass the words after them on as a command.
+pub fn hands_text_to_a_shell(argv: &[Word], program: &Program) -> Option<String> {
+    let words: Vec<&str> = argv.iter().map(Word::text).collect();
+    let base = |w: &str| w.rsplit('/').next().unwrap_or(w).to_string();
+    let why = |what: String| {
+        Some(format!(
+            "{what}: that would have a shell read the text again, and rawko runs only what its own parser read; run the commands directly"
+        ))
+    };
+    let short = |w: &str, letters: &[char]| {
+        w.starts_with('-') && !w.starts_with("--") && w[1..].contains(letters)
+    };
+    for (i, w) in words.iter().enumerate() {
+        let name = base(&if i == 0 {
+            program.name.clone()
+        } else {
+            base(w)
+        });
+        let rest = &words[i + 1..];
+        let hit = match name.as_str() {
+            n if SHELLS.contains(&n) => {
+                let opts =
+                    leading_options(rest, &["-o", "+o", "-O", "+O", "--rcfile", "--init-file"]);
+                opts.iter().any(|a| short(a, &['c']) || *a == "--command")
+            }
+            "watch" => !rest.iter().any(|a| *a == "-x" || *a == "--exec"),
+            "script" | "su" | "runuser" => rest
+                .iter()
+                .any(|a| short(a, &['c']) || a.starts_with("--command")),
+            "sudo" | "doas" => {
+                let opts = leading_options(
+                    rest,
+                    &["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-T", "-U"],
+                );
+                opts.iter()
+                    .any(|a| short(a, &['s', 'i']) || *a == "--shell" || *a == "--login")
+            }
+            "env" => leading_options(rest, &["-u", "-C", "--unset", "--chdir"])
+                .iter()
+                .any(|a| short(a, &['S']) || a.starts_with("--split-string")),
+            _ => false,
+        };
+        if hit {
+            return why(match name.as_str() {
+                "watch" => "`watch` runs its command through `sh -c` (without `-x`)".into(),
+                "env" => "`env -S` splits a string into a command its own way".into(),
+                n if SHELLS.contains(&n) => format!("`{n} -c` runs a script given as text"),
+                n => format!("`{n}` runs its command through a shell"),
+            });
+        }
+    }
+    None
+}
+
 /// An over-estimate of how deeply `s` nests: brackets, keywords that open compound commands,
 /// and backticks, counted without regard to quoting.
 fn nesting_depth(s: &str) -> usize {
@@ -566,6 +644,7 @@ impl Walker<'_, '_> {
         if argv.is_empty() && !redirects.is_empty() {
             blockers.push("a redirection without a command is not supported".into());
         }
+        blockers.extend(hands_text_to_a_shell(&argv, &program));
         if program.name == "cd" {
             match (list_level, argv.as_slice()) {
                 (true, [_, Word::Literal(dir)]) if !dir.starts_with('-') => {
@@ -1222,5 +1301,46 @@ mod tests {
             parse("   ", &w.root, &opts),
             Err(ParseError::Empty)
         ));
+    }
+
+    #[test]
+    fn text_handed_to_a_shell_is_found_behind_wrappers_and_only_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        let resolver = Resolver::new(vec![]);
+        let opts = ParseOptions {
+            resolver: &resolver,
+            workspace: &ws,
+            expand_globs: false,
+        };
+        let refused = |cmd: &str| {
+            let p = parse(cmd, &ws, &opts).unwrap();
+            hands_text_to_a_shell(&p.commands[0].argv, &p.commands[0].program).is_some()
+        };
+        for cmd in [
+            "bash -c 'ls'",
+            "/bin/sh -xc ls",
+            "bash -o pipefail -c ls",
+            "timeout 5 zsh -c ls",
+            "xargs sh -c 'rm $0'",
+            "find . -exec sh -c ls ;",
+            "sudo -u root -s ls",
+            "su alice -c ls",
+            "script -qc ls /dev/null",
+            "watch ls",
+            "env -i -S 'rm x'",
+        ] {
+            assert!(refused(cmd), "{cmd}");
+        }
+        for cmd in [
+            "bash script.sh -c",
+            "sudo sed -i s/a/b/ f",
+            "env sort -S 1G f",
+            "watch -x ls",
+            "grep -c sh file",
+            "git commit -m 'sh -c x'",
+        ] {
+            assert!(!refused(cmd), "{cmd}");
+        }
     }
 }

@@ -7,6 +7,7 @@
 //! turning into a denial of every command.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -25,7 +26,28 @@ pub struct Policy {
     pub write_paths: Vec<PathBuf>,
     /// The workspace root, where commands start.
     pub workspace: PathBuf,
+    /// `blocked_patterns`, compiled once: filters ask the host to match them (the `shell`
+    /// import's `blocked-pattern`) rather than compile them again in every fresh instance.
+    #[serde(skip)]
+    pub(crate) compiled: CompiledPatterns,
 }
+
+/// Compiled regular expressions, compared by their source text.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CompiledPatterns(Arc<[regex::Regex]>);
+
+impl PartialEq for CompiledPatterns {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len()
+            && self
+                .0
+                .iter()
+                .zip(other.0.iter())
+                .all(|(a, b)| a.as_str() == b.as_str())
+    }
+}
+
+impl Eq for CompiledPatterns {}
 
 /// A policy that cannot be used as given.
 #[derive(Debug, thiserror::Error)]
@@ -44,12 +66,15 @@ impl Policy {
         allowed_commands: Vec<String>,
         blocked_patterns: Vec<String>,
     ) -> Result<Self, PolicyError> {
-        for p in &blocked_patterns {
-            regex::Regex::new(p).map_err(|e| PolicyError::BadPattern {
-                pattern: p.clone(),
-                message: e.to_string(),
-            })?;
-        }
+        let compiled = blocked_patterns
+            .iter()
+            .map(|p| {
+                regex::Regex::new(p).map_err(|e| PolicyError::BadPattern {
+                    pattern: p.clone(),
+                    message: e.to_string(),
+                })
+            })
+            .collect::<Result<Arc<[_]>, _>>()?;
         if let Some(p) = allowed_commands.iter().find(|p| p.trim().is_empty()) {
             return Err(PolicyError::EmptyAllowed(p.clone()));
         }
@@ -63,6 +88,52 @@ impl Policy {
                 .map(|g| g.path().to_path_buf())
                 .collect(),
             workspace: workspace.to_path_buf(),
+            compiled: CompiledPatterns(compiled),
         })
+    }
+
+    /// The first blocked pattern that matches `text`, as written in the policy. A pattern that
+    /// does not compile (the fields were changed after [`Policy::new`]) matches everything.
+    pub fn blocked_by(&self, text: &str) -> Option<&str> {
+        let compiled = &self.compiled.0;
+        let current = compiled.len() == self.blocked_patterns.len()
+            && compiled
+                .iter()
+                .zip(&self.blocked_patterns)
+                .all(|(re, p)| re.as_str() == p);
+        if current {
+            return compiled
+                .iter()
+                .find(|re| re.is_match(text))
+                .map(regex::Regex::as_str);
+        }
+        self.blocked_patterns
+            .iter()
+            .find(|p| match regex::Regex::new(p) {
+                Ok(re) => re.is_match(text),
+                Err(_) => true,
+            })
+            .map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocked_patterns_match_compiled_and_after_a_change() {
+        let ws = Path::new("/");
+        let mut p = Policy::new(ws, &FsGrants::none(), vec![], vec![r"rm\s+-rf".into()]).unwrap();
+        assert_eq!(p.blocked_by("rm  -rf /"), Some(r"rm\s+-rf"));
+        assert_eq!(p.blocked_by("ls"), None);
+        // Changed after it was made: matched from the new text, and a pattern that does not
+        // compile blocks everything rather than nothing.
+        p.blocked_patterns = vec!["^ls".into()];
+        assert_eq!(p.blocked_by("ls -la"), Some("^ls"));
+        assert_eq!(p.blocked_by("rm -rf /"), None);
+        p.blocked_patterns = vec!["(".into()];
+        assert_eq!(p.blocked_by("anything"), Some("("));
+        assert!(Policy::new(ws, &FsGrants::none(), vec![], vec!["(".into()]).is_err());
     }
 }

@@ -7,21 +7,36 @@
 //! `/bin/rm` and a symlink `./cat -> /usr/bin/rm` are both `rm`, while a `cat` the agent wrote
 //! into the workspace is its absolute path and matches no pattern made for the real `cat`.
 
+use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use super::model::Program;
 
-/// Resolves programs and paths for one workspace.
+/// How long a bare name's `PATH` lookup is remembered. The directories searched are outside the
+/// workspace and every writable grant, so nothing an agent does changes the answer; a program
+/// the user installs meanwhile is found once this has passed.
+const LOOKUP_TTL: Duration = Duration::from_secs(2);
+
+/// Bare name -> when it was looked up, and the real path it found.
+type LookupCache = HashMap<String, (Instant, Option<PathBuf>)>;
+
+/// Resolves programs and paths for one workspace. Clones share the lookup cache.
 #[derive(Debug, Clone)]
 pub struct Resolver {
     path_dirs: Vec<PathBuf>,
+    found: Arc<Mutex<LookupCache>>,
 }
 
 impl Resolver {
     /// A resolver over exactly these `PATH` directories.
     pub fn new(path_dirs: Vec<PathBuf>) -> Self {
-        Resolver { path_dirs }
+        Resolver {
+            path_dirs,
+            found: Arc::default(),
+        }
     }
 
     /// The process's own `PATH`, keeping only absolute directories outside every path in
@@ -48,7 +63,7 @@ impl Resolver {
                 dirs.push(d);
             }
         }
-        Resolver { path_dirs: dirs }
+        Resolver::new(dirs)
     }
 
     /// The directories searched, in order (the `PATH` commands run with).
@@ -67,6 +82,25 @@ impl Resolver {
             .find(|p| is_executable_file(p))
     }
 
+    /// [`Resolver::lookup`], with symlinks resolved, remembered for [`LOOKUP_TTL`]: a command
+    /// line names the same few programs again and again, and each lookup is a `stat` per `PATH`
+    /// directory.
+    fn find(&self, name: &str) -> Option<PathBuf> {
+        let now = Instant::now();
+        let mut cache = self.found.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, found)) = cache.get(name)
+            && now.duration_since(*at) < LOOKUP_TTL
+        {
+            return found.clone();
+        }
+        let found = self.lookup(name).map(|p| p.canonicalize().unwrap_or(p));
+        if cache.len() >= 1024 {
+            cache.clear();
+        }
+        cache.insert(name.to_string(), (now, found.clone()));
+        found
+    }
+
     /// Resolve `argv0` as written, for a command running in `cwd`.
     pub fn program(&self, argv0: &str, cwd: &Path) -> Program {
         if argv0 == "cd" {
@@ -76,10 +110,9 @@ impl Resolver {
             };
         }
         if !argv0.contains('/') {
-            let path = self.lookup(argv0).map(|p| p.canonicalize().unwrap_or(p));
             return Program {
                 name: argv0.to_string(),
-                path,
+                path: self.find(argv0),
             };
         }
         let lexical = normalize(&cwd.join(argv0));
@@ -97,8 +130,7 @@ impl Resolver {
         // this same file on PATH is the name policies know it by.
         let same_on_path = |name: Option<&std::ffi::OsStr>| -> Option<String> {
             let name = name?.to_str()?;
-            let found = self.lookup(name)?.canonicalize().ok()?;
-            (found == real).then(|| name.to_string())
+            (self.find(name)? == real).then(|| name.to_string())
         };
         let name = same_on_path(lexical.file_name())
             .or_else(|| same_on_path(real.file_name()))

@@ -30,6 +30,10 @@ impl policy::Host for Imports {
     fn resolve_path(&self, path: &str, cwd: &str) -> String {
         bash_filter::resolve_path(path, cwd)
     }
+
+    fn blocked_pattern(&self, text: &str) -> Option<String> {
+        bash_filter::blocked_pattern(text)
+    }
 }
 
 /// The filter the plugin exports.

@@ -8,8 +8,6 @@
 //! commands or write files (git, sed, awk, find, rg, tar, the file-writing utilities) are read
 //! argument by argument; when their arguments are only known at run time, they are denied.
 
-use regex::Regex;
-
 use rawko_plugin_sdk::bash_filter::{
     Command, CommandVerdict, Decision, Policy, Program, Redirect, RedirectKind, SimpleCommand,
     Verdict, Word,
@@ -24,6 +22,8 @@ pub trait Host {
     fn parse(&self, script: &str, cwd: &str) -> Result<Command, String>;
     fn resolve_program(&self, program: &str, cwd: &str) -> Program;
     fn resolve_path(&self, path: &str, cwd: &str) -> String;
+    /// The first of the policy's blocked patterns that matches `text`, as written.
+    fn blocked_pattern(&self, text: &str) -> Option<String>;
 }
 
 /// How deep wrappers and nested scripts may go.
@@ -143,23 +143,10 @@ struct Checker<'a> {
     host: &'a dyn Host,
     policy: &'a Policy,
     allowed: Vec<Pattern>,
-    blocked: Vec<(String, Regex)>,
 }
 
 impl<'a> Checker<'a> {
     fn new(policy: &'a Policy, host: &'a dyn Host) -> Result<Self, Denial> {
-        let mut blocked = Vec::new();
-        for p in &policy.blocked_patterns {
-            match Regex::new(p) {
-                Ok(re) => blocked.push((p.clone(), re)),
-                Err(e) => {
-                    return deny(
-                        "blockedPatterns",
-                        format!("blocked pattern {p:?} is not a valid regular expression: {e}"),
-                    );
-                }
-            }
-        }
         Ok(Checker {
             host,
             policy,
@@ -168,20 +155,22 @@ impl<'a> Checker<'a> {
                 .iter()
                 .filter_map(|p| Pattern::parse(p))
                 .collect(),
-            blocked,
         })
     }
 
+    /// The host matches: it compiled the patterns when the policy was made (and refused one
+    /// that does not compile), so a fresh instance need not compile them on every call.
     fn blocked(&self, text: &str) -> Result<(), Denial> {
-        for (p, re) in &self.blocked {
-            if re.is_match(text) {
-                return deny(
-                    format!("blockedPatterns: {p}"),
-                    format!("`{}` matches the blocked pattern {p:?}", short(text)),
-                );
-            }
+        if self.policy.blocked_patterns.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        match self.host.blocked_pattern(text) {
+            Some(p) => deny(
+                format!("blockedPatterns: {p}"),
+                format!("`{}` matches the blocked pattern {p:?}", short(text)),
+            ),
+            None => Ok(()),
+        }
     }
 
     /// One simple command of a parsed command line (the outer one or a nested script's).

@@ -52,6 +52,12 @@ pub fn resolve_path(path: &str, cwd: &str) -> String {
     host::resolve_path(path, cwd)
 }
 
+/// The first of the policy's blocked patterns that matches `text`, if any. The host has them
+/// compiled already; compiling them in the plugin would cost every call.
+pub fn blocked_pattern(text: &str) -> Option<String> {
+    host::blocked_pattern(text)
+}
+
 impl Word {
     /// The text: the value of a literal word, the source of a dynamic one.
     pub fn text(&self) -> &str {

@@ -4,7 +4,7 @@
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -87,7 +87,37 @@ impl AgentsCmd {
     }
 }
 
-fn search_path(cx: &Context) -> SearchPath {
+/// The error for a name no agent has, with the nearest name or the known ones.
+pub(crate) fn unknown_agent(registry: &Registry, name: &str) -> BadInput {
+    let names: Vec<&str> = registry.entries().map(|e| e.name.as_str()).collect();
+    let hint = match did_you_mean(name, &names) {
+        Some(s) => format!("did you mean '{s}'?"),
+        None => format!("known agents: {}", names.join(", ")),
+    };
+    BadInput::new(printable(
+        &format!("no agent named '{name}' ({hint})"),
+        false,
+    ))
+}
+
+/// An agent in effect, by name: an unknown name or a definition with errors is bad input.
+pub(crate) fn usable_agent(cx: &Context, name: &str) -> Result<Arc<Agent>, BadInput> {
+    let registry = Registry::load(&search_path(cx));
+    let Some(entry) = registry.entry(name) else {
+        return Err(unknown_agent(&registry, name));
+    };
+    registry.get(name).ok_or_else(|| {
+        BadInput::new(printable(
+            &format!(
+                "agent '{name}' ({}) has errors; `rawko agents validate` shows them",
+                entry.file.display
+            ),
+            false,
+        ))
+    })
+}
+
+pub(crate) fn search_path(cx: &Context) -> SearchPath {
     SearchPath::standard(cx.workspace(), &cx.dirs.config)
 }
 
@@ -175,13 +205,7 @@ fn entry_json(e: &Entry) -> serde_json::Value {
 fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
     let registry = Registry::load(&search_path(cx));
     let Some(entry) = registry.entry(&args.name) else {
-        let names: Vec<&str> = registry.entries().map(|e| e.name.as_str()).collect();
-        let hint = match did_you_mean(&args.name, &names) {
-            Some(s) => format!("did you mean '{s}'?"),
-            None => format!("known agents: {}", names.join(", ")),
-        };
-        let message = format!("no agent named '{}' ({hint})", args.name);
-        return Err(BadInput::new(printable(&message, false)).into());
+        return Err(unknown_agent(&registry, &args.name).into());
     };
     let problems: Vec<&Diagnostic> = registry
         .diagnostics()

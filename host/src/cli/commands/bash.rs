@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
+use crate::agents::Agent;
 use crate::capability::{Access, FsGrants, exec};
+use crate::cli::commands::agents::usable_agent;
 use crate::cli::{BadInput, Context, print_json, print_out};
 use crate::config::Layers;
 use crate::distribution::Store;
@@ -14,7 +16,7 @@ use crate::runtime::Runtime;
 use crate::shell::chain::{Chain, CheckReport, Decision, read_filter_files};
 use crate::shell::{Policy, Resolver};
 
-/// The command policy given on the command line (until it comes from an agent definition).
+/// The command policy given on the command line (`bash check` without `--agent`, `tool call`).
 #[derive(Debug, Args, Clone, Default)]
 pub struct PolicyFlags {
     /// Allow commands matching PATTERN: `git status` (exactly), `git *` (any arguments), `ls`
@@ -100,8 +102,13 @@ enum BashAction {
     /// that allowed or denied it, and which filter decided. Exit 0 when allowed, 1 when denied
     /// or when a filter asks
     #[command(after_help = "Examples:\n  \
+        rawko bash check --agent developer -- 'cargo test && git status'\n  \
         rawko bash check --read . --allow 'git *' -- 'git status && rm -rf x'\n  \
         rawko bash check --read . --write . --allow 'make test' --json -- 'make test 2>&1'\n\n\
+        With --agent, the policy is that agent's: its allowed commands and blocked patterns \
+        (tools.bashFilter, kodelet allowed_commands; none listed means no command), the \
+        workspace readable, and writable when the agent may change files. An agent that may \
+        not call Bash is denied every command. Without --agent, the policy is the flags'.\n\n\
         Filters run in order: rawko's built-in policy, then the bash-filter plugins listed \
         under bash.filters in config.yaml (.wasm files, or names of installed bash-filter \
         plugins). Any deny wins. A command rawko's executor cannot \
@@ -111,6 +118,9 @@ enum BashAction {
 
 #[derive(Debug, Args)]
 struct CheckArgs {
+    /// Judge with this agent's shell policy and filesystem access (from the agent search path)
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["read", "write", "allow", "block"])]
+    agent: Option<String>,
     /// A directory commands may read (relative to the workspace); repeatable
     #[arg(long = "read", value_name = "DIR")]
     read: Vec<PathBuf>,
@@ -138,6 +148,7 @@ impl BashCmd {
 /// Grants from `--read` and `--write`, relative to the workspace.
 pub fn grants_from(cx: &Context, read: &[PathBuf], write: &[PathBuf]) -> anyhow::Result<FsGrants> {
     let mut grants = FsGrants::none();
+    grants.protect_workspace(cx.workspace());
     for (paths, access) in [(read, Access::ReadOnly), (write, Access::ReadWrite)] {
         for p in paths {
             grants
@@ -148,11 +159,57 @@ pub fn grants_from(cx: &Context, read: &[PathBuf], write: &[PathBuf]) -> anyhow:
     Ok(grants)
 }
 
+/// An agent's shell policy as flags, and its grants: the workspace, writable when the agent may
+/// change files. `None` when the agent may not call `Bash` at all.
+fn agent_policy(cx: &Context, agent: &Agent) -> anyhow::Result<Option<(FsGrants, PolicyFlags)>> {
+    if !agent.may_call("Bash") {
+        return Ok(None);
+    }
+    let access = if agent.can_write() {
+        Access::ReadWrite
+    } else {
+        Access::ReadOnly
+    };
+    let mut grants = FsGrants::none();
+    grants.protect_workspace(cx.workspace());
+    grants
+        .grant(cx.workspace(), Path::new("."), access)
+        .map_err(|e| BadInput::new(e.to_string()))?;
+    let flags = PolicyFlags {
+        allow: agent.bash.allowed_commands.clone().unwrap_or_default(),
+        block: agent.bash.blocked_patterns.clone(),
+    };
+    Ok(Some((grants, flags)))
+}
+
 async fn check(cx: &Context, args: CheckArgs) -> anyhow::Result<ExitCode> {
-    let grants = grants_from(cx, &args.read, &args.write)?;
-    let rt = cx.runtime()?;
-    let shell = ShellSetup::new(cx, &rt, &grants, &args.policy).await?;
     let raw = args.command.join(" ");
+    let (grants, flags) = match &args.agent {
+        None => (
+            grants_from(cx, &args.read, &args.write)?,
+            args.policy.clone(),
+        ),
+        Some(name) => {
+            let agent = usable_agent(cx, name)?;
+            match agent_policy(cx, &agent)? {
+                Some(p) => p,
+                None => {
+                    let report = CheckReport {
+                        decision: Decision::Deny,
+                        decided_by: "agent".into(),
+                        reason: format!(
+                            "agent '{name}' may not call the Bash tool (its tools.allowed / tools.blocked)"
+                        ),
+                        command: None,
+                        filters: Vec::new(),
+                    };
+                    return print_report(&report, args.json);
+                }
+            }
+        }
+    };
+    let rt = cx.runtime()?;
+    let shell = ShellSetup::new(cx, &rt, &grants, &flags).await?;
     let mut report = shell
         .chain
         .check(&rt, &raw, &shell.policy, &shell.resolver)
@@ -165,10 +222,15 @@ async fn check(cx: &Context, args: CheckArgs) -> anyhow::Result<ExitCode> {
         report.decided_by = "executor".into();
         report.reason = format!("rawko's executor does not run this command: {why}");
     }
-    if args.json {
-        print_json(&to_json(&report))?;
+    print_report(&report, args.json)
+}
+
+/// Print the verdict; exit 0 when allowed, 1 otherwise.
+fn print_report(report: &CheckReport, json: bool) -> anyhow::Result<ExitCode> {
+    if json {
+        print_json(&to_json(report))?;
     } else {
-        print_out(&to_text(&report))?;
+        print_out(&to_text(report))?;
     }
     Ok(if report.decision == Decision::Allow {
         ExitCode::SUCCESS

@@ -87,6 +87,18 @@ impl Tool for RawWrite {
     }
 }
 
+/// Renames a path, to move a protected directory aside and back.
+pub struct Rename;
+impl Tool for Rename {
+    const NAME: &'static str = "Rename";
+    const DESCRIPTION: &'static str = "std::fs::rename(src, dst).";
+    type Input = LinkArg;
+    fn call(i: LinkArg, _: &Context) -> Result<String, ToolError> {
+        std::fs::rename(&i.src, &i.dst).map_err(failed)?;
+        Ok("renamed".into())
+    }
+}
+
 /// Makes a hard link, to pull a file from outside the sandbox into it.
 pub struct HardLink;
 impl Tool for HardLink {
@@ -294,6 +306,7 @@ rawko_plugin_sdk::export_tools!(
     Noop,
     RawRead,
     RawWrite,
+    Rename,
     HardLink,
     List,
     Env,
