@@ -30,7 +30,7 @@ fn each_agent_is_offered_only_its_own_tools() {
     }
     let r = run(&ws, &["tools", "list", "--agent", "nobody"]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("no usable agent named `nobody`"), "{r:?}");
+    assert!(r.stderr.contains("no agent named 'nobody'"), "{r:?}");
 }
 
 #[test]

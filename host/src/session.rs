@@ -735,18 +735,3 @@ pub fn tool_budget() -> Budget {
 pub fn store_path(workspace: &Path) -> PathBuf {
     workspace.join(".rawko").join("state.db")
 }
-
-/// Look up agent `name` on the standard search path (the workspace's, the user's, the
-/// built-ins), with a clear error naming the loaded ones.
-pub fn find_agent(workspace: &Path, config_dir: &Path, name: &str) -> Result<Arc<Agent>, String> {
-    let registry = Registry::load(&crate::agents::registry::SearchPath::standard(
-        workspace, config_dir,
-    ));
-    registry.get(name).ok_or_else(|| {
-        let names: Vec<String> = registry.agents().map(|a| a.name.clone()).collect();
-        format!(
-            "no usable agent named `{name}` (loaded: {}; see `rawko agents list`)",
-            names.join(", ")
-        )
-    })
-}

@@ -30,6 +30,7 @@ use crate::shell::chain::Chain;
 use crate::store::{Store, TaskStatus};
 use crate::trust::TrustStore;
 
+use super::agents::unknown_agent;
 use super::bash::configured_filters;
 
 /// The agent a task starts with when `--agent` is not given.
@@ -353,12 +354,13 @@ impl Setup {
                 options,
             } => {
                 let Some(a) = agents.0.get(agent) else {
-                    let names: Vec<String> = agents.0.agents().map(|a| a.name.clone()).collect();
-                    return Err(BadInput::new(format!(
-                        "no usable agent named `{agent}` (loaded: {}; see `rawko agents list`)",
-                        names.join(", ")
-                    ))
-                    .into());
+                    if agents.0.entry(agent).is_some() {
+                        return Err(BadInput::new(format!(
+                            "agent `{agent}` has errors; `rawko agents validate` shows them"
+                        ))
+                        .into());
+                    }
+                    return Err(unknown_agent(&agents.0, agent).into());
                 };
                 (Task::New(prompt.to_string(), options), a)
             }

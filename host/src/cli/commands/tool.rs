@@ -14,8 +14,9 @@ use crate::shell::bash::{self, BashContext};
 
 use super::bash::{PolicyFlags, ShellSetup, configured_filters, grants_from};
 use crate::adapters::Trust;
+use crate::cli::commands::agents::usable_agent;
 use crate::engine::tools::{ToolHost, ToolOutcome};
-use crate::session::{SessionTools, find_agent};
+use crate::session::SessionTools;
 use crate::shell::Resolver;
 use crate::shell::chain::Chain;
 use std::rc::Rc;
@@ -173,7 +174,7 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
 
 /// `tool call --agent`: the tool as a run would call it for that agent.
 async fn call_as_agent(cx: &Context, args: &CallArgs, name: &str) -> anyhow::Result<ExitCode> {
-    let agent = find_agent(cx.workspace(), &cx.dirs.config, name).map_err(BadInput::new)?;
+    let agent = usable_agent(cx, name)?;
     let trusted = cx.workspace_trust() == Trust::Trusted;
     let rt = Rc::new(cx.runtime()?);
     let set = ToolSet::with_installed(&rt, &cx.dirs.data, cx.workspace()).await?;

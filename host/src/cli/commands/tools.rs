@@ -5,9 +5,10 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use crate::adapters::Trust;
-use crate::cli::{BadInput, Context, print_json, print_out};
+use crate::cli::commands::agents::usable_agent;
+use crate::cli::{Context, print_json, print_out};
 use crate::plugins::ToolSet;
-use crate::session::{READ_ONLY_TOOLS, command_tool_spec, find_agent, untrusted_agent};
+use crate::session::{READ_ONLY_TOOLS, command_tool_spec, untrusted_agent};
 
 /// Inspect the available tools
 #[derive(Debug, Args)]
@@ -56,7 +57,7 @@ async fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
         })
         .collect();
     if let Some(name) = &args.agent {
-        let agent = find_agent(cx.workspace(), &cx.dirs.config, name).map_err(BadInput::new)?;
+        let agent = usable_agent(cx, name)?;
         let trusted = cx.workspace_trust() == Trust::Trusted;
         let restricted = untrusted_agent(&agent, trusted);
         tools.retain(|(name, ..)| {
