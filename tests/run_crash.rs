@@ -116,6 +116,16 @@ fn committed(ws: &Workspace) -> Vec<String> {
         .collect()
 }
 
+fn resume(ws: &Workspace, id: &str) -> Run {
+    Run::of(
+        rawko(ws)
+            .env("TEST_KEY", TEST_KEY)
+            .args(["resume", id, "--json"])
+            .output()
+            .unwrap(),
+    )
+}
+
 fn task_id(ws: &Workspace) -> String {
     let r = Run::of(
         rawko(ws)
@@ -175,13 +185,7 @@ fn crash_and_resume(point: Point) {
         server.push(r);
     }
     let id = task_id(&ws);
-    let r = Run::of(
-        rawko(&ws)
-            .env("TEST_KEY", TEST_KEY)
-            .args(["resume", &id, "--json"])
-            .output()
-            .unwrap(),
-    );
+    let r = resume(&ws, &id);
     let lines = log_lines(&ws);
     assert_eq!(r.code, 0, "{point:?}: {r:?}\nlog: {lines:?}");
     for label in &before {
@@ -263,13 +267,7 @@ fn ctrl_c_cancels_cleanly_and_resume_continues() {
         server.push(r);
     }
     let id = task_id(&ws);
-    let r = Run::of(
-        rawko(&ws)
-            .env("TEST_KEY", TEST_KEY)
-            .args(["resume", &id, "--json"])
-            .output()
-            .unwrap(),
-    );
+    let r = resume(&ws, &id);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(log_lines(&ws), ["one", "two", "three", "four"]);
 }

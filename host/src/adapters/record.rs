@@ -43,6 +43,16 @@ impl Recorder {
         })
     }
 
+    /// For a command's `--record FILE`: the recorder, shared, or a message naming the file.
+    pub fn for_flag(path: Option<&Path>) -> Result<Option<std::sync::Arc<Recorder>>, String> {
+        path.map(|p| {
+            Recorder::create(p)
+                .map(std::sync::Arc::new)
+                .map_err(|e| format!("cannot write the recording {}: {e}", p.display()))
+        })
+        .transpose()
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

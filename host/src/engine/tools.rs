@@ -101,18 +101,7 @@ pub fn parse_finish(
         .with_pattern_options(jsonschema::PatternOptions::regex())
         .build(&spec.input_schema)
         .map_err(|e| FinishError(format!("the agent's output schema is invalid: {e}")))?;
-    let problems: Vec<String> = validator
-        .iter_errors(&value)
-        .take(5)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("at {at}: {e}")
-            }
-        })
-        .collect();
+    let problems = crate::runtime::tool::schema_problems(&validator, &value);
     if !problems.is_empty() {
         return Err(FinishError(format!(
             "`finish` input does not match its schema: {}",

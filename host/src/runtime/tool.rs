@@ -52,24 +52,32 @@ impl ToolInfo {
                 .map_err(|e| format!("the tool's own input schema is invalid: {e}"))
         });
         let validator = validator.as_ref().map_err(Clone::clone)?;
-        let problems: Vec<String> = validator
-            .iter_errors(input)
-            .take(5)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                if at.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("at {at}: {e}")
-                }
-            })
-            .collect();
+        let problems = schema_problems(validator, input);
         if problems.is_empty() {
             Ok(())
         } else {
             Err(problems.join("; "))
         }
     }
+}
+
+/// What is wrong with `value` under `validator`, at most five problems, each with where it is.
+pub fn schema_problems(
+    validator: &jsonschema::Validator,
+    value: &serde_json::Value,
+) -> Vec<String> {
+    validator
+        .iter_errors(value)
+        .take(5)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("at {at}: {e}")
+            }
+        })
+        .collect()
 }
 
 /// The cached form of a tool list.

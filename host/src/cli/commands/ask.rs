@@ -98,15 +98,7 @@ impl AskCmd {
             ))
             .into());
         };
-        let recorder = match &self.record {
-            Some(path) => Some(Arc::new(Recorder::create(path).map_err(|e| {
-                BadInput::new(format!(
-                    "cannot write the recording {}: {e}",
-                    path.display()
-                ))
-            })?)),
-            None => None,
-        };
+        let recorder = Recorder::for_flag(self.record.as_deref()).map_err(BadInput::new)?;
         let rt = cx.runtime()?;
         let env = |k: &str| std::env::var(k).ok();
         let mut adapter = match Adapter::open(&rt, instance, &env, OpenOptions::default()).await {

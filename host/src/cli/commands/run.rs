@@ -116,26 +116,12 @@ impl RunCmd {
         }
         let trusted = decide_trust(cx, self.trust, !self.output.json)?;
         let store = open_store(cx.workspace())?;
-        let recorder = match &self.record {
-            Some(path) => Some(Arc::new(Recorder::create(path).map_err(|e| {
-                BadInput::new(format!(
-                    "cannot write the recording {}: {e}",
-                    path.display()
-                ))
-            })?)),
-            None => None,
-        };
+        let recorder = Recorder::for_flag(self.record.as_deref()).map_err(BadInput::new)?;
         let setup = Setup {
-            workspace: cx.workspace().to_path_buf(),
-            data_dir: cx.dirs.data.clone(),
-            config_dir: cx.dirs.config.clone(),
-            cache_dir: cx.dirs.cache.clone(),
-            trusted,
             adapter: self.adapter.clone(),
             recorder,
-            output: self.output.clone(),
-            instances: None,
             max_steps: self.max_steps,
+            ..Setup::new(cx, trusted, &self.output)
         };
         let options = serde_json::json!({
             "adapter": self.adapter,
@@ -200,16 +186,9 @@ impl ResumeCmd {
             .map(|m| m.clamp(1, u32::MAX as u64) as u32)
             .unwrap_or(DEFAULT_MAX_STEPS);
         let setup = Setup {
-            workspace: cx.workspace().to_path_buf(),
-            data_dir: cx.dirs.data.clone(),
-            config_dir: cx.dirs.config.clone(),
-            cache_dir: cx.dirs.cache.clone(),
-            trusted,
             adapter,
-            recorder: None,
-            output: self.output.clone(),
-            instances: None,
             max_steps,
+            ..Setup::new(cx, trusted, &self.output)
         };
         if task.status == TaskStatus::Cancelled {
             store.reopen(&task.id)?;
@@ -308,6 +287,23 @@ pub struct Prepared {
 }
 
 impl Setup {
+    /// A run in `cx`'s workspace with its directories, the config's adapters and the default
+    /// step limit.
+    pub fn new(cx: &Context, trusted: bool, output: &OutputFlags) -> Setup {
+        Setup {
+            workspace: cx.workspace().to_path_buf(),
+            data_dir: cx.dirs.data.clone(),
+            config_dir: cx.dirs.config.clone(),
+            cache_dir: cx.dirs.cache.clone(),
+            trusted,
+            adapter: None,
+            recorder: None,
+            output: output.clone(),
+            instances: None,
+            max_steps: DEFAULT_MAX_STEPS,
+        }
+    }
+
     fn events(&self) -> SharedSink {
         if self.output.json {
             Arc::new(JsonLines::default())
