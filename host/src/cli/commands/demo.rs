@@ -20,7 +20,7 @@ use crate::cli::{BadInput, Context, print_out};
 use crate::config::AdapterConfig;
 use crate::store::TaskStatus;
 
-use super::run::{OutputFlags, Setup, Start, exit_code, open_store, report};
+use super::run::{OutputFlags, Setup, Start, exit_code, open_store};
 
 /// The sample project: (path inside the project, contents).
 pub const PROJECT: &[(&str, &str)] = &[
@@ -113,19 +113,12 @@ impl DemoCmd {
             max_steps: 20,
         };
         let options = serde_json::json!({ "adapter": ADAPTER, "max_steps": 20, "demo": true });
-        let run = setup
-            .prepare(
-                Start::New {
-                    prompt: TASK,
-                    agent: "planner",
-                    options,
-                },
-                &store,
-            )
-            .await?;
-        let id = run.task().to_string();
-        let end = run.drive(&store).await?;
-        report(&store, &id, &end, &self.output)?;
+        let start = Start::New {
+            prompt: TASK,
+            agent: "planner",
+            options,
+        };
+        let (id, end) = setup.run(start, &store).await?;
         if !self.output.json {
             let diff = project_diff(&workspace)?;
             if self.output.quiet {

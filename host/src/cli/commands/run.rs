@@ -128,19 +128,12 @@ impl RunCmd {
             "max_steps": self.max_steps,
             "start": self.agent,
         });
-        let run = setup
-            .prepare(
-                Start::New {
-                    prompt: &self.task,
-                    agent: &self.agent,
-                    options,
-                },
-                &store,
-            )
-            .await?;
-        let id = run.task().to_string();
-        let end = run.drive(&store).await?;
-        report(&store, &id, &end, &self.output)?;
+        let start = Start::New {
+            prompt: &self.task,
+            agent: &self.agent,
+            options,
+        };
+        let (_, end) = setup.run(start, &store).await?;
         Ok(exit_code(&end))
     }
 }
@@ -193,12 +186,7 @@ impl ResumeCmd {
         if task.status == TaskStatus::Cancelled {
             store.reopen(&task.id)?;
         }
-        let run = setup
-            .prepare(Start::Resume { id: &task.id }, &store)
-            .await?;
-        let id = run.task().to_string();
-        let end = run.drive(&store).await?;
-        report(&store, &id, &end, &self.output)?;
+        let (_, end) = setup.run(Start::Resume { id: &task.id }, &store).await?;
         Ok(exit_code(&end))
     }
 }
@@ -312,6 +300,16 @@ impl Setup {
         } else {
             Arc::new(Live::new(std::io::stderr().is_terminal()))
         }
+    }
+
+    /// Prepare, drive the task to its end and report it: the task's id and how it ended.
+    pub async fn run(self, start: Start<'_>, store: &Store) -> anyhow::Result<(String, TaskEnd)> {
+        let output = self.output.clone();
+        let run = self.prepare(start, store).await?;
+        let id = run.task().to_string();
+        let end = run.drive(store).await?;
+        report(store, &id, &end, &output)?;
+        Ok((id, end))
     }
 
     /// Load the agents, config, plugins and adapters; create (or find) the task.
