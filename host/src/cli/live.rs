@@ -19,7 +19,9 @@ const MAX_TEXT_LINE: usize = 400;
 /// Renders [`RunEvent`]s for a person.
 pub struct Live {
     state: Mutex<State>,
-    spinner: ProgressBar,
+    /// The spinner while something is in progress; none between steps.
+    spinner: Mutex<Option<ProgressBar>>,
+    animate: bool,
     color: bool,
 }
 
@@ -32,30 +34,22 @@ struct State {
 }
 
 impl Live {
-    /// `animate`: draw a spinner (a terminal); otherwise plain lines.
+    /// `animate`: draw a spinner (a terminal); otherwise plain lines. Colours follow the
+    /// terminal unless `NO_COLOR` is set.
     pub fn new(animate: bool) -> Live {
-        let spinner = if animate {
-            let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-            pb.set_style(
-                ProgressStyle::with_template("{spinner} {msg} {elapsed:.dim}")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-            );
-            pb
-        } else {
-            ProgressBar::hidden()
-        };
         Live {
             state: Mutex::new(State::default()),
-            spinner,
-            color: animate,
+            spinner: Mutex::new(None),
+            animate,
+            color: animate && std::env::var_os("NO_COLOR").is_none(),
         }
     }
 
     fn line(&self, text: &str) {
-        if self.spinner.is_hidden() {
-            eprintln!("{text}");
-        } else {
-            self.spinner.suspend(|| eprintln!("{text}"));
+        let spinner = self.spinner.lock().unwrap_or_else(|e| e.into_inner());
+        match spinner.as_ref() {
+            Some(pb) => pb.suspend(|| eprintln!("{text}")),
+            None => eprintln!("{text}"),
         }
     }
 
@@ -68,17 +62,30 @@ impl Live {
     }
 
     fn spin(&self, message: String) {
-        if !self.spinner.is_hidden() {
-            self.spinner.set_message(message);
-            self.spinner.enable_steady_tick(Duration::from_millis(100));
+        if !self.animate {
+            return;
         }
+        let mut spinner = self.spinner.lock().unwrap_or_else(|e| e.into_inner());
+        let pb = spinner.get_or_insert_with(|| {
+            let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            pb.set_style(
+                ProgressStyle::with_template("{spinner} {msg} {elapsed:.dim}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            pb.enable_steady_tick(Duration::from_millis(100));
+            pb
+        });
+        pb.set_message(message);
     }
 
     fn stop_spinner(&self) {
-        if !self.spinner.is_hidden() {
-            self.spinner.disable_steady_tick();
-            self.spinner.set_message("");
-            self.spinner.tick();
+        if let Some(pb) = self
+            .spinner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            pb.finish_and_clear();
         }
     }
 
@@ -224,10 +231,7 @@ impl EventSink for Live {
                     )
                 ));
             }
-            RunEvent::TaskFinished { .. } => {
-                self.stop_spinner();
-                self.spinner.finish_and_clear();
-            }
+            RunEvent::TaskFinished { .. } => self.stop_spinner(),
             RunEvent::Warning { message } => {
                 self.line(&self.style("33", &format!("warning: {}", sanitize(message, 500))));
             }
