@@ -522,3 +522,34 @@ fn record_demo() {
     let r = rawko_run(&p, &s, &["--record", out.to_str().unwrap()]);
     check("happy_path", &s, &p, &r);
 }
+
+/// A run that cannot start (no adapter, an unknown agent, a missing key) is bad input, says
+/// what to do, and leaves no task store behind.
+#[test]
+fn a_run_that_cannot_start_is_bad_input_and_leaves_nothing() {
+    let ws = Workspace::new();
+    for (args, says) in [
+        (vec!["run", "x"], "pass --adapter NAME"),
+        (
+            vec!["run", "--agent", "nobody", "x"],
+            "no agent named 'nobody'",
+        ),
+        (
+            vec!["run", "--adapter", "anthropic", "x"],
+            "ANTHROPIC_API_KEY",
+        ),
+        (vec!["run", "--max-steps", "0", "x"], "--max-steps"),
+        (vec!["run", "  "], "the task is empty"),
+    ] {
+        let r = Run::of(
+            rawko(&ws)
+                .env_remove("ANTHROPIC_API_KEY")
+                .args(&args)
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert!(r.stderr.contains(says), "{args:?}: {r:?}");
+        assert!(!ws.path().join(".rawko").exists(), "{args:?} left .rawko/");
+    }
+}

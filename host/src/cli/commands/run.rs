@@ -115,8 +115,9 @@ impl RunCmd {
             return Err(BadInput::new("--max-steps must be at least 1").into());
         }
         let trusted = decide_trust(cx, self.trust, !self.output.json)?;
-        let store = open_store(cx.workspace())?;
+        let fresh = !store_path(cx.workspace()).exists();
         let recorder = Recorder::for_flag(self.record.as_deref()).map_err(BadInput::new)?;
+        let store = open_store(cx.workspace())?;
         let setup = Setup {
             adapter: self.adapter.clone(),
             recorder,
@@ -133,7 +134,14 @@ impl RunCmd {
             agent: &self.agent,
             options,
         };
-        let (_, end) = setup.run(start, &store).await?;
+        let result = setup.run(start, &store).await;
+        if result.is_err() && fresh && store.tasks().is_ok_and(|t| t.is_empty()) {
+            // A run that could not start leaves no task store behind where there was none.
+            let path = store.path().to_path_buf();
+            drop(store);
+            remove_store(&path);
+        }
+        let (_, end) = result?;
         Ok(exit_code(&end))
     }
 }
@@ -195,6 +203,19 @@ impl ResumeCmd {
 pub fn open_store(workspace: &Path) -> anyhow::Result<Store> {
     let path = store_path(workspace);
     Store::open(&path).map_err(|e| BadInput::new(format!("{}: {e}", path.display())).into())
+}
+
+/// Remove a task store and its WAL files, and `.rawko/` if nothing else is in it.
+fn remove_store(path: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        let _ = std::fs::remove_file(PathBuf::from(p));
+    }
+    if let Some(dir) = path.parent() {
+        // Fails, as it should, when the directory holds anything else.
+        let _ = std::fs::remove_dir(dir);
+    }
 }
 
 /// Whether this workspace's own `.rawko/` files are trusted for this run: remembered, given
