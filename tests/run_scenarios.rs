@@ -98,6 +98,10 @@ struct Expect {
     /// The summary contains.
     #[serde(default)]
     summary: Option<String>,
+    /// Output tokens the task used, summed over every completion (each scripted tool-call reply
+    /// reports 12).
+    #[serde(default)]
+    output_tokens: Option<i64>,
 }
 
 fn yes() -> bool {
@@ -322,6 +326,14 @@ fn check(name: &str, s: &Scenario, p: &Prepared, r: &Run) {
             got.contains(want.as_str()),
             "{}",
             ctx(&format!("summary {got:?} lacks {want:?}"))
+        );
+    }
+    if let Some(want) = e.output_tokens {
+        assert_eq!(
+            shown["usage"]["output_tokens"].as_i64(),
+            Some(want),
+            "{}",
+            ctx("output tokens")
         );
     }
     let transitions = shown["transitions"].as_array().cloned().unwrap_or_default();

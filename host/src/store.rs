@@ -415,7 +415,23 @@ impl Store {
 
     /// Move a task to `to`, recording the transition, in one transaction.
     pub fn transition(&self, task: &str, t: &Transition, status: TaskStatus) -> Result<()> {
+        self.transition_after(task, t, status, None)
+    }
+
+    /// Commit a transition together with what deciding it cost: `(turn, adapter, model,
+    /// usage)` of the arbiter's completion, so a resumed task counts exactly the completions
+    /// whose decisions it kept.
+    pub fn transition_after(
+        &self,
+        task: &str,
+        t: &Transition,
+        status: TaskStatus,
+        usage: Option<(i64, &str, &str, &Usage)>,
+    ) -> Result<()> {
         let tx = self.conn.unchecked_transaction()?;
+        if let Some((turn, adapter, model, u)) = usage {
+            self.record_usage(turn, adapter, model, u)?;
+        }
         tx.execute(
             "INSERT INTO transitions (task_id, from_state, to_state, event, mode, reason, at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",

@@ -230,7 +230,25 @@ impl Engine<'_> {
             } else {
                 TaskStatus::Running
             };
-            self.commit_transition(id, &t, status)?;
+            // The arbiter's completion is counted like any other (a resumed replay adapter
+            // continues after it), against the turn it decided about, with the transition.
+            let arbiter_turn = match &choice.usage {
+                Some(_) => self
+                    .store
+                    .turns(id)?
+                    .iter()
+                    .rev()
+                    .find(|t| t.parent_id.is_none())
+                    .map(|t| t.id),
+                None => None,
+            };
+            let usage = choice
+                .usage
+                .as_ref()
+                .zip(arbiter_turn)
+                .map(|(u, turn)| (turn, u.adapter.as_str(), u.model.as_str(), &u.usage));
+            self.store.transition_after(id, &t, status, usage)?;
+            self.emit_transition(&t);
             if choice.mode == "fallback" {
                 self.store.record_decision(
                     id,
@@ -257,6 +275,11 @@ impl Engine<'_> {
         status: TaskStatus,
     ) -> Result<(), EngineError> {
         self.store.transition(task, t, status)?;
+        self.emit_transition(t);
+        Ok(())
+    }
+
+    fn emit_transition(&self, t: &Transition) {
         self.events.emit(&RunEvent::Transition {
             from: t.from.clone().unwrap_or_default(),
             to: t.to.clone(),
@@ -264,7 +287,6 @@ impl Engine<'_> {
             mode: t.mode.clone(),
             reason: t.reason.clone(),
         });
-        Ok(())
     }
 
     /// The last top-level summary of the task, for its closing line.
