@@ -25,7 +25,7 @@ use crate::agents::model::{Agent, ParamType};
 use crate::agents::registry::Registry;
 use crate::capability::progress::ProgressSink;
 use crate::capability::{Access, FsGrants};
-use crate::engine::conversation::{Content, Message, Role, StopReason};
+use crate::engine::conversation::{Content, Message, Role};
 use crate::engine::events::{EventSink, RunEvent};
 use crate::engine::llm::{Completion, CompletionRequest, Llm, LlmError, LlmFuture, ToolSpec};
 use crate::engine::tools::{ToolFuture, ToolHost, ToolOutcome};
@@ -444,7 +444,7 @@ impl Llm for AdapterLlm {
                         role: Role::Assistant,
                         content: r.content.into_iter().map(from_wire).collect(),
                     },
-                    stop_reason: stop_from_wire(r.stop_reason),
+                    stop_reason: r.stop_reason,
                     usage: Usage {
                         input_tokens: clamp(r.usage.input_tokens),
                         output_tokens: clamp(r.usage.output_tokens),
@@ -461,7 +461,7 @@ impl Llm for AdapterLlm {
                             role: Role::Assistant,
                             content: r.content.into_iter().map(from_wire).collect(),
                         },
-                        stop_reason: stop_from_wire(r.stop_reason),
+                        stop_reason: r.stop_reason,
                         usage: Usage::default(),
                         model: r.model,
                     })
@@ -543,17 +543,6 @@ fn from_wire(c: wire::Content) -> Content {
             content: r.content,
             is_error: r.is_error,
         },
-    }
-}
-
-fn stop_from_wire(s: wire::StopReason) -> StopReason {
-    match s {
-        wire::StopReason::EndTurn => StopReason::EndTurn,
-        wire::StopReason::ToolUse => StopReason::ToolUse,
-        wire::StopReason::MaxTokens => StopReason::MaxTokens,
-        wire::StopReason::StopSequence => StopReason::StopSequence,
-        wire::StopReason::Refusal => StopReason::Refusal,
-        wire::StopReason::Other => StopReason::Other,
     }
 }
 

@@ -89,17 +89,8 @@ impl Message {
     }
 }
 
-/// Why the model stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    EndTurn,
-    ToolUse,
-    MaxTokens,
-    StopSequence,
-    Refusal,
-    Other,
-}
+/// Why the model stopped: the WIT package's reason, as adapters report it.
+pub use rawko_plugin_sdk::llm::StopReason;
 
 #[cfg(test)]
 mod tests {
