@@ -16,7 +16,7 @@ use rawko::agents::model::Agent;
 use rawko::agents::{FileInfo, Origin, load_text};
 use rawko::config::ArbiterMode;
 use rawko::engine::arbiter::Arbiter;
-use rawko::engine::conversation::{Content, Message, Role, StopReason};
+use rawko::engine::conversation::{Content, Message, Role, StopReason, ToolCall};
 use rawko::engine::events::{EventSink, RunEvent};
 use rawko::engine::llm::{Completion, CompletionRequest, Llm, LlmFuture};
 use rawko::engine::tools::{ToolFuture, ToolHost, ToolOutcome};
@@ -82,11 +82,11 @@ impl Llm for Model {
         };
         let message = Message {
             role: Role::Assistant,
-            content: vec![Content::ToolCall {
+            content: vec![Content::ToolCall(ToolCall {
                 id: format!("c{n}"),
                 name: name.into(),
                 arguments,
-            }],
+            })],
         };
         self.spent.borrow_mut().push(started.elapsed());
         Box::pin(async move {

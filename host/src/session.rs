@@ -25,7 +25,7 @@ use crate::agents::model::{Agent, ParamType};
 use crate::agents::registry::Registry;
 use crate::capability::progress::ProgressSink;
 use crate::capability::{Access, FsGrants};
-use crate::engine::conversation::{Content, Message, Role};
+use crate::engine::conversation::{Message, Role};
 use crate::engine::events::{EventSink, RunEvent};
 use crate::engine::llm::{Completion, CompletionRequest, Llm, LlmError, LlmFuture, ToolSpec};
 use crate::engine::tools::{ToolFuture, ToolHost, ToolOutcome};
@@ -419,7 +419,7 @@ impl Llm for AdapterLlm {
 
     fn complete<'a>(&'a self, request: CompletionRequest<'a>) -> LlmFuture<'a> {
         Box::pin(async move {
-            let messages = request.messages.iter().map(to_wire).collect();
+            let messages = request.messages.to_vec();
             let tools = request
                 .tools
                 .iter()
@@ -442,7 +442,7 @@ impl Llm for AdapterLlm {
                 Ok(r) => Ok(Completion {
                     message: Message {
                         role: Role::Assistant,
-                        content: r.content.into_iter().map(from_wire).collect(),
+                        content: r.content,
                     },
                     stop_reason: r.stop_reason,
                     usage: Usage {
@@ -459,7 +459,7 @@ impl Llm for AdapterLlm {
                     Ok(Completion {
                         message: Message {
                             role: Role::Assistant,
-                            content: r.content.into_iter().map(from_wire).collect(),
+                            content: r.content,
                         },
                         stop_reason: r.stop_reason,
                         usage: Usage::default(),
@@ -485,64 +485,6 @@ fn llm_error(e: AdapterCallError) -> LlmError {
             wire::AdapterError::Unsupported { message } => LlmError::Other(message),
         },
         other => LlmError::Other(other.to_string()),
-    }
-}
-
-fn to_wire(m: &Message) -> wire::Message {
-    wire::Message {
-        role: match m.role {
-            Role::User => wire::Role::User,
-            Role::Assistant => wire::Role::Assistant,
-        },
-        content: m
-            .content
-            .iter()
-            .map(|c| match c {
-                Content::Text { text } => wire::Content::Text { text: text.clone() },
-                Content::Thinking { text, signature } => wire::Content::Thinking(wire::Thinking {
-                    text: text.clone(),
-                    signature: signature.clone(),
-                }),
-                Content::ToolCall {
-                    id,
-                    name,
-                    arguments,
-                } => wire::Content::ToolCall(wire::ToolCall {
-                    id: id.clone(),
-                    name: name.clone(),
-                    arguments: arguments.clone(),
-                }),
-                Content::ToolResult {
-                    call_id,
-                    content,
-                    is_error,
-                } => wire::Content::ToolResult(wire::ToolResult {
-                    call_id: call_id.clone(),
-                    content: content.clone(),
-                    is_error: *is_error,
-                }),
-            })
-            .collect(),
-    }
-}
-
-fn from_wire(c: wire::Content) -> Content {
-    match c {
-        wire::Content::Text { text } => Content::Text { text },
-        wire::Content::Thinking(t) => Content::Thinking {
-            text: t.text,
-            signature: t.signature,
-        },
-        wire::Content::ToolCall(t) => Content::ToolCall {
-            id: t.id,
-            name: t.name,
-            arguments: t.arguments,
-        },
-        wire::Content::ToolResult(r) => Content::ToolResult {
-            call_id: r.call_id,
-            content: r.content,
-            is_error: r.is_error,
-        },
     }
 }
 

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use self::arbiter::{Arbiter, Event, FailureCounts};
-use self::conversation::{Content, Message, Role};
+use self::conversation::{Content, Message, Role, ToolResult};
 use self::events::{EventSink, RunEvent, preview};
 use self::llm::{CompletionRequest, Llm, ToolSpec};
 use self::tools::{FinishError, ToolHost, finish_spec, parse_finish};
@@ -361,7 +361,7 @@ impl Engine<'_> {
                     None => {
                         let turn = self.store.start_turn(task, &agent.name, None)?;
                         let prompt = self.initial_prompt(task, agent)?;
-                        (turn, vec![Message::user_text(prompt)], 0)
+                        (turn, vec![Message::user(prompt)], 0)
                     }
                     Some((parent, query)) => {
                         let turn = self.store.start_turn(task, &agent.name, Some(parent))?;
@@ -369,13 +369,13 @@ impl Engine<'_> {
                             "Another agent asks you:\n{}\n\nAnswer by calling `finish` with status \"success\" and your answer as the summary.",
                             untrusted(query)
                         );
-                        (turn, vec![Message::user_text(prompt)], 0)
+                        (turn, vec![Message::user(prompt)], 0)
                     }
                 }
             };
             if messages.is_empty() {
                 let prompt = self.initial_prompt(task, agent)?;
-                messages.push(Message::user_text(prompt));
+                messages.push(Message::user(prompt));
             }
             if self.store.messages(turn)?.is_empty() {
                 self.store.append_message(
@@ -609,7 +609,7 @@ impl Engine<'_> {
             let has_calls = reply.tool_calls().next().is_some();
             messages.push(reply);
             if !has_calls {
-                let nudge = Message::user_text(
+                let nudge = Message::user(
                     "Continue with the task using your tools. When you are done, call `finish` with status and summary.",
                 );
                 self.store.append_message(
@@ -636,7 +636,8 @@ impl Engine<'_> {
     ) -> Result<Step, EngineError> {
         let mut results = Vec::new();
         let mut finish: Option<(String, String)> = None;
-        for (id, name, arguments) in reply.tool_calls() {
+        for call in reply.tool_calls() {
+            let (id, name, arguments) = (&*call.id, &*call.name, &*call.arguments);
             if name == tools::FINISH {
                 finish = Some((id.to_string(), arguments.to_string()));
                 continue;
@@ -649,22 +650,22 @@ impl Engine<'_> {
                         .await?
                 }
             };
-            results.push(Content::ToolResult {
+            results.push(Content::ToolResult(ToolResult {
                 call_id: id.to_string(),
                 content: output,
                 is_error,
-            });
+            }));
         }
         if let Some((id, arguments)) = finish {
             if let Some(done) = self.store.tool_call(turn, &id)?
                 && done.is_error
             {
                 // Already rejected before a restart; the model has been told.
-                results.push(Content::ToolResult {
+                results.push(Content::ToolResult(ToolResult {
                     call_id: id,
                     content: done.output,
                     is_error: true,
-                });
+                }));
                 return Ok(Step::Continue(results));
             }
             match parse_finish(&arguments, agent.output_schema.as_ref()) {
@@ -708,13 +709,13 @@ impl Engine<'_> {
                         }));
                     }
                     *finish_rejected = true;
-                    results.push(Content::ToolResult {
+                    results.push(Content::ToolResult(ToolResult {
                         call_id: id,
                         content: format!(
                             "{why}. Fix it and call `finish` again; this is your only retry."
                         ),
                         is_error: true,
-                    });
+                    }));
                 }
             }
         }
@@ -925,7 +926,8 @@ fn status_of(target: &Target) -> TaskStatus {
 fn sanitize_call_ids(reply: &mut Message, turn: i64, iteration: u32) {
     let mut seen = HashSet::new();
     for (n, c) in reply.content.iter_mut().enumerate() {
-        if let Content::ToolCall { id, .. } = c {
+        if let Content::ToolCall(call) = c {
+            let id = &mut call.id;
             let ok = !id.is_empty()
                 && id.len() <= 64
                 && id

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::arbiter::Arbiter;
-use super::conversation::{Content, Message, Role, StopReason};
+use super::conversation::{Content, Message, Role, StopReason, ToolCall, ToolResult};
 use super::events::Recorder;
 use super::llm::{Completion, CompletionRequest, Llm, LlmError, LlmFuture, ToolSpec};
 use super::tools::{ToolFuture, ToolHost, ToolOutcome};
@@ -105,10 +105,12 @@ impl Llm for ScriptedLlm {
                 Some(Reply::Calls(calls)) => calls
                     .into_iter()
                     .enumerate()
-                    .map(|(i, (name, arguments))| Content::ToolCall {
-                        id: format!("c{i}"),
-                        name: name.into(),
-                        arguments,
+                    .map(|(i, (name, arguments))| {
+                        Content::ToolCall(ToolCall {
+                            id: format!("c{i}"),
+                            name: name.into(),
+                            arguments,
+                        })
                     })
                     .collect(),
             };
@@ -420,7 +422,7 @@ fn a_blocked_tool_is_refused_and_logged_and_never_runs() {
     let seen = w.script.seen.borrow();
     let results = &seen[1].1.last().unwrap().content;
     assert!(
-        matches!(&results[0], Content::ToolResult { is_error: true, content, .. } if content.contains("not available"))
+        matches!(&results[0], Content::ToolResult(ToolResult { is_error: true, content, .. }) if content.contains("not available"))
     );
     // And was never offered them.
     assert_eq!(seen[0].2, ["Read", "finish"]);
@@ -602,7 +604,7 @@ fn agents_call_agents_with_their_own_tools() {
         .nth(1)
         .unwrap();
     assert!(
-        matches!(answer.1.last().unwrap().content[0], Content::ToolResult { ref content, .. } if content.contains("looks right"))
+        matches!(answer.1.last().unwrap().content[0], Content::ToolResult(ToolResult { ref content, .. }) if content.contains("looks right"))
     );
 }
 
@@ -691,30 +693,30 @@ fn hostile_call_ids_cannot_collide() {
     let mut m = Message {
         role: Role::Assistant,
         content: vec![
-            Content::ToolCall {
+            Content::ToolCall(ToolCall {
                 id: "same".into(),
                 name: "Read".into(),
                 arguments: "{}".into(),
-            },
-            Content::ToolCall {
+            }),
+            Content::ToolCall(ToolCall {
                 id: "same".into(),
                 name: "Read".into(),
                 arguments: "{}".into(),
-            },
-            Content::ToolCall {
+            }),
+            Content::ToolCall(ToolCall {
                 id: "".into(),
                 name: "Read".into(),
                 arguments: "{}".into(),
-            },
-            Content::ToolCall {
+            }),
+            Content::ToolCall(ToolCall {
                 id: "x".repeat(500),
                 name: "Read".into(),
                 arguments: "{}".into(),
-            },
+            }),
         ],
     };
     sanitize_call_ids(&mut m, 7, 2);
-    let ids: Vec<&str> = m.tool_calls().map(|c| c.0).collect();
+    let ids: Vec<&str> = m.tool_calls().map(|c| c.id.as_str()).collect();
     let unique: HashSet<&&str> = ids.iter().collect();
     assert_eq!(unique.len(), 4, "{ids:?}");
     assert!(ids.iter().all(|i| i.len() <= 80), "{ids:?}");
@@ -784,11 +786,11 @@ mod llm_arbiter {
                 Ok(Completion {
                     message: Message {
                         role: Role::Assistant,
-                        content: vec![Content::ToolCall {
+                        content: vec![Content::ToolCall(ToolCall {
                             id: "a".into(),
                             name: "choose".into(),
                             arguments: answer,
-                        }],
+                        })],
                     },
                     stop_reason: StopReason::ToolUse,
                     usage: Usage::default(),

@@ -87,6 +87,33 @@ impl Message {
             content: vec![Content::text(text)],
         }
     }
+
+    /// The text parts, joined.
+    pub fn text(&self) -> String {
+        text_of(&self.content)
+    }
+
+    /// The tool calls, in order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
+        tool_calls_of(&self.content)
+    }
+}
+
+fn text_of(content: &[Content]) -> String {
+    let mut out = String::new();
+    for c in content {
+        if let Content::Text { text } = c {
+            out.push_str(text);
+        }
+    }
+    out
+}
+
+fn tool_calls_of(content: &[Content]) -> impl Iterator<Item = &ToolCall> {
+    content.iter().filter_map(|c| match c {
+        Content::ToolCall(t) => Some(t),
+        _ => None,
+    })
 }
 
 /// One tool as the model sees it.
@@ -235,13 +262,7 @@ pub struct Response {
 impl Response {
     /// The text parts, joined.
     pub fn text(&self) -> String {
-        let mut out = String::new();
-        for c in &self.content {
-            if let Content::Text { text } = c {
-                out.push_str(text);
-            }
-        }
-        out
+        text_of(&self.content)
     }
 
     /// Whether the reply gives the caller anything to act on: text or a tool call. A reply cut
@@ -261,10 +282,7 @@ impl Response {
 
     /// The tool calls, in order.
     pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
-        self.content.iter().filter_map(|c| match c {
-            Content::ToolCall(t) => Some(t),
-            _ => None,
-        })
+        tool_calls_of(&self.content)
     }
 }
 
