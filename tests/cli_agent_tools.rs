@@ -128,3 +128,63 @@ fn a_workspace_agent_is_read_only_until_the_workspace_is_trusted() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(ws.read("planted.txt"), "x");
 }
+
+/// An agent that may not write gets the workspace read-only in the sandbox itself: a tool it
+/// is allowed that tries to write anyway (a hostile plugin's raw `std::fs::write`) is refused
+/// there, whatever the tool's own code does.
+#[test]
+fn a_read_only_agents_tools_cannot_write_even_when_they_try() {
+    let ws = Workspace::new();
+    ws.write(
+        ".test-config/rawko/agents/looker.yaml",
+        "name: looker\nwhenToUse: Looks.\nsystemPrompt: You look.\ntools:\n  allowed: [Read, RawWrite]\n\
+         transitions:\n  onSuccess: done\n",
+    );
+    let target = ws.path().join("planted.txt");
+    let input = serde_json::json!({"path": target, "content": "x"}).to_string();
+    let r = run(
+        &ws,
+        &[
+            "tool",
+            "call",
+            "RawWrite",
+            "--agent",
+            "looker",
+            "--plugin",
+            rawko_test_artifacts::HOSTILE_TOOL,
+            "--json",
+            "--input",
+            &input,
+        ],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.json()["ok"], false, "{r:?}");
+    assert!(
+        !target.exists(),
+        "a read-only agent's tool wrote {}",
+        target.display()
+    );
+    // The same tool for an agent that may write (it is allowed Write) does write: the refusal
+    // above is the agent's grant, not a broken tool.
+    ws.write(
+        ".test-config/rawko/agents/writer.yaml",
+        "name: writer\nwhenToUse: Writes.\nsystemPrompt: You write.\ntools:\n  allowed: [Write, RawWrite]\n\
+         transitions:\n  onSuccess: done\n",
+    );
+    let r = run(
+        &ws,
+        &[
+            "tool",
+            "call",
+            "RawWrite",
+            "--agent",
+            "writer",
+            "--plugin",
+            rawko_test_artifacts::HOSTILE_TOOL,
+            "--input",
+            &input,
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "x");
+}

@@ -24,7 +24,6 @@ use rawko::engine::{AgentLookup, CancelFlag, Engine, LlmFor, LlmProvider, StateL
 use rawko::plugins::ToolSet;
 use rawko::runtime::Runtime;
 use rawko::session::{SessionTools, tool_budget};
-use rawko::shell::Resolver;
 use rawko::shell::chain::Chain;
 use rawko::store::{Store, TaskStatus, Usage};
 
@@ -232,15 +231,15 @@ fn main() {
 
     let runtime = Rc::new(Runtime::new(Some(dir.path().join("cache"))).unwrap());
     let tools = rt.block_on(async {
-        SessionTools {
-            rt: runtime.clone(),
-            workspace: workspace.clone(),
-            set: ToolSet::builtin(&runtime).await.unwrap(),
-            chain: Chain::load(&runtime, &[]).await.unwrap(),
-            resolver: Resolver::from_env(&[workspace.as_path()]),
-            workspace_trusted: true,
-            budget: tool_budget(),
-        }
+        SessionTools::new(
+            runtime.clone(),
+            workspace.clone(),
+            ToolSet::builtin(&runtime).await.unwrap(),
+            Chain::load(&runtime, &[]).await.unwrap(),
+            true,
+            tool_budget(),
+        )
+        .unwrap()
     });
     let sandboxed = rt.block_on(steps(&tools, &dir.path().join("b").tap_mkdir()));
     table_row("engine + SQLite store + sandboxed wasm LS", sandboxed);

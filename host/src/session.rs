@@ -11,7 +11,7 @@
 //! grants; an agent from an untrusted workspace's `.rawko/agents` gets read-only tools only.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use crate::agents::Origin;
 use crate::agents::model::{Agent, ParamType};
 use crate::agents::registry::Registry;
 use crate::capability::progress::ProgressSink;
-use crate::capability::{Access, FsGrants};
+use crate::capability::{Access, FsGrants, GrantError};
 use crate::engine::conversation::{Message, Role};
 use crate::engine::events::{EventSink, RunEvent};
 use crate::engine::llm::{Completion, CompletionRequest, Llm, LlmError, LlmFuture, ToolSpec};
@@ -74,30 +74,78 @@ fn untrusted_reason(agent: &Agent) -> String {
 
 /// Runs tools for agents: the wasm tool plugins, `Bash`, and the agents' command tools.
 pub struct SessionTools {
-    pub rt: Rc<Runtime>,
-    pub workspace: PathBuf,
-    pub set: ToolSet,
-    pub chain: Chain,
-    pub resolver: Resolver,
-    pub workspace_trusted: bool,
+    rt: Rc<Runtime>,
+    workspace: PathBuf,
+    set: ToolSet,
+    chain: Chain,
+    resolver: Resolver,
+    workspace_trusted: bool,
     /// The budget of one wasm tool call.
-    pub budget: Budget,
+    budget: Budget,
+    /// The workspace, granted read-only and read-write: what every call gets, made once.
+    read_only: FsGrants,
+    read_write: FsGrants,
+    /// Each agent's shell policy (its blocked patterns compiled), made on its first `Bash`.
+    policies: RefCell<HashMap<String, Rc<Policy>>>,
 }
 
 impl SessionTools {
+    /// Tools for agents working in `workspace` (absolute and canonical), each wasm call held to
+    /// `budget`; `workspace_trusted` decides what the workspace's own agents may do.
+    pub fn new(
+        rt: Rc<Runtime>,
+        workspace: PathBuf,
+        set: ToolSet,
+        chain: Chain,
+        workspace_trusted: bool,
+        budget: Budget,
+    ) -> Result<Self, GrantError> {
+        let grant = |access| {
+            let mut g = FsGrants::none();
+            g.grant(&workspace, &workspace, access).map(|()| g)
+        };
+        Ok(SessionTools {
+            resolver: Resolver::from_env(&[workspace.as_path()]),
+            read_only: grant(Access::ReadOnly)?,
+            read_write: grant(Access::ReadWrite)?,
+            rt,
+            workspace,
+            set,
+            chain,
+            workspace_trusted,
+            budget,
+            policies: RefCell::new(HashMap::new()),
+        })
+    }
+
     /// The filesystem an agent's tools get: the workspace, read-write only if the agent may
     /// change it and is trusted to.
-    fn grants_for(&self, agent: &Agent) -> Result<FsGrants, String> {
-        let access = if agent.can_write() && !untrusted_agent(agent, self.workspace_trusted) {
-            Access::ReadWrite
+    fn grants_for(&self, agent: &Agent) -> &FsGrants {
+        if agent.can_write() && !untrusted_agent(agent, self.workspace_trusted) {
+            &self.read_write
         } else {
-            Access::ReadOnly
-        };
-        let mut grants = FsGrants::none();
-        grants
-            .grant(&self.workspace, &self.workspace, access)
-            .map_err(|e| e.to_string())?;
-        Ok(grants)
+            &self.read_only
+        }
+    }
+
+    /// The agent's shell policy over its grants.
+    fn policy_for(&self, agent: &Agent) -> Result<Rc<Policy>, String> {
+        if let Some(p) = self.policies.borrow().get(&agent.name) {
+            return Ok(p.clone());
+        }
+        let policy = Rc::new(
+            Policy::new(
+                &self.workspace,
+                self.grants_for(agent),
+                agent.bash.allowed_commands.clone().unwrap_or_default(),
+                agent.bash.blocked_patterns.clone(),
+            )
+            .map_err(|e| format!("the agent's bash policy: {e}"))?,
+        );
+        self.policies
+            .borrow_mut()
+            .insert(agent.name.clone(), policy.clone());
+        Ok(policy)
     }
 
     fn decision(
@@ -127,10 +175,7 @@ impl SessionTools {
             decisions.push(Self::decision(agent, "tool", name, false, &why));
             return denied(why, decisions);
         }
-        let grants = match self.grants_for(agent) {
-            Ok(g) => g,
-            Err(e) => return failed(format!("cannot grant the workspace: {e}"), decisions),
-        };
+        let grants = self.grants_for(agent);
         let access = if grants.iter().any(|g| g.access() == Access::ReadWrite) {
             "fs.write"
         } else {
@@ -202,20 +247,15 @@ impl SessionTools {
                 ));
                 let cx = CallContext {
                     workspace: &self.workspace,
-                    grants: &grants,
+                    grants,
                     budget: self.budget,
                 };
                 plugin.call(&self.rt, name, input, &cx).await
             }
             Provider::Host(_) => {
-                let policy = match Policy::new(
-                    &self.workspace,
-                    &grants,
-                    agent.bash.allowed_commands.clone().unwrap_or_default(),
-                    agent.bash.blocked_patterns.clone(),
-                ) {
+                let policy = match self.policy_for(agent) {
                     Ok(p) => p,
-                    Err(e) => return failed(format!("the agent's bash policy: {e}"), decisions),
+                    Err(e) => return failed(e, decisions),
                 };
                 let cx = BashContext {
                     rt: &self.rt,

@@ -25,7 +25,6 @@ use crate::engine::{
 use crate::plugins::ToolSet;
 use crate::runtime::log::sanitize;
 use crate::session::{Agents, SessionLlms, SessionTools, SharedSink, store_path, tool_budget};
-use crate::shell::Resolver;
 use crate::shell::chain::Chain;
 use crate::store::{Store, TaskStatus};
 use crate::trust::TrustStore;
@@ -415,16 +414,15 @@ impl Setup {
         let set = ToolSet::with_installed(&rt, &self.data_dir, &self.workspace).await?;
         let filters = configured_filters(&self.config_dir, &self.data_dir, &self.workspace)?;
         let chain = Chain::load(&rt, &filters).await?;
-        let resolver = Resolver::from_env(&[self.workspace.as_path()]);
-        let tools = SessionTools {
-            rt: rt.clone(),
-            workspace: self.workspace.clone(),
+        let tools = SessionTools::new(
+            rt.clone(),
+            self.workspace.clone(),
             set,
             chain,
-            resolver,
-            workspace_trusted: self.trusted,
-            budget: tool_budget(),
-        };
+            self.trusted,
+            tool_budget(),
+        )
+        .map_err(|e| BadInput::new(e.to_string()))?;
 
         let default_adapter = merged.defaults.as_ref().and_then(|d| d.adapter.clone());
         let limits = StateLimits {

@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use crate::cli::{BadInput, Context, print_json, print_out};
 use crate::plugins::{Provider, ToolSet};
 use crate::runtime::tool::CallContext;
-use crate::runtime::{Budget, ToolPlugin};
+use crate::runtime::{Budget, Runtime, ToolPlugin};
 use crate::shell::bash::{self, BashContext};
 
 use super::bash::{PolicyFlags, ShellSetup, configured_filters, grants_from};
@@ -17,7 +17,6 @@ use crate::adapters::Trust;
 use crate::cli::commands::agents::usable_agent;
 use crate::engine::tools::{ToolHost, ToolOutcome};
 use crate::session::SessionTools;
-use crate::shell::Resolver;
 use crate::shell::chain::Chain;
 use std::rc::Rc;
 
@@ -79,6 +78,17 @@ struct CallArgs {
     agent: Option<String>,
 }
 
+impl CallArgs {
+    /// The call's budgets from `--timeout`, `--memory` and `--max-output`.
+    fn budget(&self) -> Budget {
+        Budget {
+            timeout: Duration::from_secs_f64(self.timeout),
+            memory: self.memory.saturating_mul(1 << 20),
+            output: self.max_output,
+        }
+    }
+}
+
 impl ToolCmd {
     pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
         match self.action {
@@ -95,23 +105,10 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
         return call_as_agent(cx, &args, name).await;
     }
     let grants = grants_from(cx, &args.read, &args.write)?;
-    let budget = Budget {
-        timeout: Duration::from_secs_f64(args.timeout),
-        memory: args.memory.saturating_mul(1 << 20),
-        output: args.max_output,
-    };
+    let budget = args.budget();
 
     let rt = cx.runtime()?;
-    let mut set = ToolSet::with_installed(&rt, &cx.dirs.data, cx.workspace()).await?;
-    for path in &args.plugin {
-        let wasm = std::fs::read(path)
-            .map_err(|e| BadInput::new(format!("plugin {}: {e}", path.display())))?;
-        let name = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "plugin".into());
-        set.add(ToolPlugin::load(&rt, &name, &wasm).await?);
-    }
+    let set = tool_set(cx, &rt, &args.plugin).await?;
     let Some((provider, _)) = set.find(&args.tool) else {
         return Err(BadInput::new(format!(
             "no tool named `{}` (available: {})",
@@ -172,27 +169,38 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The built-in and installed tools, then the `--plugin` files.
+async fn tool_set(cx: &Context, rt: &Runtime, plugins: &[PathBuf]) -> anyhow::Result<ToolSet> {
+    let mut set = ToolSet::with_installed(rt, &cx.dirs.data, cx.workspace()).await?;
+    for path in plugins {
+        let wasm = std::fs::read(path)
+            .map_err(|e| BadInput::new(format!("plugin {}: {e}", path.display())))?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "plugin".into());
+        set.add(ToolPlugin::load(rt, &name, &wasm).await?);
+    }
+    Ok(set)
+}
+
 /// `tool call --agent`: the tool as a run would call it for that agent.
 async fn call_as_agent(cx: &Context, args: &CallArgs, name: &str) -> anyhow::Result<ExitCode> {
     let agent = usable_agent(cx, name)?;
     let trusted = cx.workspace_trust() == Trust::Trusted;
     let rt = Rc::new(cx.runtime()?);
-    let set = ToolSet::with_installed(&rt, &cx.dirs.data, cx.workspace()).await?;
+    let set = tool_set(cx, &rt, &args.plugin).await?;
     let filters = configured_filters(&cx.dirs.config, &cx.dirs.data, cx.workspace())?;
     let chain = Chain::load(&rt, &filters).await?;
-    let tools = SessionTools {
-        rt: rt.clone(),
-        workspace: cx.workspace().to_path_buf(),
+    let tools = SessionTools::new(
+        rt.clone(),
+        cx.workspace().to_path_buf(),
         set,
         chain,
-        resolver: Resolver::from_env(&[cx.workspace()]),
-        workspace_trusted: trusted,
-        budget: Budget {
-            timeout: Duration::from_secs_f64(args.timeout),
-            memory: args.memory.saturating_mul(1 << 20),
-            output: args.max_output,
-        },
-    };
+        trusted,
+        args.budget(),
+    )
+    .map_err(|e| BadInput::new(e.to_string()))?;
     let offered = tools.specs(&agent).iter().any(|s| s.name == args.tool);
     let outcome = if !offered || !agent.may_call(&args.tool) {
         let mut why = format!(
