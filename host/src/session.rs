@@ -37,7 +37,7 @@ use crate::shell::bash::{self, BashContext};
 use crate::shell::chain::Chain;
 use crate::shell::command_tool::{self, CommandToolContext};
 use crate::shell::{Policy, Resolver};
-use crate::store::{Decision, Usage, now_ms};
+use crate::store::{Decision, Usage};
 
 /// Tools an agent from an untrusted workspace may still call: they only read.
 pub const READ_ONLY_TOOLS: &[&str] = &["Read", "Glob", "Grep", "LS"];
@@ -155,15 +155,8 @@ impl SessionTools {
         allow: bool,
         reason: &str,
     ) -> Decision {
-        Decision {
-            turn_id: None,
-            subject: agent.name.clone(),
-            capability: capability.into(),
-            detail: detail.chars().take(500).collect(),
-            decision: if allow { "allow" } else { "deny" }.into(),
-            reason: reason.chars().take(1000).collect(),
-            at: now_ms(),
-        }
+        let decision = if allow { "allow" } else { "deny" };
+        Decision::new(&agent.name, capability, detail, decision, reason)
     }
 
     /// Run tool `name` for `agent` with the agent's capabilities (the engine has checked that

@@ -261,6 +261,35 @@ pub struct Decision {
     pub at: i64,
 }
 
+impl Decision {
+    /// A decision made now, about no turn yet; long texts are cut to what the log keeps.
+    pub fn new(
+        subject: &str,
+        capability: &str,
+        detail: &str,
+        decision: &str,
+        reason: &str,
+    ) -> Decision {
+        Decision {
+            turn_id: None,
+            subject: subject.to_string(),
+            capability: capability.to_string(),
+            detail: detail.chars().take(500).collect(),
+            decision: decision.to_string(),
+            reason: reason.chars().take(1000).collect(),
+            at: now_ms(),
+        }
+    }
+
+    /// The same decision, made in `turn`.
+    pub fn in_turn(self, turn: i64) -> Decision {
+        Decision {
+            turn_id: Some(turn),
+            ..self
+        }
+    }
+}
+
 /// Tokens one model call used.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Usage {

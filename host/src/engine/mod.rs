@@ -252,15 +252,13 @@ impl Engine<'_> {
             if choice.mode == "fallback" {
                 self.store.record_decision(
                     id,
-                    &Decision {
-                        turn_id: None,
-                        subject: "arbiter".into(),
-                        capability: "transition".into(),
-                        detail: format!("{} -> {}", agent.name, choice.target),
-                        decision: "fallback".into(),
-                        reason: choice.reason.clone(),
-                        at: now_ms(),
-                    },
+                    &Decision::new(
+                        "arbiter",
+                        "transition",
+                        &format!("{} -> {}", agent.name, choice.target),
+                        "fallback",
+                        &choice.reason,
+                    ),
                 )?;
             }
             state = t.to;
@@ -755,17 +753,10 @@ impl Engine<'_> {
                 why.push_str(": ");
                 why.push_str(&more);
             }
+            let detail: String = name.chars().take(200).collect();
             self.store.record_decision(
                 task,
-                &Decision {
-                    turn_id: Some(turn),
-                    subject: agent.name.clone(),
-                    capability: "tool".into(),
-                    detail: name.chars().take(200).collect(),
-                    decision: "deny".into(),
-                    reason: why.clone(),
-                    at: now_ms(),
-                },
+                &Decision::new(&agent.name, "tool", &detail, "deny", &why).in_turn(turn),
             )?;
             (why, true, "denied: not allowed".to_string())
         } else if let Some(callee) = self
@@ -778,25 +769,12 @@ impl Engine<'_> {
         } else {
             self.store.record_decision(
                 task,
-                &Decision {
-                    turn_id: Some(turn),
-                    subject: agent.name.clone(),
-                    capability: "tool".into(),
-                    detail: name.to_string(),
-                    decision: "allow".into(),
-                    reason: "in the agent's tools".into(),
-                    at: now_ms(),
-                },
+                &Decision::new(&agent.name, "tool", name, "allow", "in the agent's tools")
+                    .in_turn(turn),
             )?;
             let outcome = self.tools.call(agent, name, arguments).await;
             for d in &outcome.decisions {
-                self.store.record_decision(
-                    task,
-                    &Decision {
-                        turn_id: Some(turn),
-                        ..d.clone()
-                    },
-                )?;
+                self.store.record_decision(task, &d.clone().in_turn(turn))?;
             }
             (outcome.output, outcome.is_error, outcome.verdict)
         };
@@ -854,15 +832,14 @@ impl Engine<'_> {
         }
         self.store.record_decision(
             task,
-            &Decision {
-                turn_id: Some(turn),
-                subject: caller.name.clone(),
-                capability: "agent".into(),
-                detail: callee.name.clone(),
-                decision: "allow".into(),
-                reason: "named in the caller's tools; runs with its own capabilities".into(),
-                at: now_ms(),
-            },
+            &Decision::new(
+                &caller.name,
+                "agent",
+                &callee.name,
+                "allow",
+                "named in the caller's tools; runs with its own capabilities",
+            )
+            .in_turn(turn),
         )?;
         self.events.emit(&RunEvent::StateEntered {
             agent: callee.name.clone(),
