@@ -12,7 +12,7 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -693,9 +693,4 @@ pub fn tool_budget() -> Budget {
         memory: 512 << 20,
         output: 4 << 20,
     }
-}
-
-/// Where a workspace's task store lives.
-pub fn store_path(workspace: &Path) -> PathBuf {
-    workspace.join(".rawko").join("state.db")
 }

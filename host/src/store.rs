@@ -18,6 +18,11 @@ use serde::Serialize;
 /// Where the store lives inside a workspace.
 pub const RELATIVE_PATH: &str = ".rawko/state.db";
 
+/// Where `workspace`'s task store lives.
+pub fn path_in(workspace: &Path) -> PathBuf {
+    workspace.join(RELATIVE_PATH)
+}
+
 /// Schema migrations, in order. Never edit a released entry; append a new one.
 const MIGRATIONS: &[&str] = &[r#"
 CREATE TABLE tasks (
@@ -323,7 +328,7 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// Open (creating if needed) the store of `workspace`.
     pub fn open_workspace(workspace: &Path) -> Result<Store> {
-        Store::open(&workspace.join(RELATIVE_PATH))
+        Store::open(&path_in(workspace))
     }
 
     /// Open (creating if needed) the store at `path`, and bring its schema up to date.

@@ -24,9 +24,9 @@ use crate::engine::{
 };
 use crate::plugins::ToolSet;
 use crate::runtime::log::sanitize;
-use crate::session::{Agents, SessionLlms, SessionTools, SharedSink, store_path, tool_budget};
+use crate::session::{Agents, SessionLlms, SessionTools, SharedSink, tool_budget};
 use crate::shell::chain::Chain;
-use crate::store::{Store, TaskStatus};
+use crate::store::{self, Store, TaskStatus};
 use crate::trust::TrustStore;
 
 use super::agents::unknown_agent;
@@ -114,7 +114,7 @@ impl RunCmd {
             return Err(BadInput::new("--max-steps must be at least 1").into());
         }
         let trusted = decide_trust(cx, self.trust, !self.output.json)?;
-        let fresh = !store_path(cx.workspace()).exists();
+        let fresh = !store::path_in(cx.workspace()).exists();
         let recorder = Recorder::for_flag(self.record.as_deref()).map_err(BadInput::new)?;
         let store = open_store(cx.workspace())?;
         let setup = Setup {
@@ -147,7 +147,7 @@ impl RunCmd {
 
 impl ResumeCmd {
     pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
-        let path = store_path(cx.workspace());
+        let path = store::path_in(cx.workspace());
         if !path.exists() {
             return Err(BadInput::new(format!(
                 "no tasks in this workspace ({} does not exist)",
@@ -200,8 +200,10 @@ impl ResumeCmd {
 
 /// Open (creating) the workspace's task store; a store that cannot be opened is bad input.
 pub fn open_store(workspace: &Path) -> anyhow::Result<Store> {
-    let path = store_path(workspace);
-    Store::open(&path).map_err(|e| BadInput::new(format!("{}: {e}", path.display())).into())
+    Store::open_workspace(workspace).map_err(|e| {
+        let path = store::path_in(workspace);
+        BadInput::new(format!("{}: {e}", path.display())).into()
+    })
 }
 
 /// Remove a task store and its WAL files, and `.rawko/` if nothing else is in it.
