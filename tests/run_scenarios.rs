@@ -565,3 +565,40 @@ fn a_run_that_cannot_start_is_bad_input_and_leaves_nothing() {
         assert!(!ws.path().join(".rawko").exists(), "{args:?} left .rawko/");
     }
 }
+
+/// A `.rawko/state.db` can come with a repository, and every text in it may be model output:
+/// `rawko tasks list` and `tasks show` must not let escape sequences in it reach the terminal.
+#[test]
+fn a_hostile_task_store_cannot_write_escape_sequences_to_the_terminal() {
+    let ws = Workspace::new();
+    let evil = "fix it\u{1b}]0;pwned\u{7}\u{1b}[2J\u{1b}[31mALL TESTS PASSED";
+    {
+        let store = rawko::store::Store::open_workspace(ws.path()).unwrap();
+        let id = store.create_task(evil, "planner", &json!({})).unwrap();
+        let turn = store.start_turn(&id, "planner", None).unwrap();
+        store.end_turn(turn, "succeeded", evil, None).unwrap();
+        store
+            .finish_task(&id, rawko::store::TaskStatus::Done, evil)
+            .unwrap();
+    }
+    let list = Run::of(rawko(&ws).args(["tasks", "list"]).output().unwrap());
+    assert_eq!(list.code, 0, "{list:?}");
+    let id = list
+        .stdout
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let show = Run::of(rawko(&ws).args(["tasks", "show", &id]).output().unwrap());
+    assert_eq!(show.code, 0, "{show:?}");
+    for r in [&list, &show] {
+        assert!(
+            !r.stdout.contains('\u{1b}') && !r.stdout.contains('\u{7}'),
+            "{r:?}"
+        );
+        assert!(r.stdout.contains("\\u{1b}"), "shown escaped: {r:?}");
+    }
+}

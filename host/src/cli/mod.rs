@@ -22,7 +22,7 @@ use crate::paths::Dirs;
 use crate::runtime::Runtime;
 
 pub use commands::demo::TASK as DEMO_TASK;
-pub use output::{print_json, print_out};
+pub use output::{print_json, print_out, terminal_safe};
 
 const ABOUT: &str = "An agentic coding robot whose every tool, model adapter and shell filter is a \
 sandboxed WebAssembly plugin";

@@ -15,6 +15,16 @@ pub fn print_out(text: &str) -> std::io::Result<()> {
     ignore_broken_pipe(result.and_then(|()| out.flush()))
 }
 
+/// `text` made safe to show on a terminal: line breaks kept, every other control character (an
+/// escape sequence could move the cursor, retitle the window or fake other output) shown
+/// escaped. For text that came from a model, a tool, a file or a store a stranger may have made.
+pub fn terminal_safe(text: &str) -> String {
+    text.split('\n')
+        .map(|line| crate::runtime::log::sanitize(line, usize::MAX))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Print `value` as pretty JSON on stdout.
 pub fn print_json(value: &serde_json::Value) -> std::io::Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;

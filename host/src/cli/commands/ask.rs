@@ -13,8 +13,7 @@ use rawko_plugin_sdk::llm::Message;
 
 use crate::adapters::{Adapter, OpenError, OpenOptions, Recorder};
 use crate::capability::progress::{NoProgress, ProgressSink};
-use crate::cli::{BadInput, Context, print_json, print_out};
-use crate::runtime::log::sanitize;
+use crate::cli::{BadInput, Context, print_json, print_out, terminal_safe};
 
 /// Ask an adapter one question and print the reply
 #[derive(Debug, Args)]
@@ -53,11 +52,7 @@ struct Live {
 impl ProgressSink for Live {
     fn text(&self, delta: &str) {
         // Model output must not move the cursor or restyle the terminal.
-        let safe: String = delta
-            .split('\n')
-            .map(|line| sanitize(line, usize::MAX))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let safe = terminal_safe(delta);
         let mut out = std::io::stdout().lock();
         if out
             .write_all(safe.as_bytes())
@@ -154,9 +149,7 @@ impl AskCmd {
                 } else {
                     let text = reply.text();
                     if std::io::stdout().is_terminal() {
-                        let safe: Vec<String> =
-                            text.split('\n').map(|l| sanitize(l, usize::MAX)).collect();
-                        print_out(&safe.join("\n"))?;
+                        print_out(&terminal_safe(&text))?;
                     } else {
                         print_out(&text)?;
                     }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::cli::{BadInput, Context, print_json, print_out};
+use crate::cli::{BadInput, Context, print_json, print_out, terminal_safe};
 use crate::store::{Store, StoreError, Task};
 
 /// Inspect persisted tasks
@@ -35,7 +35,7 @@ enum TasksAction {
 
 impl TasksCmd {
     pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
-        let path = cx.workspace().join(crate::store::RELATIVE_PATH);
+        let path = crate::store::path_in(cx.workspace());
         match self.action {
             TasksAction::List { json } => {
                 if !path.exists() {
@@ -101,7 +101,8 @@ fn list(tasks: &[Task], json: bool) -> std::io::Result<()> {
             t.steps
         ));
     }
-    print_out(&out)
+    // Prompts, states and ids come from a store that may have come with the repository.
+    print_out(&terminal_safe(&out))
 }
 
 fn show(store: &Store, id: &str, json: bool) -> anyhow::Result<()> {
@@ -190,6 +191,7 @@ fn show(store: &Store, id: &str, json: bool) -> anyhow::Result<()> {
             ));
         }
     }
-    print_out(&out)?;
+    // Summaries, tool input and reasons are model output; the store may be a stranger's.
+    print_out(&terminal_safe(&out))?;
     Ok(())
 }
