@@ -153,6 +153,11 @@ pub enum Provider {
 impl Provider {
     pub const NAMES: &[&str] = &["openai", "anthropic"];
 
+    /// The name files use; `NAMES` lists the variants in declaration order.
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
     pub fn parse(s: &str) -> Option<Provider> {
         match s {
             "openai" => Some(Provider::OpenAi),
@@ -172,6 +177,11 @@ pub enum ReasoningEffort {
 
 impl ReasoningEffort {
     pub const NAMES: &[&str] = &["low", "medium", "high"];
+
+    /// The name files use; `NAMES` lists the variants in declaration order.
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
 
     pub fn parse(s: &str) -> Option<ReasoningEffort> {
         match s {
@@ -285,6 +295,11 @@ pub enum ParamType {
 
 impl ParamType {
     pub const NAMES: &[&str] = &["string", "int", "bool"];
+
+    /// The name files use; `NAMES` lists the variants in declaration order.
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
 
     pub fn parse(s: &str) -> Option<ParamType> {
         match s {
@@ -570,5 +585,25 @@ mod tests {
             ],
         };
         assert_eq!(t.placeholders(), ["SOURCE_PATH", "OUT"]);
+    }
+
+    #[test]
+    fn names_are_the_serialized_names() {
+        use ParamType as T;
+        use Provider as P;
+        use ReasoningEffort as R;
+        let names = |v: serde_json::Value| v.as_str().unwrap().to_string();
+        for p in [P::OpenAi, P::Anthropic] {
+            assert_eq!(p.as_str(), names(serde_json::json!(p)));
+            assert_eq!(Provider::parse(p.as_str()), Some(p));
+        }
+        for r in [R::Low, R::Medium, R::High] {
+            assert_eq!(r.as_str(), names(serde_json::json!(r)));
+            assert_eq!(ReasoningEffort::parse(r.as_str()), Some(r));
+        }
+        for t in [T::String, T::Int, T::Bool] {
+            assert_eq!(t.as_str(), names(serde_json::json!(t)));
+            assert_eq!(ParamType::parse(t.as_str()), Some(t));
+        }
     }
 }
