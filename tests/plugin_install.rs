@@ -389,17 +389,11 @@ fn oci_publish_install_by_tag_and_digest_and_pinning() {
     );
     // And so does a digest given on the command line, in a fresh data directory.
     let fresh = Workspace::new();
-    let r = plugin(
-        &fresh,
-        &["install", &tag, "--yes", "--sha256", &sha256(&v1)],
-    );
+    let r = install(&fresh, &tag, &["--sha256", &sha256(&v1)]);
     assert_eq!(r.code, 1, "{r:?}");
     assert_nothing_installed(&fresh);
     // The pinned manifest digest still names the old bytes.
-    let r = plugin(
-        &fresh,
-        &["install", &pinned, "--yes", "--sha256", &sha256(&v1)],
-    );
+    let r = install(&fresh, &pinned, &["--sha256", &sha256(&v1)]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_ne!(sha256(&v1), sha256(&v2));
 
@@ -412,6 +406,56 @@ fn oci_publish_install_by_tag_and_digest_and_pinning() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.json()["digest"], format!("sha256:{}", sha256(&v1)));
     assert!(gate.tokens_issued.load(std::sync::atomic::Ordering::SeqCst) >= 2);
+}
+
+#[test]
+fn a_hostile_registry_cannot_swap_the_bytes() {
+    let ws = Workspace::new();
+    let wasm = std::fs::read(rawko_test_artifacts::GREETER).unwrap();
+    let layer = format!(
+        "sha256:{}",
+        sha256(Path::new(rawko_test_artifacts::GREETER))
+    );
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {
+            "mediaType": "application/vnd.wasm.config.v0+json",
+            "digest": format!("sha256:{}", "0".repeat(64)),
+            "size": 2,
+        },
+        "layers": [{"mediaType": "application/wasm", "digest": layer, "size": wasm.len()}],
+    })
+    .to_string();
+    // Same length, one byte changed: only the digest tells them apart.
+    let mut swapped = wasm.clone();
+    let last = swapped.len() - 1;
+    swapped[last] ^= 1;
+    let asked = format!("sha256:{}", "a".repeat(64));
+    let server = Server::start(vec![
+        ("/v2/evil/p/manifests/1", Reply::Ok(manifest.clone().into())),
+        (
+            &format!("/v2/evil/p/manifests/{asked}"),
+            Reply::Ok(manifest.into()),
+        ),
+        (&format!("/v2/evil/p/blobs/{layer}"), Reply::Ok(swapped)),
+    ]);
+    let registry = server.base.trim_start_matches("http://");
+    for (source, reason) in [
+        (
+            format!("oci://{registry}/evil/p:1"),
+            format!("the wasm layer's bytes do not match its digest {layer}"),
+        ),
+        (
+            format!("oci://{registry}/evil/p@{asked}"),
+            "returned a manifest with digest".to_string(),
+        ),
+    ] {
+        let r = install(&ws, &source, &[]);
+        assert_eq!(r.code, 1, "{r:?}");
+        assert!(r.stderr.contains(&reason), "{reason}: {r:?}");
+        assert_nothing_installed(&ws);
+    }
 }
 
 #[test]
@@ -430,6 +474,22 @@ fn interrupted_and_failed_downloads_leave_nothing_installed() {
             },
         ),
         ("/broken.wasm", Reply::Status(500)),
+        // A hostile server: away from TLS to a host that is not this machine, and a plugin
+        // announced far past the size cap.
+        (
+            "/downgrade.wasm",
+            Reply::Head {
+                status: 302,
+                headers: vec![("Location", "http://rawko.invalid/p.wasm".into())],
+            },
+        ),
+        (
+            "/huge.wasm",
+            Reply::Head {
+                status: 200,
+                headers: vec![("Content-Length", (257u64 << 20).to_string())],
+            },
+        ),
         (
             "/stalled.wasm",
             Reply::Stalled {
@@ -442,6 +502,11 @@ fn interrupted_and_failed_downloads_leave_nothing_installed() {
     for (path, reason) in [
         ("/short.wasm", "the transfer"),
         ("/broken.wasm", "the server answered 500"),
+        (
+            "/downgrade.wasm",
+            "refusing a redirect to http://rawko.invalid/p.wasm",
+        ),
+        ("/huge.wasm", "larger than the 268435456 bytes allowed"),
     ] {
         let r = plugin(
             &ws,
