@@ -13,6 +13,7 @@ use super::model::{
 };
 use super::validate;
 use super::yaml::Node;
+use crate::config::is_env_var_name;
 
 /// Frontmatter keys that only kodelet files have, used to recognise the dialect.
 pub const MARKERS: &[&str] = &[
@@ -240,12 +241,6 @@ fn decode_openai(node: &Node, p: &mut Problems) -> (Option<String>, Option<Strin
     });
     f.finish(Strictness::Lenient, p);
     (base_url, key_var)
-}
-
-/// `[A-Za-z_][A-Za-z0-9_]*`.
-pub fn is_env_var_name(s: &str) -> bool {
-    s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn hint_one_of(value: &str, names: &[&str]) -> String {
