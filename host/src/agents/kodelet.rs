@@ -8,9 +8,7 @@ use super::FileInfo;
 use super::decode::{Fields, Spanned, Strictness};
 use super::diag::{Problems, did_you_mean};
 use super::markdown;
-use super::model::{
-    Agent, BashPolicy, Dialect, ModelSettings, Provider, ReasoningEffort, Spans, ToolPolicy,
-};
+use super::model::{Agent, Dialect, ModelSettings, Provider, ReasoningEffort, Spans};
 use super::validate;
 use super::yaml::Node;
 use crate::config::is_env_var_name;
@@ -196,14 +194,8 @@ pub fn decode(
             base_url,
             api_key_env_var,
         },
-        ToolPolicy {
-            allowed: allowed_tools,
-            blocked: Vec::new(),
-        },
-        BashPolicy {
-            allowed_commands: allowed_commands.map(|(_, c)| c),
-            blocked_patterns: Vec::new(),
-        },
+        allowed_tools,
+        allowed_commands.map(|(_, c)| c),
         file.source(Dialect::Kodelet, spans),
     ))
 }

@@ -56,14 +56,15 @@ pub struct Agent {
 
 impl Agent {
     /// A subagent from a foreign Markdown dialect (kodelet, Claude Code): a prompt, a model,
-    /// tools and commands, and the default transitions.
+    /// the tools and bash commands it may use (those dialects block nothing), and the default
+    /// transitions.
     pub(crate) fn subagent(
         name: String,
         description: Option<String>,
         system_prompt: String,
         model: ModelSettings,
-        tools: ToolPolicy,
-        bash: BashPolicy,
+        allowed_tools: Option<Vec<String>>,
+        allowed_commands: Option<Vec<String>>,
         source: Source,
     ) -> Agent {
         Agent {
@@ -73,8 +74,14 @@ impl Agent {
             when_to_use: None,
             system_prompt,
             model,
-            tools,
-            bash,
+            tools: ToolPolicy {
+                allowed: allowed_tools,
+                blocked: Vec::new(),
+            },
+            bash: BashPolicy {
+                allowed_commands,
+                blocked_patterns: Vec::new(),
+            },
             command_tools: Vec::new(),
             parameters: Vec::new(),
             transitions: Transitions::default(),
