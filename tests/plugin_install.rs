@@ -10,14 +10,10 @@ use std::time::Duration;
 use crate::support::services::{Minisign, Registry, Reply, Server, TokenGate};
 use crate::support::{Run, Workspace, rawko, run};
 
-fn artifact(path: &str) -> PathBuf {
-    PathBuf::from(path)
-}
-
 /// Copy a test plugin into the workspace (so a signature can sit beside it).
 fn copy_plugin(ws: &Workspace, from: &str, name: &str) -> PathBuf {
     let to = ws.path().join(name);
-    std::fs::copy(artifact(from), &to).unwrap();
+    std::fs::copy(from, &to).unwrap();
     to
 }
 
@@ -30,6 +26,13 @@ fn plugin(ws: &Workspace, args: &[&str]) -> Run {
     let mut all = vec!["plugin"];
     all.extend_from_slice(args);
     run(ws, &all)
+}
+
+/// Run `rawko plugin install SOURCE --yes FLAGS...` in `ws`.
+fn install(ws: &Workspace, source: &str, flags: &[&str]) -> Run {
+    let mut args = vec!["install", source, "--yes"];
+    args.extend_from_slice(flags);
+    plugin(ws, &args)
 }
 
 /// The installed plugins, from `rawko plugin list --json`.
@@ -164,7 +167,7 @@ fn without_a_terminal_consent_must_be_explicit() {
     assert!(r.stderr.contains("does not ask for that"), "{r:?}");
     assert_nothing_installed(&ws);
 
-    let r = plugin(&ws, &["install", "greeter.wasm", "--yes"]);
+    let r = install(&ws, "greeter.wasm", &[]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(
         installed(&ws)[0]["grants"],
@@ -187,7 +190,7 @@ fn plugins_that_exceed_or_lack_their_manifest_are_refused() {
         ),
     ];
     for (wasm, reason) in cases {
-        let r = plugin(&ws, &["install", wasm, "--yes"]);
+        let r = install(&ws, wasm, &[]);
         assert_eq!(r.code, 1, "{r:?}");
         assert!(
             r.stderr.contains("refused") && r.stderr.contains(reason),
@@ -208,15 +211,10 @@ fn plugins_that_exceed_or_lack_their_manifest_are_refused() {
 #[test]
 fn a_wrong_digest_is_refused() {
     let ws = Workspace::new();
-    let r = plugin(
+    let r = install(
         &ws,
-        &[
-            "install",
-            rawko_test_artifacts::GREETER,
-            "--yes",
-            "--sha256",
-            &"0".repeat(64),
-        ],
+        rawko_test_artifacts::GREETER,
+        &["--sha256", &"0".repeat(64)],
     );
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("not the sha256:0000"), "{r:?}");
@@ -269,21 +267,13 @@ fn minisign_signatures_verify_and_forgeries_are_refused() {
         (&unsigned, "has no signature"),
     ];
     for (file, reason) in refusals {
-        let r = plugin(
-            &ws,
-            &[
-                "install",
-                file.to_str().unwrap(),
-                "--yes",
-                "--require-signature",
-            ],
-        );
+        let r = install(&ws, file.to_str().unwrap(), &["--require-signature"]);
         assert_eq!(r.code, 1, "{r:?}");
         assert!(r.stderr.contains(reason), "{reason}: {r:?}");
         assert_nothing_installed(&ws);
     }
     // A bad signature by a trusted key is refused even when signatures are not required.
-    let r = plugin(&ws, &["install", tampered.to_str().unwrap(), "--yes"]);
+    let r = install(&ws, tampered.to_str().unwrap(), &[]);
     assert_eq!(r.code, 1, "{r:?}");
     assert_nothing_installed(&ws);
 
@@ -306,15 +296,7 @@ fn minisign_signatures_verify_and_forgeries_are_refused() {
     assert!(r.stderr.contains("plugins.require_signature"), "{r:?}");
     assert_nothing_installed(&ws);
 
-    let r = plugin(
-        &ws,
-        &[
-            "install",
-            signed.to_str().unwrap(),
-            "--yes",
-            "--require-signature",
-        ],
-    );
+    let r = install(&ws, signed.to_str().unwrap(), &["--require-signature"]);
     assert_eq!(r.code, 0, "{r:?}");
     let list = installed(&ws);
     assert_eq!(list[0]["signer"]["key_id"], alice.key_id());
@@ -328,26 +310,9 @@ fn minisign_signatures_verify_and_forgeries_are_refused() {
     assert_eq!(r.code, 0, "{r:?}");
     let r = plugin(&ws, &["keys", "remove", &alice.key_id()]);
     assert_eq!(r.code, 0, "{r:?}");
-    let r = plugin(
-        &ws,
-        &[
-            "install",
-            signed.to_str().unwrap(),
-            "--yes",
-            "--require-signature",
-        ],
-    );
+    let r = install(&ws, signed.to_str().unwrap(), &["--require-signature"]);
     assert_eq!(r.code, 1, "{r:?}");
-    let r = plugin(
-        &ws,
-        &[
-            "install",
-            signed.to_str().unwrap(),
-            "--yes",
-            "--trusted-key",
-            alice_pub,
-        ],
-    );
+    let r = install(&ws, signed.to_str().unwrap(), &["--trusted-key", alice_pub]);
     assert_eq!(r.code, 0, "{r:?}");
 }
 
@@ -387,15 +352,10 @@ fn oci_publish_install_by_tag_and_digest_and_pinning() {
     assert_nothing_installed(&ws);
 
     // By tag, with the signature carried in the manifest.
-    let r = plugin(
+    let r = install(
         &ws,
-        &[
-            "install",
-            &tag,
-            "--yes",
-            "--trusted-key",
-            alice.public.to_str().unwrap(),
-        ],
+        &tag,
+        &["--trusted-key", alice.public.to_str().unwrap()],
     );
     assert_eq!(r.code, 0, "{r:?}");
     let list = installed(&ws);
@@ -405,7 +365,7 @@ fn oci_publish_install_by_tag_and_digest_and_pinning() {
 
     // By digest, into another data directory.
     let other = Workspace::new();
-    let r = plugin(&other, &["install", &pinned, "--yes"]);
+    let r = install(&other, &pinned, &[]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(
         installed(&other)[0]["digest"],
@@ -420,7 +380,7 @@ fn oci_publish_install_by_tag_and_digest_and_pinning() {
     // The tag moves to other bytes: the lockfile's pin refuses them.
     let r = plugin(&ws, &["publish", "greeter-net.wasm", &tag]);
     assert_eq!(r.code, 0, "{r:?}");
-    let r = plugin(&ws, &["install", &tag, "--yes"]);
+    let r = install(&ws, &tag, &[]);
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("pinned in the lockfile"), "{r:?}");
     assert_eq!(
@@ -429,17 +389,11 @@ fn oci_publish_install_by_tag_and_digest_and_pinning() {
     );
     // And so does a digest given on the command line, in a fresh data directory.
     let fresh = Workspace::new();
-    let r = plugin(
-        &fresh,
-        &["install", &tag, "--yes", "--sha256", &sha256(&v1)],
-    );
+    let r = install(&fresh, &tag, &["--sha256", &sha256(&v1)]);
     assert_eq!(r.code, 1, "{r:?}");
     assert_nothing_installed(&fresh);
     // The pinned manifest digest still names the old bytes.
-    let r = plugin(
-        &fresh,
-        &["install", &pinned, "--yes", "--sha256", &sha256(&v1)],
-    );
+    let r = install(&fresh, &pinned, &["--sha256", &sha256(&v1)]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_ne!(sha256(&v1), sha256(&v2));
 
@@ -452,6 +406,56 @@ fn oci_publish_install_by_tag_and_digest_and_pinning() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.json()["digest"], format!("sha256:{}", sha256(&v1)));
     assert!(gate.tokens_issued.load(std::sync::atomic::Ordering::SeqCst) >= 2);
+}
+
+#[test]
+fn a_hostile_registry_cannot_swap_the_bytes() {
+    let ws = Workspace::new();
+    let wasm = std::fs::read(rawko_test_artifacts::GREETER).unwrap();
+    let layer = format!(
+        "sha256:{}",
+        sha256(Path::new(rawko_test_artifacts::GREETER))
+    );
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {
+            "mediaType": "application/vnd.wasm.config.v0+json",
+            "digest": format!("sha256:{}", "0".repeat(64)),
+            "size": 2,
+        },
+        "layers": [{"mediaType": "application/wasm", "digest": layer, "size": wasm.len()}],
+    })
+    .to_string();
+    // Same length, one byte changed: only the digest tells them apart.
+    let mut swapped = wasm.clone();
+    let last = swapped.len() - 1;
+    swapped[last] ^= 1;
+    let asked = format!("sha256:{}", "a".repeat(64));
+    let server = Server::start(vec![
+        ("/v2/evil/p/manifests/1", Reply::Ok(manifest.clone().into())),
+        (
+            &format!("/v2/evil/p/manifests/{asked}"),
+            Reply::Ok(manifest.into()),
+        ),
+        (&format!("/v2/evil/p/blobs/{layer}"), Reply::Ok(swapped)),
+    ]);
+    let registry = server.base.trim_start_matches("http://");
+    for (source, reason) in [
+        (
+            format!("oci://{registry}/evil/p:1"),
+            format!("the wasm layer's bytes do not match its digest {layer}"),
+        ),
+        (
+            format!("oci://{registry}/evil/p@{asked}"),
+            "returned a manifest with digest".to_string(),
+        ),
+    ] {
+        let r = install(&ws, &source, &[]);
+        assert_eq!(r.code, 1, "{r:?}");
+        assert!(r.stderr.contains(&reason), "{reason}: {r:?}");
+        assert_nothing_installed(&ws);
+    }
 }
 
 #[test]
@@ -470,6 +474,22 @@ fn interrupted_and_failed_downloads_leave_nothing_installed() {
             },
         ),
         ("/broken.wasm", Reply::Status(500)),
+        // A hostile server: away from TLS to a host that is not this machine, and a plugin
+        // announced far past the size cap.
+        (
+            "/downgrade.wasm",
+            Reply::Head {
+                status: 302,
+                headers: vec![("Location", "http://rawko.invalid/p.wasm".into())],
+            },
+        ),
+        (
+            "/huge.wasm",
+            Reply::Head {
+                status: 200,
+                headers: vec![("Content-Length", (257u64 << 20).to_string())],
+            },
+        ),
         (
             "/stalled.wasm",
             Reply::Stalled {
@@ -482,6 +502,11 @@ fn interrupted_and_failed_downloads_leave_nothing_installed() {
     for (path, reason) in [
         ("/short.wasm", "the transfer"),
         ("/broken.wasm", "the server answered 500"),
+        (
+            "/downgrade.wasm",
+            "refusing a redirect to http://rawko.invalid/p.wasm",
+        ),
+        ("/huge.wasm", "larger than the 268435456 bytes allowed"),
     ] {
         let r = plugin(
             &ws,
@@ -547,7 +572,7 @@ fn a_kill_while_the_install_waits_to_commit_leaves_nothing() {
     held.unlock().unwrap();
     assert_nothing_installed(&ws);
     // The store still works.
-    let r = plugin(&ws, &["install", rawko_test_artifacts::GREETER, "--yes"]);
+    let r = install(&ws, rawko_test_artifacts::GREETER, &[]);
     assert_eq!(r.code, 0, "{r:?}");
 }
 

@@ -17,6 +17,13 @@ use serde::{Deserialize, Serialize};
 /// The file name, in `.rawko/` and in the user's config directory.
 pub const FILE_NAME: &str = "config.yaml";
 
+/// Whether `s` can name an environment variable: `[A-Za-z_][A-Za-z0-9_]*`. Config, agent files
+/// and plugin manifests name the variable that holds a secret, never the secret itself.
+pub fn is_env_var_name(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// One config file, parsed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

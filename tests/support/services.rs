@@ -189,6 +189,11 @@ pub enum Reply {
     Ok(Vec<u8>),
     /// This status, empty body.
     Status(u16),
+    /// This status line and these headers, no body: a redirect, or a length that is a lie.
+    Head {
+        status: u16,
+        headers: Vec<(&'static str, String)>,
+    },
     /// Announce the whole body, send `sent` bytes, close the connection.
     Truncated { body: Vec<u8>, sent: usize },
     /// Announce the whole body, send `sent` bytes, signal `started`, then hold the connection
@@ -261,6 +266,15 @@ fn serve(conn: &mut TcpStream, routes: &[(String, Reply)], stop: &AtomicBool) {
     let _ = match reply {
         None => conn.write_all(head(404, 0).as_bytes()),
         Some(Reply::Status(s)) => conn.write_all(head(s, 0).as_bytes()),
+        Some(Reply::Head { status, headers }) => {
+            let lines: String = headers
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}\r\n"))
+                .collect();
+            conn.write_all(
+                format!("HTTP/1.1 {status} X\r\n{lines}Connection: close\r\n\r\n").as_bytes(),
+            )
+        }
         Some(Reply::Ok(body)) => conn
             .write_all(head(200, body.len()).as_bytes())
             .and_then(|()| conn.write_all(&body)),

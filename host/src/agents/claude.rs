@@ -10,7 +10,7 @@ use super::decode::{Fields, Spanned, Strictness};
 use super::diag::Problems;
 use super::kodelet::name_or_stem;
 use super::markdown;
-use super::model::{Agent, BashPolicy, Dialect, ModelSettings, Provider, Spans, ToolPolicy};
+use super::model::{Agent, Dialect, ModelSettings, Provider, Spans};
 use super::validate;
 use super::yaml::Node;
 
@@ -71,14 +71,8 @@ pub fn decode(
         description,
         system_prompt,
         model.unwrap_or_default(),
-        ToolPolicy {
-            allowed: tools,
-            blocked: Vec::new(),
-        },
-        BashPolicy {
-            allowed_commands: (!commands.is_empty()).then_some(commands),
-            blocked_patterns: Vec::new(),
-        },
+        tools,
+        (!commands.is_empty()).then_some(commands),
         file.source(Dialect::ClaudeCode, spans),
     ))
 }

@@ -9,13 +9,13 @@
 use super::FileInfo;
 use super::decode::{Fields, Spanned, Strictness, string_list_of};
 use super::diag::{Pos, Problems};
-use super::kodelet::is_env_var_name;
 use super::model::{
     Agent, BUILTIN_TOOLS, BashPolicy, CommandTool, Dialect, Limits, ModelSettings, ParamType,
     ParamValue, Parameter, Spans, ToolPolicy, Transitions,
 };
 use super::validate;
 use super::yaml::{Node, Resolved, Value};
+use crate::config::is_env_var_name;
 
 pub const API_VERSION: &str = "docloom.io/v1alpha1";
 /// The file name DocLoom gives an agent inside its folder.

@@ -8,11 +8,10 @@ use super::FileInfo;
 use super::decode::{Fields, Spanned, Strictness};
 use super::diag::{Problems, did_you_mean};
 use super::markdown;
-use super::model::{
-    Agent, BashPolicy, Dialect, ModelSettings, Provider, ReasoningEffort, Spans, ToolPolicy,
-};
+use super::model::{Agent, Dialect, ModelSettings, Provider, ReasoningEffort, Spans};
 use super::validate;
 use super::yaml::Node;
+use crate::config::is_env_var_name;
 
 /// Frontmatter keys that only kodelet files have, used to recognise the dialect.
 pub const MARKERS: &[&str] = &[
@@ -195,14 +194,8 @@ pub fn decode(
             base_url,
             api_key_env_var,
         },
-        ToolPolicy {
-            allowed: allowed_tools,
-            blocked: Vec::new(),
-        },
-        BashPolicy {
-            allowed_commands: allowed_commands.map(|(_, c)| c),
-            blocked_patterns: Vec::new(),
-        },
+        allowed_tools,
+        allowed_commands.map(|(_, c)| c),
         file.source(Dialect::Kodelet, spans),
     ))
 }
@@ -240,12 +233,6 @@ fn decode_openai(node: &Node, p: &mut Problems) -> (Option<String>, Option<Strin
     });
     f.finish(Strictness::Lenient, p);
     (base_url, key_var)
-}
-
-/// `[A-Za-z_][A-Za-z0-9_]*`.
-pub fn is_env_var_name(s: &str) -> bool {
-    s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn hint_one_of(value: &str, names: &[&str]) -> String {

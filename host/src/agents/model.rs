@@ -56,14 +56,15 @@ pub struct Agent {
 
 impl Agent {
     /// A subagent from a foreign Markdown dialect (kodelet, Claude Code): a prompt, a model,
-    /// tools and commands, and the default transitions.
+    /// the tools and bash commands it may use (those dialects block nothing), and the default
+    /// transitions.
     pub(crate) fn subagent(
         name: String,
         description: Option<String>,
         system_prompt: String,
         model: ModelSettings,
-        tools: ToolPolicy,
-        bash: BashPolicy,
+        allowed_tools: Option<Vec<String>>,
+        allowed_commands: Option<Vec<String>>,
         source: Source,
     ) -> Agent {
         Agent {
@@ -73,8 +74,14 @@ impl Agent {
             when_to_use: None,
             system_prompt,
             model,
-            tools,
-            bash,
+            tools: ToolPolicy {
+                allowed: allowed_tools,
+                blocked: Vec::new(),
+            },
+            bash: BashPolicy {
+                allowed_commands,
+                blocked_patterns: Vec::new(),
+            },
             command_tools: Vec::new(),
             parameters: Vec::new(),
             transitions: Transitions::default(),
@@ -153,6 +160,11 @@ pub enum Provider {
 impl Provider {
     pub const NAMES: &[&str] = &["openai", "anthropic"];
 
+    /// The name files use; `NAMES` lists the variants in declaration order.
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
     pub fn parse(s: &str) -> Option<Provider> {
         match s {
             "openai" => Some(Provider::OpenAi),
@@ -172,6 +184,11 @@ pub enum ReasoningEffort {
 
 impl ReasoningEffort {
     pub const NAMES: &[&str] = &["low", "medium", "high"];
+
+    /// The name files use; `NAMES` lists the variants in declaration order.
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
 
     pub fn parse(s: &str) -> Option<ReasoningEffort> {
         match s {
@@ -285,6 +302,11 @@ pub enum ParamType {
 
 impl ParamType {
     pub const NAMES: &[&str] = &["string", "int", "bool"];
+
+    /// The name files use; `NAMES` lists the variants in declaration order.
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
 
     pub fn parse(s: &str) -> Option<ParamType> {
         match s {
@@ -570,5 +592,25 @@ mod tests {
             ],
         };
         assert_eq!(t.placeholders(), ["SOURCE_PATH", "OUT"]);
+    }
+
+    #[test]
+    fn names_are_the_serialized_names() {
+        use ParamType as T;
+        use Provider as P;
+        use ReasoningEffort as R;
+        let names = |v: serde_json::Value| v.as_str().unwrap().to_string();
+        for p in [P::OpenAi, P::Anthropic] {
+            assert_eq!(p.as_str(), names(serde_json::json!(p)));
+            assert_eq!(Provider::parse(p.as_str()), Some(p));
+        }
+        for r in [R::Low, R::Medium, R::High] {
+            assert_eq!(r.as_str(), names(serde_json::json!(r)));
+            assert_eq!(ReasoningEffort::parse(r.as_str()), Some(r));
+        }
+        for t in [T::String, T::Int, T::Bool] {
+            assert_eq!(t.as_str(), names(serde_json::json!(t)));
+            assert_eq!(ParamType::parse(t.as_str()), Some(t));
+        }
     }
 }

@@ -163,6 +163,16 @@ pub struct Entry {
     pub shadows: Vec<FileRef>,
 }
 
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Stale => "stale",
+            Status::Invalid => "invalid",
+        }
+    }
+}
+
 impl Entry {
     pub fn is_usable(&self) -> bool {
         matches!(self.status, Status::Ok | Status::Stale)

@@ -286,9 +286,7 @@ fn check_host(h: &str) -> Result<String, String> {
 }
 
 fn check_env(v: &str) -> Result<String, String> {
-    let ok = v.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && v.len() <= 128;
+    let ok = crate::config::is_env_var_name(v) && v.len() <= 128;
     if ok {
         Ok(v.to_string())
     } else {

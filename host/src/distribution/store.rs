@@ -232,10 +232,9 @@ impl Store {
         entry: Entry,
     ) -> Result<(), StoreError> {
         debug_assert_eq!(entry.digest_hex(), sha256_hex(wasm));
-        let blob = self.blob_path(entry.digest_hex());
-        if !blob.exists() {
-            write_atomically(&blob, wasm)?;
-        }
+        // Written even when a file of that name exists: it may be one changed on disk, which
+        // a reinstall must replace.
+        write_atomically(&self.blob_path(entry.digest_hex()), wasm)?;
         let mut lock = self.read()?;
         lock.plugins.insert(name.to_string(), entry);
         self.write(&lock)?;
@@ -349,6 +348,9 @@ mod tests {
         let installed = store.get("a").unwrap().unwrap();
         std::fs::write(&installed.path, b"evil").unwrap();
         assert!(matches!(installed.wasm(), Err(StoreError::Tampered { .. })));
+        // Reinstalling, as the error advises, puts the right bytes back.
+        store.commit(&lock, "a", b"two", entry(b"two")).unwrap();
+        assert_eq!(installed.wasm().unwrap(), b"two");
 
         assert!(store.remove(&lock, "a").unwrap());
         assert!(!store.remove(&lock, "a").unwrap());

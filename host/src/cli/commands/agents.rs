@@ -159,7 +159,7 @@ fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
         out.push_str(&format!(
             "{:name_w$}  {:7}  {:origin_w$}  {:dialect_w$}  {}\n",
             printable(&e.name, false),
-            status_str(e),
+            e.status.as_str(),
             e.file.origin.as_str(),
             e.file.dialect.map_or("-", |d| d.as_str()),
             e.file.display
@@ -178,14 +178,6 @@ fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
     print_out(&out)?;
     note_problems(&registry);
     Ok(ExitCode::SUCCESS)
-}
-
-fn status_str(e: &Entry) -> &'static str {
-    match e.status {
-        crate::agents::registry::Status::Ok => "ok",
-        crate::agents::registry::Status::Stale => "stale",
-        crate::agents::registry::Status::Invalid => "invalid",
-    }
 }
 
 fn entry_json(e: &Entry) -> serde_json::Value {
@@ -230,7 +222,7 @@ fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
         let mut line =
             |k: &str, v: &str| out.push_str(&format!("{k:14} {}\n", printable(v, false)));
         line("name:", &entry.name);
-        line("status:", status_str(entry));
+        line("status:", entry.status.as_str());
         line(
             "dialect:",
             entry
@@ -283,7 +275,7 @@ fn describe(a: &Agent, line: &mut impl FnMut(&str, &str)) {
         model.push(format!("adapter {x}"));
     }
     if let Some(x) = m.provider {
-        model.push(format!("provider {}", json!(x).as_str().unwrap_or("")));
+        model.push(format!("provider {}", x.as_str()));
     }
     if let Some(x) = &m.model {
         model.push(format!("model {x}"));
@@ -292,10 +284,7 @@ fn describe(a: &Agent, line: &mut impl FnMut(&str, &str)) {
         model.push(format!("max_tokens {x}"));
     }
     if let Some(x) = m.reasoning_effort {
-        model.push(format!(
-            "reasoning_effort {}",
-            json!(x).as_str().unwrap_or("")
-        ));
+        model.push(format!("reasoning_effort {}", x.as_str()));
     }
     if let Some(x) = m.thinking_budget {
         model.push(format!("thinking_budget {x}"));
@@ -355,7 +344,7 @@ fn describe(a: &Agent, line: &mut impl FnMut(&str, &str)) {
             &format!(
                 "{} ({}{})",
                 p.name,
-                json!(p.kind).as_str().unwrap_or(""),
+                p.kind.as_str(),
                 if p.required { ", required" } else { "" }
             ),
         );

@@ -1,7 +1,7 @@
 //! `rawko init`: give a workspace its own `.rawko/` with a commented `config.yaml` and copies
 //! of the built-in agents to edit.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -93,22 +93,17 @@ impl InitCmd {
             .with_context(|| format!("cannot create {}", ws.join(".rawko").display()))?;
         // Never leave a config.yaml that rawko itself cannot read.
         config::Config::parse(&config_path, DEFAULT_CONFIG)?;
-        let config_verb = verb(&config_path);
         std::fs::write(&config_path, DEFAULT_CONFIG)
             .with_context(|| format!("cannot write {}", config_path.display()))?;
-        out.push_str(&format!("{config_verb} {}\n", shown(ws, &config_path)));
-        let verbs: Vec<(&str, PathBuf)> = builtin::AGENTS
-            .iter()
-            .chain(std::iter::once(&builtin::SCHEMA))
-            .map(|f| {
-                let p = agents_dir.join(f.name);
-                (verb(&p), p)
-            })
-            .collect();
-        builtin::write_to(&agents_dir)
+        out.push_str(&format!(
+            "{} {}\n",
+            verb(&config_path),
+            shown(ws, &config_path)
+        ));
+        let written = builtin::write_to(&agents_dir)
             .with_context(|| format!("cannot write the agents into {}", agents_dir.display()))?;
-        for (v, p) in verbs {
-            out.push_str(&format!("{v} {}\n", shown(ws, &p)));
+        for p in written {
+            out.push_str(&format!("{} {}\n", verb(&p), shown(ws, &p)));
         }
         crate::trust::TrustStore::new(&cx.dirs.data)
             .trust(ws, "rawko init")
