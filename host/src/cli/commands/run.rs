@@ -12,7 +12,6 @@ use clap::Args;
 
 use crate::adapters::instance::{InstalledAdapters, resolve_all};
 use crate::adapters::{AdapterInstance, Recorder, Trust};
-use crate::agents::Origin;
 use crate::agents::registry::{Registry, SearchPath};
 use crate::cli::live::Live;
 use crate::cli::{BadInput, Context, print_out};
@@ -24,7 +23,7 @@ use crate::engine::{
 };
 use crate::plugins::ToolSet;
 use crate::runtime::log::sanitize;
-use crate::session::{Agents, SessionLlms, SessionTools, SharedSink, tool_budget};
+use crate::session::{Agents, SessionLlms, SessionTools, SharedSink, tool_budget, untrusted_agent};
 use crate::shell::chain::Chain;
 use crate::store::{self, Store, TaskStatus};
 use crate::trust::TrustStore;
@@ -363,6 +362,8 @@ impl Setup {
         }
         let agents = Agents(registry);
 
+        // The agent the run starts with; none when a resumed task already stands at a
+        // terminal state (the engine then only closes it).
         let (task, first_agent) = match start {
             Start::New {
                 prompt,
@@ -378,34 +379,23 @@ impl Setup {
                     }
                     return Err(unknown_agent(&agents.0, agent).into());
                 };
-                (Task::New(prompt.to_string(), options), a)
+                (Task::New(prompt.to_string(), options), Some(a))
             }
             Start::Resume { id } => {
                 let t = store.task(id).map_err(|e| BadInput::new(e.to_string()))?;
                 let first = agents.0.get(&t.state);
-                if let Some(first) = first {
-                    (Task::Existing(t.id, t.state), first)
-                } else if t
+                let terminal = t
                     .state
                     .parse::<crate::agents::model::Target>()
-                    .is_ok_and(|x| !matches!(x, crate::agents::model::Target::Agent(_)))
-                {
-                    // A terminal state the process died before recording as the status.
-                    let a = agents
-                        .0
-                        .get(DEFAULT_START)
-                        .or_else(|| agents.0.agents().next().cloned());
-                    match a {
-                        Some(a) => (Task::Existing(t.id, t.state), a),
-                        None => return Err(BadInput::new("no agents are loaded").into()),
-                    }
-                } else {
+                    .is_ok_and(|x| !matches!(x, crate::agents::model::Target::Agent(_)));
+                if first.is_none() && !terminal {
                     return Err(BadInput::new(format!(
                         "task {} is at agent `{}`, which is not loaded (see `rawko agents list`)",
                         t.id, t.state
                     ))
                     .into());
                 }
+                (Task::Existing(t.id, t.state), first)
             }
         };
 
@@ -467,11 +457,15 @@ impl Setup {
         }
         // A missing key or recording is reported before any work (and before a task is made),
         // not in the middle of it.
-        llms.open_all(std::iter::once(&*first_agent))
+        llms.open_all(first_agent.iter().map(|a| &**a))
             .await
             .map_err(BadInput::new)?;
         let task_id = match &task {
-            Task::New(prompt, options) => store.create_task(prompt, &first_agent.name, options)?,
+            Task::New(prompt, options) => {
+                // `Start::New` always names a loaded agent.
+                let first = first_agent.as_ref().map_or("", |a| a.name.as_str());
+                store.create_task(prompt, first, options)?
+            }
             Task::Existing(id, _) => id.clone(),
         };
         match &task {
@@ -484,12 +478,12 @@ impl Setup {
                 state: state.clone(),
             }),
         }
-        if first_agent.source.origin == Origin::Workspace && !self.trusted {
+        if let Some(first) = first_agent.filter(|a| untrusted_agent(a, self.trusted)) {
             events.emit(&RunEvent::Warning {
                 message: format!(
                     "agent {} comes from this untrusted workspace: it gets read-only tools \
                      (`rawko trust` to change that)",
-                    first_agent.name
+                    first.name
                 ),
             });
         }
