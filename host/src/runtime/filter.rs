@@ -42,6 +42,28 @@ impl ShellContext {
     }
 }
 
+/// A command line as every filter of a chain is asked about it: in the WIT's types, converted
+/// once for the whole chain, with the context the `shell` import answers from.
+#[derive(Debug)]
+pub struct FilterQuery {
+    command: ws::Command,
+    policy: wf::Policy,
+    cx: Arc<ShellContext>,
+}
+
+impl FilterQuery {
+    pub fn new(command: &ParsedCommand, policy: &Policy, resolver: &Resolver) -> Self {
+        FilterQuery {
+            command: command_to_wit(command),
+            policy: policy_to_wit(policy),
+            cx: Arc::new(ShellContext {
+                resolver: resolver.clone(),
+                policy: policy.clone(),
+            }),
+        }
+    }
+}
+
 /// Why a filter gave no verdict. The chain treats it as a denial.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum FilterError {
@@ -91,35 +113,27 @@ impl FilterPlugin {
         &self.digest
     }
 
-    /// Ask the filter about `command` under `policy`, in a fresh sandbox.
-    pub async fn check(
-        &self,
-        rt: &Runtime,
-        command: &ParsedCommand,
-        policy: &Policy,
-        cx: Arc<ShellContext>,
-    ) -> Result<FilterVerdict, FilterError> {
+    /// Ask the filter about the query's command under its policy, in a fresh sandbox.
+    pub async fn check(&self, rt: &Runtime, q: &FilterQuery) -> Result<FilterVerdict, FilterError> {
         let fail = |message: String| FilterError::Failed {
             plugin: self.name.to_string(),
             message,
         };
         let budget = FILTER_BUDGET;
         let mut sandbox = Sandbox::new(rt, &self.name, &FsGrants::none(), budget).map_err(&fail)?;
-        sandbox.state_mut().shell = Some(cx);
-        let wit_command = command_to_wit(command);
-        let wit_policy = policy_to_wit(policy);
+        sandbox.state_mut().shell = Some(q.cx.clone());
         let pre = &self.pre;
         let outcome = sandbox
             .run(async |store| {
                 let instance = pre.instantiate_async(&mut *store).await?;
                 instance
                     .rawko_plugin_filter()
-                    .call_check(&mut *store, &wit_command, &wit_policy)
+                    .call_check(&mut *store, &q.command, &q.policy)
                     .await
             })
             .await;
         match outcome {
-            Ok(v) => verdict_from_wit(v, command.commands.len()).map_err(fail),
+            Ok(v) => verdict_from_wit(v, q.command.commands.len()).map_err(fail),
             Err(Failure::Budget(kind)) => Err(fail(format!(
                 "it exceeded its {kind} budget ({})",
                 kind.limit(&budget)
