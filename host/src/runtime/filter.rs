@@ -313,3 +313,78 @@ impl ws::Host for HostState {
         cx.policy.blocked_by(&text).map(str::to_string)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(index: u32, decision: wf::Decision, reason: &str) -> wf::CommandVerdict {
+        wf::CommandVerdict {
+            index,
+            decision,
+            rule: "r".into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// What a hostile or careless filter may answer, and what the host makes of it.
+    #[test]
+    fn a_filter_cannot_allow_what_it_denies_or_judge_commands_that_are_not_there() {
+        // An overall `allow` over a per-command `deny` is a deny, with the command's reason.
+        let v = verdict_from_wit(
+            wf::Verdict {
+                decision: wf::Decision::Allow,
+                reason: "looks fine".into(),
+                commands: vec![
+                    command(0, wf::Decision::Allow, "ok"),
+                    command(1, wf::Decision::Deny, "rm is not allowed"),
+                ],
+            },
+            2,
+        )
+        .unwrap();
+        assert_eq!(v.decision, Decision::Deny);
+        assert_eq!(v.reason, "rm is not allowed");
+        let v = verdict_from_wit(
+            wf::Verdict {
+                decision: wf::Decision::Allow,
+                reason: "looks fine".into(),
+                commands: vec![command(0, wf::Decision::Ask, "needs a person")],
+            },
+            1,
+        )
+        .unwrap();
+        assert_eq!(v.decision, Decision::Ask);
+
+        // A verdict about a command the line does not have is no verdict.
+        for index in [1, u32::MAX] {
+            let e = verdict_from_wit(
+                wf::Verdict {
+                    decision: wf::Decision::Allow,
+                    reason: String::new(),
+                    commands: vec![command(index, wf::Decision::Allow, "ok")],
+                },
+                1,
+            )
+            .unwrap_err();
+            assert!(e.contains("the command line has 1"), "{e}");
+        }
+
+        // Its words reach the user's terminal only sanitized and capped.
+        let v = verdict_from_wit(
+            wf::Verdict {
+                decision: wf::Decision::Deny,
+                reason: format!("\u{1b}[2J{}", "x".repeat(10 * MAX_TEXT)),
+                commands: Vec::new(),
+            },
+            0,
+        )
+        .unwrap();
+        assert!(!v.reason.contains('\u{1b}'), "{:?}", &v.reason[..20]);
+        assert!(
+            v.reason.len() <= MAX_TEXT + '…'.len_utf8(),
+            "{}",
+            v.reason.len()
+        );
+    }
+}
