@@ -436,3 +436,23 @@ fn no_shell_ever_reads_a_command_line_again() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(ws.path().join("direct").exists(), "{r:?}");
 }
+
+#[test]
+fn a_skipped_cd_stops_the_run_instead_of_running_where_nothing_was_judged() {
+    // The filters judged `touch` as running in src; `true ||` skips the cd, so it would run in
+    // the workspace root instead. The executor stops before starting it.
+    let ws = Workspace::new();
+    ws.write("src/keep.txt", "x");
+    let grants = [
+        "--read", ".", "--write", ".", "--allow", "touch", "--allow", "true",
+    ];
+    let r = bash(&ws, &grants, "true || cd src; touch made-here");
+    assert!(r.stdout.contains("a `cd` did not run"), "{r:?}");
+    assert!(r.stdout.contains("[exit status 1]"), "{r:?}");
+    assert!(!ws.path().join("made-here").exists(), "{r:?}");
+    assert!(!ws.path().join("src/made-here").exists(), "{r:?}");
+    // When the cd does run, the command runs where it was judged.
+    let r = bash(&ws, &grants, "true && cd src; touch made-here");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(ws.path().join("src/made-here").exists(), "{r:?}");
+}
