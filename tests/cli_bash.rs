@@ -13,41 +13,30 @@ fn bash(ws: &Workspace, extra: &[&str], command: &str) -> Run {
     run(ws, &args)
 }
 
+/// `rawko bash check` with `extra` flags on `command`.
+fn bash_check(ws: &Workspace, extra: &[&str], command: &str) -> Run {
+    let mut args = vec!["bash", "check"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", command]);
+    run(ws, &args)
+}
+
 #[test]
 fn bash_check_reports_each_command_and_exits_by_verdict() {
     let ws = Workspace::new();
     ws.write("src/main.rs", "fn main() {}\n");
-    let r = run(
+    let r = bash_check(
         &ws,
-        &[
-            "bash",
-            "check",
-            "--read",
-            ".",
-            "--allow",
-            "ls",
-            "--allow",
-            "head",
-            "--",
-            "ls -la src | head -5",
-        ],
+        &["--read", ".", "--allow", "ls", "--allow", "head"],
+        "ls -la src | head -5",
     );
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.starts_with("allow"), "{r:?}");
 
-    let r = run(
+    let r = bash_check(
         &ws,
-        &[
-            "bash",
-            "check",
-            "--read",
-            ".",
-            "--allow",
-            "git status",
-            "--json",
-            "--",
-            "git status && \\rm -rf x",
-        ],
+        &["--read", ".", "--allow", "git status", "--json"],
+        "git status && \\rm -rf x",
     );
     assert_eq!(r.code, 1, "{r:?}");
     let v = r.json();
@@ -69,17 +58,12 @@ fn bash_check_reports_each_command_and_exits_by_verdict() {
     );
 
     // Allowed by the policy, but not something rawko's executor runs.
-    let r = run(
-        &ws,
-        &[
-            "bash", "check", "--read", ".", "--allow", "ls", "--", "ls &",
-        ],
-    );
+    let r = bash_check(&ws, &["--read", ".", "--allow", "ls"], "ls &");
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stdout.contains("decided by executor"), "{r:?}");
 
     // Bad input is exit status 2.
-    let r = run(&ws, &["bash", "check", "--block", "(", "--", "ls"]);
+    let r = bash_check(&ws, &["--block", "("], "ls");
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("not a valid regular expression"), "{r:?}");
     assert_eq!(run(&ws, &["bash", "check", "--allow", "ls"]).code, 2);
@@ -297,19 +281,7 @@ fn ask_is_denied_when_nobody_is_at_a_terminal() {
     let r = bash(&ws, &["--read", ".", "--allow", "echo"], "echo please-ask");
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("nobody is at a terminal"), "{r:?}");
-    let r = run(
-        &ws,
-        &[
-            "bash",
-            "check",
-            "--read",
-            ".",
-            "--allow",
-            "echo",
-            "--",
-            "echo please-ask",
-        ],
-    );
+    let r = bash_check(&ws, &["--read", ".", "--allow", "echo"], "echo please-ask");
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stdout.starts_with("ask"), "{r:?}");
     let r = bash(&ws, &["--read", ".", "--allow", "echo"], "echo fine");
@@ -342,12 +314,7 @@ fn agents_workspace() -> Workspace {
 #[test]
 fn bash_check_takes_the_policy_from_the_named_agent() {
     let ws = agents_workspace();
-    let check = |agent: &str, cmd: &str| {
-        run(
-            &ws,
-            &["bash", "check", "--agent", agent, "--json", "--", cmd],
-        )
-    };
+    let check = |agent: &str, cmd: &str| bash_check(&ws, &["--agent", agent, "--json"], cmd);
     let r = check("runner", "ls -la src && git status");
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.json()["decision"], "allow");
@@ -377,17 +344,12 @@ fn bash_check_takes_the_policy_from_the_named_agent() {
 #[test]
 fn bash_check_with_an_unknown_agent_is_bad_input() {
     let ws = agents_workspace();
-    let r = run(&ws, &["bash", "check", "--agent", "runer", "--", "ls"]);
+    let r = bash_check(&ws, &["--agent", "runer"], "ls");
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("no agent named 'runer'"), "{r:?}");
     assert!(r.stderr.contains("did you mean 'runner'"), "{r:?}");
     // The agent's policy is the policy: flags that would change it are refused.
-    let r = run(
-        &ws,
-        &[
-            "bash", "check", "--agent", "runner", "--allow", "rm", "--", "rm x",
-        ],
-    );
+    let r = bash_check(&ws, &["--agent", "runner", "--allow", "rm"], "rm x");
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stdout.is_empty(), "{r:?}");
 }
@@ -461,12 +423,7 @@ fn no_shell_ever_reads_a_command_line_again() {
             "{cmd}: {r:?}"
         );
         assert!(!ws.path().join(made).exists(), "{cmd} ran");
-        let r = run(
-            &ws,
-            &[
-                "bash", "check", "--read", ".", "--write", ".", "--allow", "*", "--", cmd,
-            ],
-        );
+        let r = bash_check(&ws, &grants, cmd);
         assert_eq!(r.code, 1, "{cmd}: {r:?}");
         assert!(r.stdout.contains("decided by executor"), "{cmd}: {r:?}");
     }
@@ -478,4 +435,24 @@ fn no_shell_ever_reads_a_command_line_again() {
     );
     assert_eq!(r.code, 0, "{r:?}");
     assert!(ws.path().join("direct").exists(), "{r:?}");
+}
+
+#[test]
+fn a_skipped_cd_stops_the_run_instead_of_running_where_nothing_was_judged() {
+    // The filters judged `touch` as running in src; `true ||` skips the cd, so it would run in
+    // the workspace root instead. The executor stops before starting it.
+    let ws = Workspace::new();
+    ws.write("src/keep.txt", "x");
+    let grants = [
+        "--read", ".", "--write", ".", "--allow", "touch", "--allow", "true",
+    ];
+    let r = bash(&ws, &grants, "true || cd src; touch made-here");
+    assert!(r.stdout.contains("a `cd` did not run"), "{r:?}");
+    assert!(r.stdout.contains("[exit status 1]"), "{r:?}");
+    assert!(!ws.path().join("made-here").exists(), "{r:?}");
+    assert!(!ws.path().join("src/made-here").exists(), "{r:?}");
+    // When the cd does run, the command runs where it was judged.
+    let r = bash(&ws, &grants, "true && cd src; touch made-here");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(ws.path().join("src/made-here").exists(), "{r:?}");
 }

@@ -42,6 +42,28 @@ impl ShellContext {
     }
 }
 
+/// A command line as every filter of a chain is asked about it: in the WIT's types, converted
+/// once for the whole chain, with the context the `shell` import answers from.
+#[derive(Debug)]
+pub struct FilterQuery {
+    command: ws::Command,
+    policy: wf::Policy,
+    cx: Arc<ShellContext>,
+}
+
+impl FilterQuery {
+    pub fn new(command: &ParsedCommand, policy: &Policy, resolver: &Resolver) -> Self {
+        FilterQuery {
+            command: command_to_wit(command),
+            policy: policy_to_wit(policy),
+            cx: Arc::new(ShellContext {
+                resolver: resolver.clone(),
+                policy: policy.clone(),
+            }),
+        }
+    }
+}
+
 /// Why a filter gave no verdict. The chain treats it as a denial.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum FilterError {
@@ -91,35 +113,27 @@ impl FilterPlugin {
         &self.digest
     }
 
-    /// Ask the filter about `command` under `policy`, in a fresh sandbox.
-    pub async fn check(
-        &self,
-        rt: &Runtime,
-        command: &ParsedCommand,
-        policy: &Policy,
-        cx: Arc<ShellContext>,
-    ) -> Result<FilterVerdict, FilterError> {
+    /// Ask the filter about the query's command under its policy, in a fresh sandbox.
+    pub async fn check(&self, rt: &Runtime, q: &FilterQuery) -> Result<FilterVerdict, FilterError> {
         let fail = |message: String| FilterError::Failed {
             plugin: self.name.to_string(),
             message,
         };
         let budget = FILTER_BUDGET;
         let mut sandbox = Sandbox::new(rt, &self.name, &FsGrants::none(), budget).map_err(&fail)?;
-        sandbox.state_mut().shell = Some(cx);
-        let wit_command = command_to_wit(command);
-        let wit_policy = policy_to_wit(policy);
+        sandbox.state_mut().shell = Some(q.cx.clone());
         let pre = &self.pre;
         let outcome = sandbox
             .run(async |store| {
                 let instance = pre.instantiate_async(&mut *store).await?;
                 instance
                     .rawko_plugin_filter()
-                    .call_check(&mut *store, &wit_command, &wit_policy)
+                    .call_check(&mut *store, &q.command, &q.policy)
                     .await
             })
             .await;
         match outcome {
-            Ok(v) => verdict_from_wit(v, command.commands.len()).map_err(fail),
+            Ok(v) => verdict_from_wit(v, q.command.commands.len()).map_err(fail),
             Err(Failure::Budget(kind)) => Err(fail(format!(
                 "it exceeded its {kind} budget ({})",
                 kind.limit(&budget)
@@ -297,5 +311,80 @@ impl ws::Host for HostState {
     fn blocked_pattern(&mut self, text: String) -> Option<String> {
         let cx = self.shell.as_ref()?;
         cx.policy.blocked_by(&text).map(str::to_string)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(index: u32, decision: wf::Decision, reason: &str) -> wf::CommandVerdict {
+        wf::CommandVerdict {
+            index,
+            decision,
+            rule: "r".into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// What a hostile or careless filter may answer, and what the host makes of it.
+    #[test]
+    fn a_filter_cannot_allow_what_it_denies_or_judge_commands_that_are_not_there() {
+        // An overall `allow` over a per-command `deny` is a deny, with the command's reason.
+        let v = verdict_from_wit(
+            wf::Verdict {
+                decision: wf::Decision::Allow,
+                reason: "looks fine".into(),
+                commands: vec![
+                    command(0, wf::Decision::Allow, "ok"),
+                    command(1, wf::Decision::Deny, "rm is not allowed"),
+                ],
+            },
+            2,
+        )
+        .unwrap();
+        assert_eq!(v.decision, Decision::Deny);
+        assert_eq!(v.reason, "rm is not allowed");
+        let v = verdict_from_wit(
+            wf::Verdict {
+                decision: wf::Decision::Allow,
+                reason: "looks fine".into(),
+                commands: vec![command(0, wf::Decision::Ask, "needs a person")],
+            },
+            1,
+        )
+        .unwrap();
+        assert_eq!(v.decision, Decision::Ask);
+
+        // A verdict about a command the line does not have is no verdict.
+        for index in [1, u32::MAX] {
+            let e = verdict_from_wit(
+                wf::Verdict {
+                    decision: wf::Decision::Allow,
+                    reason: String::new(),
+                    commands: vec![command(index, wf::Decision::Allow, "ok")],
+                },
+                1,
+            )
+            .unwrap_err();
+            assert!(e.contains("the command line has 1"), "{e}");
+        }
+
+        // Its words reach the user's terminal only sanitized and capped.
+        let v = verdict_from_wit(
+            wf::Verdict {
+                decision: wf::Decision::Deny,
+                reason: format!("\u{1b}[2J{}", "x".repeat(10 * MAX_TEXT)),
+                commands: Vec::new(),
+            },
+            0,
+        )
+        .unwrap();
+        assert!(!v.reason.contains('\u{1b}'), "{:?}", &v.reason[..20]);
+        assert!(
+            v.reason.len() <= MAX_TEXT + '…'.len_utf8(),
+            "{}",
+            v.reason.len()
+        );
     }
 }

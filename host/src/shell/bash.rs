@@ -140,6 +140,6 @@ pub async fn call(cx: BashContext<'_>, input: &str) -> Result<BashOutcome, ToolC
             duration: started.elapsed(),
         },
         run,
-        check: check.clone(),
+        check,
     })
 }

@@ -5,7 +5,6 @@
 
 use std::io::IsTerminal;
 use std::path::Path;
-use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -13,7 +12,7 @@ use super::parse::{ParseOptions, parse};
 use super::{ParsedCommand, Policy, Resolver};
 use crate::distribution::{Kind, Store};
 use crate::plugins;
-use crate::runtime::filter::ShellContext;
+use crate::runtime::filter::FilterQuery;
 use crate::runtime::{FilterPlugin, Runtime, RuntimeError};
 
 /// A decision, ordered from most to least permissive.
@@ -133,13 +132,10 @@ impl Chain {
         policy: &Policy,
         resolver: &Resolver,
     ) -> CheckReport {
-        let cx = Arc::new(ShellContext {
-            resolver: resolver.clone(),
-            policy: policy.clone(),
-        });
+        let query = FilterQuery::new(&parsed, policy, resolver);
         let mut outcomes = Vec::new();
         for f in &self.filters {
-            let verdict = match f.check(rt, &parsed, policy, cx.clone()).await {
+            let verdict = match f.check(rt, &query).await {
                 Ok(v) => v,
                 Err(e) => FilterVerdict {
                     decision: Decision::Deny,

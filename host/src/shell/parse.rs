@@ -701,13 +701,7 @@ impl Walker<'_, '_> {
                 argv.extend(e.words);
             }
             ast::CommandPrefixOrSuffixItem::ProcessSubstitution(kind, sub) => {
-                let mut own = cwd.to_path_buf();
-                self.list(
-                    "",
-                    &sub.list,
-                    &mut own,
-                    &with(nesting, Context::ProcessSubstitution),
-                );
+                self.body("", &sub.list, cwd, nesting, Context::ProcessSubstitution);
                 let op = match kind {
                     ast::ProcessSubstitutionKind::Read => "<",
                     ast::ProcessSubstitutionKind::Write => ">",
@@ -867,13 +861,7 @@ impl Walker<'_, '_> {
                         }
                     }
                     ast::IoFileRedirectTarget::ProcessSubstitution(k, sub) => {
-                        let mut own = cwd.to_path_buf();
-                        self.list(
-                            "",
-                            &sub.list,
-                            &mut own,
-                            &with(nesting, Context::ProcessSubstitution),
-                        );
+                        self.body("", &sub.list, cwd, nesting, Context::ProcessSubstitution);
                         let kind = match k {
                             ast::ProcessSubstitutionKind::Read => RedirectKind::Read,
                             ast::ProcessSubstitutionKind::Write => RedirectKind::Write,

@@ -8,10 +8,13 @@
 //! commands or write files (git, sed, awk, find, rg, tar, the file-writing utilities) are read
 //! argument by argument; when their arguments are only known at run time, they are denied.
 
+use std::path::Path;
+
 use rawko_plugin_sdk::bash_filter::{
     Command, CommandVerdict, Decision, Policy, Program, Redirect, RedirectKind, SimpleCommand,
     Verdict, Word,
 };
+use rawko_plugin_sdk::path::normalize;
 
 use crate::opts::{self, Spec};
 use crate::pattern::{Pattern, Subject};
@@ -1567,19 +1570,13 @@ fn path_candidates(arg: &str) -> Vec<&str> {
     out
 }
 
-/// `rel` joined to `cwd` with `.` and `..` removed, without looking at the filesystem.
+/// `rel` joined to `cwd` (absolute) with `.` and `..` removed, without looking at the
+/// filesystem: the host's own lexical reading, so where its resolved path differs, a symlink
+/// made the difference.
 fn lexical(cwd: &str, rel: &str) -> String {
-    let mut parts: Vec<&str> = Vec::new();
-    for p in cwd.split('/').chain(rel.split('/')) {
-        match p {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            other => parts.push(other),
-        }
-    }
-    format!("/{}", parts.join("/"))
+    normalize(&Path::new(cwd).join(rel))
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// At most 120 characters of `s`, on one line.

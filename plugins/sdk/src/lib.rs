@@ -67,6 +67,7 @@ extern crate self as rawko_plugin_sdk;
 pub mod llm;
 pub mod log;
 pub mod manifest;
+pub mod path;
 pub mod recording;
 pub mod sse;
 

@@ -5,7 +5,7 @@
 //! disagree.
 
 use std::fmt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -199,25 +199,7 @@ impl Context {
     }
 }
 
-/// Resolve `.` and `..` without touching the filesystem. `..` at the root stays at the root.
-pub fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::Prefix(p) => out.push(p.as_os_str()),
-            Component::RootDir => out.push(Component::RootDir.as_os_str()),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(n) => out.push(n),
-        }
-    }
-    if out.as_os_str().is_empty() {
-        out.push(".");
-    }
-    out
-}
+pub use crate::path::normalize;
 
 /// Register the tools a plugin provides. List every type implementing [`Tool`]:
 ///
