@@ -1,7 +1,8 @@
 //! Attacks on the `http` capability from a real hostile adapter plugin: reaching a host outside
 //! its grant, directly or by redirect or DNS; reading the API key; exhausting the host with a
-//! huge or never-ending response, or with requests. Each must fail cleanly, the key must never
-//! reach the plugin, and the same host must then serve a normal call.
+//! huge or never-ending response, with requests, with responses held open, or with progress
+//! text. Each must fail cleanly, the key must never reach the plugin, and the same host must
+//! then serve a normal call.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -12,7 +13,7 @@ use rawko::capability::FsGrants;
 use rawko::capability::http::{
     Credential, CredentialScheme, HttpClient, HttpGrant, HttpPolicy, Origin, Secret,
 };
-use rawko::capability::progress::NoProgress;
+use rawko::capability::progress::{MAX_PROGRESS_BYTES, NoProgress, ProgressSink};
 use rawko::runtime::adapter::AdapterCallContext;
 use rawko::runtime::{AdapterCallError, AdapterPlugin, Budget, Runtime};
 use rawko_plugin_sdk::llm::{Message, Request};
@@ -72,6 +73,16 @@ impl Harness {
     }
 
     fn attack_with(&self, client: HttpClient, cmd: Value) -> Result<String, AdapterCallError> {
+        self.attack_watched(client, cmd, Arc::new(NoProgress))
+    }
+
+    /// An attack whose progress reports go to `progress`.
+    fn attack_watched(
+        &self,
+        client: HttpClient,
+        cmd: Value,
+        progress: Arc<dyn ProgressSink>,
+    ) -> Result<String, AdapterCallError> {
         let request = Request {
             model: "hostile".into(),
             base_url: self.server.base_url(),
@@ -86,7 +97,7 @@ impl Harness {
         let cx = AdapterCallContext {
             http: Some(Arc::new(client)),
             files: &files,
-            progress: Arc::new(NoProgress),
+            progress,
             budget: Budget {
                 timeout: Duration::from_secs(20),
                 ..Budget::default()
@@ -348,4 +359,53 @@ fn a_flood_of_requests_is_cut_off() {
         "{out}"
     );
     assert_eq!(h.server.hits(), 16);
+}
+
+#[test]
+fn responses_held_open_are_capped() {
+    let h = Harness::new();
+    h.server.repeat(Reply::status(200));
+    let cap = fast_policy().max_open_responses;
+    let out = h.attack(json!({"hold": format!("{}/v1/x", h.server.url()), "n": 100}));
+    assert!(
+        out.starts_with(&format!(
+            "held={cap} err invalid request: more than {cap} responses open at once"
+        )),
+        "{out}"
+    );
+    assert_eq!(h.server.hits(), cap as usize);
+    h.assert_healthy();
+}
+
+/// Counts the progress text that reaches the terminal's side.
+#[derive(Default)]
+struct Count(std::sync::atomic::AtomicUsize);
+
+impl ProgressSink for Count {
+    fn text(&self, delta: &str) {
+        self.0
+            .fetch_add(delta.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+    fn thinking(&self, delta: &str) {
+        self.text(delta);
+    }
+}
+
+#[test]
+fn a_flood_of_progress_text_is_cut_off() {
+    let h = Harness::new();
+    let seen = Arc::new(Count::default());
+    let out = h
+        .attack_watched(
+            h.client(fast_policy()),
+            json!({"shout": 4 * MAX_PROGRESS_BYTES}),
+            seen.clone(),
+        )
+        .unwrap();
+    assert_eq!(out, "shouted");
+    assert_eq!(
+        seen.0.load(std::sync::atomic::Ordering::Relaxed),
+        MAX_PROGRESS_BYTES
+    );
+    h.assert_healthy();
 }

@@ -86,12 +86,7 @@ impl AdapterCallError {
                 AdapterError::Unsupported { .. } => "unsupported",
             },
             AdapterCallError::InvalidToolCall { .. } => "invalid_tool_call",
-            AdapterCallError::Budget { kind, .. } => match kind {
-                BudgetKind::Time => "budget_time",
-                BudgetKind::Memory => "budget_memory",
-                BudgetKind::Stack => "budget_stack",
-                BudgetKind::Output => "budget_output",
-            },
+            AdapterCallError::Budget { kind, .. } => kind.code(),
             AdapterCallError::Trap { .. } => "trap",
             AdapterCallError::Sandbox { .. } => "sandbox",
         }

@@ -69,6 +69,17 @@ impl std::fmt::Display for BudgetKind {
 }
 
 impl BudgetKind {
+    /// The stable machine-readable code of a call stopped by this budget (`budget_time`), for
+    /// `--json` output and the audit log.
+    pub fn code(self) -> &'static str {
+        match self {
+            BudgetKind::Time => "budget_time",
+            BudgetKind::Memory => "budget_memory",
+            BudgetKind::Stack => "budget_stack",
+            BudgetKind::Output => "budget_output",
+        }
+    }
+
     /// The limit of this kind in `budget`, in words (`300 ms`, `64 MiB`).
     pub fn limit(self, budget: &Budget) -> String {
         match self {

@@ -165,12 +165,7 @@ impl ToolCallError {
                 GuestErrorKind::Denied => "denied",
                 GuestErrorKind::Failed => "failed",
             },
-            ToolCallError::Budget { kind, .. } => match kind {
-                BudgetKind::Time => "budget_time",
-                BudgetKind::Memory => "budget_memory",
-                BudgetKind::Stack => "budget_stack",
-                BudgetKind::Output => "budget_output",
-            },
+            ToolCallError::Budget { kind, .. } => kind.code(),
             ToolCallError::Trap { .. } => "trap",
             ToolCallError::Sandbox { .. } => "sandbox",
         }

@@ -280,6 +280,17 @@ impl Response {
             )
     }
 
+    /// The reply, unless [`Response::is_empty`]: what an adapter returns once it has put a
+    /// reply together, so an empty one is an error it reports rather than an answer.
+    pub fn non_empty(self) -> Result<Response, AdapterError> {
+        if self.is_empty() {
+            return Err(AdapterError::malformed(
+                "the reply has neither text nor tool calls",
+            ));
+        }
+        Ok(self)
+    }
+
     /// The tool calls, in order.
     pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
         tool_calls_of(&self.content)

@@ -12,7 +12,7 @@ use rawko_plugin_sdk::sse;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::wire::{Block, WireUsage, check_not_empty, stop_reason, tool_call};
+use crate::wire::{Block, WireUsage, stop_reason, tool_call};
 
 #[derive(Default)]
 pub struct Accumulator {
@@ -275,12 +275,13 @@ impl Accumulator {
                 Partial::Skipped => {}
             }
         }
-        check_not_empty(Response {
+        Response {
             content,
             stop_reason: stop_reason(self.stop_reason.as_deref()),
             usage: self.usage.into_usage(),
             model: self.model,
-        })
+        }
+        .non_empty()
     }
 }
 

@@ -242,16 +242,6 @@ pub fn tool_call(id: String, name: String, input: &Value) -> Result<Content, Ada
     }))
 }
 
-/// Check a finished reply: something to show, unless the provider says why not.
-pub fn check_not_empty(r: Response) -> Result<Response, AdapterError> {
-    if r.is_empty() {
-        return Err(AdapterError::malformed(
-            "the reply has neither text nor tool calls",
-        ));
-    }
-    Ok(r)
-}
-
 /// Parse a non-streamed reply.
 pub fn parse_response(body: &[u8]) -> Result<Response, AdapterError> {
     let m: Message = serde_json::from_slice(body)
@@ -281,12 +271,13 @@ pub fn parse_response(body: &[u8]) -> Result<Response, AdapterError> {
             Block::RedactedThinking {} | Block::Unknown => {}
         }
     }
-    check_not_empty(Response {
+    Response {
         content,
         stop_reason: stop_reason(m.stop_reason.as_deref()),
         usage: m.usage.unwrap_or_default().into_usage(),
         model: m.model,
-    })
+    }
+    .non_empty()
 }
 
 #[cfg(test)]

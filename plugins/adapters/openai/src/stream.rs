@@ -10,7 +10,7 @@ use rawko_plugin_sdk::llm::{AdapterError, Content, Response, Thinking, ToolCall}
 use rawko_plugin_sdk::sse::Event;
 use serde::Deserialize;
 
-use crate::wire::{WireUsage, check_not_empty, stop_reason};
+use crate::wire::{WireUsage, stop_reason};
 
 #[derive(Default)]
 pub struct Accumulator {
@@ -196,12 +196,13 @@ impl Accumulator {
                 arguments: c.arguments,
             }));
         }
-        check_not_empty(Response {
+        Response {
             content,
             stop_reason: stop_reason(self.finish_reason.as_deref(), has_tool_calls),
             usage: self.usage.unwrap_or_default().into_usage(),
             model: self.model,
-        })
+        }
+        .non_empty()
     }
 }
 

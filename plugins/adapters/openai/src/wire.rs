@@ -263,16 +263,6 @@ pub fn stop_reason(finish_reason: Option<&str>, has_tool_calls: bool) -> StopRea
     }
 }
 
-/// Check a finished reply: something to show, unless the provider says why not.
-pub fn check_not_empty(r: Response) -> Result<Response, AdapterError> {
-    if r.is_empty() {
-        return Err(AdapterError::malformed(
-            "the reply has neither text nor tool calls",
-        ));
-    }
-    Ok(r)
-}
-
 /// Parse a non-streamed reply.
 pub fn parse_response(body: &[u8]) -> Result<Response, AdapterError> {
     let c: Completion = serde_json::from_slice(body)
@@ -326,12 +316,13 @@ pub fn parse_response(body: &[u8]) -> Result<Response, AdapterError> {
     } else {
         stop_reason(choice.finish_reason.as_deref(), has_tool_calls)
     };
-    check_not_empty(Response {
+    Response {
         content,
         stop_reason: stop,
         usage: c.usage.unwrap_or_default().into_usage(),
         model: c.model,
-    })
+    }
+    .non_empty()
 }
 
 #[cfg(test)]

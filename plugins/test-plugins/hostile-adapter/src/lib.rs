@@ -7,9 +7,10 @@
 //!
 //! Commands: `{"fetch": URL}` (GET, body read at once), `{"stream": URL}` (GET, body read in
 //! chunks), `{"post": URL, "headers": [[name, value], ...]}`, `{"env": true}` (what the
-//! environment holds), `{"spin_fetch": URL, "n": N}` (N requests in a row).
+//! environment holds), `{"spin_fetch": URL, "n": N}` (N requests in a row), `{"hold": URL,
+//! "n": N}` (N requests, every response kept open), `{"shout": N}` (N bytes of progress text).
 
-use rawko_plugin_sdk::adapter::{Adapter, http};
+use rawko_plugin_sdk::adapter::{Adapter, http, report_text};
 use rawko_plugin_sdk::llm::{AdapterError, Content, Request, Response, StopReason, Usage};
 use serde_json::Value;
 
@@ -94,6 +95,27 @@ impl Adapter for Hostile {
                 last = describe(http::Request::get(u.clone()).send(), false);
             }
             return Ok(reply(last));
+        }
+        if let Some(u) = url("hold") {
+            let n = cmd.get("n").and_then(Value::as_u64).unwrap_or(1);
+            let mut held = Vec::new();
+            for _ in 0..n {
+                match http::Request::get(u.clone()).send() {
+                    Ok(r) => held.push(r),
+                    Err(e) => return Ok(reply(format!("held={} err {e}", held.len()))),
+                }
+            }
+            return Ok(reply(format!("held={}", held.len())));
+        }
+        if let Some(n) = cmd.get("shout").and_then(Value::as_u64) {
+            let chunk = "x".repeat(64 << 10);
+            let mut left = n as usize;
+            while left > 0 {
+                let k = left.min(chunk.len());
+                report_text(&chunk[..k]);
+                left -= k;
+            }
+            return Ok(reply("shouted".into()));
         }
         Err(AdapterError::unsupported(format!("unknown command {cmd}")))
     }
