@@ -523,7 +523,7 @@ fn resolve_installed(
         Some(var) => {
             if let Some(o) = &origin {
                 check_key_var(var, o, cfg.base_url.as_deref().unwrap_or_default())?;
-            } else if !valid_env_name(var) {
+            } else if !crate::config::is_env_var_name(var) {
                 return Err(format!(
                     "`api_key_env` must name an environment variable (letters, digits and `_`), not {var:?}"
                 ));
@@ -597,7 +597,7 @@ fn private_network(
 
 /// `api_key_env` must name a variable, and its key must not cross the network unencrypted.
 fn check_key_var(var: &str, origin: &Origin, base_url: &str) -> Result<(), String> {
-    if !valid_env_name(var) {
+    if !crate::config::is_env_var_name(var) {
         return Err(format!(
             "`api_key_env` must name an environment variable (letters, digits and `_`), not {var:?}"
         ));
@@ -726,12 +726,6 @@ fn is_local(origin: &Origin) -> bool {
     origin
         .ip()
         .is_some_and(|ip| !matches!(classify(ip), AddrClass::Public))
-}
-
-fn valid_env_name(s: &str) -> bool {
-    !s.is_empty()
-        && !s.starts_with(|c: char| c.is_ascii_digit())
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// The model fields a kodelet-style agent definition may give instead of naming an instance.
