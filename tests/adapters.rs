@@ -4,14 +4,14 @@
 
 use std::sync::{Arc, Mutex};
 
-use rawko::adapters::instance::{InstalledAdapters, Source, Trust, resolve};
-use rawko::adapters::{Adapter, OpenOptions, Recorder};
-use rawko::capability::progress::{NoProgress, ProgressSink};
-use rawko::config::AdapterConfig;
-use rawko::runtime::{AdapterCallError, Runtime};
+use rawko_adapters::instance::{AdapterOrigin, InstalledAdapters, Trust, resolve};
+use rawko_adapters::{Adapter, OpenOptions, Recorder};
+use rawko_config::AdapterConfig;
 use rawko_plugin_sdk::llm::{
     AdapterError, Content, Message, Response, Role, StopReason, ToolCall, ToolResult, ToolSpec,
 };
+use rawko_runtime::progress::{NoProgress, ProgressSink};
+use rawko_runtime::{AdapterCallError, Runtime};
 use serde_json::json;
 
 use crate::support::model_server::{ModelServer, Reply, anthropic, openai};
@@ -382,7 +382,7 @@ fn bad_tool_calls_come_back_with_the_reply() {
 fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fixtures/adapters")
+            .join("../../tests/fixtures/adapters")
             .join(name),
     )
     .expect("fixture")
@@ -472,7 +472,7 @@ fn replay_adapter(rt: &Runtime, ws: &Workspace, recording: &str) -> Adapter {
     let instance = resolve(
         "demo",
         &cfg,
-        &Source::Workspace(config_file),
+        &AdapterOrigin::Workspace(config_file),
         None,
         Trust::Untrusted,
         &InstalledAdapters::none(),

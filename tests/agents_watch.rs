@@ -8,8 +8,8 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, atomic::AtomicBool, atomic::Ordering};
 use std::time::{Duration, Instant};
 
-use rawko::agents::registry::{Registry, SearchPath, Status};
-use rawko::agents::watch::{ChangeKind, ReloadEvent, Report, Watcher};
+use rawko_agents::registry::{Registry, SearchPath, Status};
+use rawko_agents::watch::{ChangeKind, ReloadEvent, Report, Watcher};
 
 use crate::support::{Workspace, rawko};
 
@@ -184,7 +184,7 @@ fn an_agents_directory_created_after_the_start_is_picked_up() {
     let snap = h.watcher.registry().snapshot();
     assert_eq!(
         snap.entry("mine").unwrap().file.origin,
-        rawko::agents::Origin::User
+        rawko_agents::AgentOrigin::User
     );
 }
 

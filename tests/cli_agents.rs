@@ -30,7 +30,7 @@ fn init_creates_config_and_agents_then_refuses_to_overwrite() {
         serde_json::from_str(&ws.read(".rawko/agents/schema/rawko-agent.schema.json")).unwrap();
     assert_eq!(schema["title"], "rawko agent");
     let config = ws.read(".rawko/config.yaml");
-    rawko::config::Config::parse(std::path::Path::new("c"), &config).unwrap();
+    rawko_config::Config::parse(std::path::Path::new("c"), &config).unwrap();
 
     // The copies now win over the built-ins.
     let r = run(&ws, &["agents", "list", "-v"]);

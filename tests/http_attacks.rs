@@ -9,14 +9,14 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rawko::capability::FsGrants;
-use rawko::capability::http::{
+use rawko_capability::FsGrants;
+use rawko_capability::http::{
     Credential, CredentialScheme, HttpClient, HttpGrant, HttpPolicy, Origin, Secret,
 };
-use rawko::capability::progress::{MAX_PROGRESS_BYTES, NoProgress, ProgressSink};
-use rawko::runtime::adapter::AdapterCallContext;
-use rawko::runtime::{AdapterCallError, AdapterPlugin, Budget, Runtime};
 use rawko_plugin_sdk::llm::{Message, Request};
+use rawko_runtime::adapter::AdapterCallContext;
+use rawko_runtime::progress::{MAX_PROGRESS_BYTES, NoProgress, ProgressSink};
+use rawko_runtime::{AdapterCallError, AdapterPlugin, Budget, Runtime};
 use serde_json::{Value, json};
 
 use crate::support::model_server::{ModelServer, Reply, openai};

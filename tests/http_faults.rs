@@ -4,20 +4,20 @@
 
 use std::time::{Duration, Instant};
 
-use rawko::capability::http::HttpPolicy;
-use rawko::runtime::{AdapterCallError, Runtime};
+use rawko_capability::http::HttpPolicy;
 use rawko_plugin_sdk::llm::{AdapterError, Message};
+use rawko_runtime::{AdapterCallError, Runtime};
 
 use crate::support::model_server::{ModelServer, Reply, openai};
 use crate::support::{block_on, cache_dir, fast_policy, open_adapter};
 
-fn ask(rt: &Runtime, adapter: &rawko::adapters::Adapter) -> Result<String, AdapterCallError> {
+fn ask(rt: &Runtime, adapter: &rawko_adapters::Adapter) -> Result<String, AdapterCallError> {
     let mut req = adapter.request("", vec![Message::user("hi")], vec![]);
     req.stream = false;
     block_on(adapter.complete(
         rt,
         req,
-        std::sync::Arc::new(rawko::capability::progress::NoProgress),
+        std::sync::Arc::new(rawko_runtime::progress::NoProgress),
     ))
     .map(|r| r.text())
 }

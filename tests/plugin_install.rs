@@ -50,7 +50,7 @@ fn assert_nothing_installed(ws: &Workspace) {
 }
 
 fn sha256(path: &Path) -> String {
-    rawko::runtime::cache::sha256_hex(&std::fs::read(path).unwrap())
+    rawko_distribution::sha256_hex(&std::fs::read(path).unwrap())
 }
 
 #[test]
@@ -716,7 +716,7 @@ fn new_plugin_built(ws: &Workspace, kind: &str, name: &str) -> PathBuf {
     // Built into the directory where the build compiled the first-party plugins, with a profile
     // of the same settings as theirs (and as the scaffold's `--release`), so the SDK's
     // dependencies compiled for wasm are reused rather than built again (minutes on CI).
-    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/wasm");
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/wasm");
     let mut cargo = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()));
     cargo
         .args(["build", "--target", "wasm32-wasip2", "--quiet"])

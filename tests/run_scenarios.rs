@@ -173,7 +173,7 @@ struct RequestMatch {
 }
 
 fn scenarios_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/scenarios")
 }
 
 /// The model server's reply for one step. Call ids are numbered by reply.
@@ -238,7 +238,7 @@ fn prepare(dir: &Path, s: &Scenario) -> Prepared {
     if let Some(p) = &s.project {
         assert_eq!(p, "demo", "unknown project {p}");
         copy_dir(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("demo/project"),
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../fsm/demo/project"),
             ws.path(),
         );
     }
@@ -517,7 +517,7 @@ scenarios!(
     agents_as_tools,
 );
 
-/// Writes `host/demo/recording.jsonl` from the happy-path scenario: run it when the built-in
+/// Writes `host/fsm/demo/recording.jsonl` from the happy-path scenario: run it when the built-in
 /// agents, the engine's prompts or the demo's task change (`cargo test -p rawko --test
 /// integration -- --ignored record_demo`).
 #[test]
@@ -526,11 +526,11 @@ fn record_demo() {
     let (dir, s) = load("happy_path");
     assert_eq!(
         s.task,
-        rawko::cli::DEMO_TASK,
+        rawko_fsm::demo::TASK,
         "the happy path must be the demo's task"
     );
     let p = prepare(&dir, &s);
-    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("demo/recording.jsonl");
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fsm/demo/recording.jsonl");
     let r = rawko_run(&p, &s, &["--record", out.to_str().unwrap()]);
     check("happy_path", &s, &p, &r);
 }
@@ -573,12 +573,12 @@ fn a_hostile_task_store_cannot_write_escape_sequences_to_the_terminal() {
     let ws = Workspace::new();
     let evil = "fix it\u{1b}]0;pwned\u{7}\u{1b}[2J\u{1b}[31mALL TESTS PASSED";
     {
-        let store = rawko::store::Store::open_workspace(ws.path()).unwrap();
+        let store = rawko_store::TaskStore::open_workspace(ws.path()).unwrap();
         let id = store.create_task(evil, "planner", &json!({})).unwrap();
         let turn = store.start_turn(&id, "planner", None).unwrap();
         store.end_turn(turn, "succeeded", evil, None).unwrap();
         store
-            .finish_task(&id, rawko::store::TaskStatus::Done, evil)
+            .finish_task(&id, rawko_store::TaskStatus::Done, evil)
             .unwrap();
     }
     let list = Run::of(rawko(&ws).args(["tasks", "list"]).output().unwrap());

@@ -3,10 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use rawko::capability::{Access, FsGrants};
-use rawko::plugins;
-use rawko::runtime::tool::{CallContext, ToolCallError};
-use rawko::runtime::{Budget, BudgetKind, Runtime, ToolCallOutput, ToolPlugin};
+use rawko_capability::{Access, FsGrants};
+use rawko_runtime::tool::{CallContext, ToolCallError};
+use rawko_runtime::{Budget, BudgetKind, Runtime, ToolCallOutput, ToolPlugin};
 use serde_json::json;
 
 use crate::support::{Workspace, block_on, cache_dir};
@@ -30,8 +29,8 @@ impl Harness {
         let hostile = block_on(ToolPlugin::load(&rt, "hostile", &wasm)).expect("load hostile");
         let tools = block_on(ToolPlugin::load(
             &rt,
-            plugins::TOOLS.name,
-            plugins::TOOLS.wasm,
+            rawko_builtins::TOOLS.name,
+            rawko_builtins::TOOLS.wasm,
         ))
         .expect("load tools");
         let ws = Workspace::new();

@@ -8,10 +8,11 @@
 
 use std::path::PathBuf;
 
-use rawko::capability::{Access, FsGrants};
-use rawko::runtime::Runtime;
-use rawko::shell::chain::{Chain, CheckReport, Decision};
-use rawko::shell::{Policy, Resolver};
+use rawko_capability::{Access, FsGrants};
+use rawko_runtime::Runtime;
+use rawko_shell::verdict::{CheckReport, Decision};
+use rawko_shell::{Policy, Resolver};
+use rawko_toolset::chain::Chain;
 
 use crate::support::{Workspace, block_on, cache_dir};
 
@@ -421,7 +422,7 @@ fn globs_are_expanded_before_judging_so_file_names_cannot_become_options() {
     // Outside the workspace, rawko expands nothing.
     let r = f.check(&p, "ls /etc/*");
     assert_eq!(r.decision, Decision::Allow, "{r:#?}");
-    assert!(rawko::capability::exec::runnable(r.command.as_ref().unwrap()).is_err());
+    assert!(rawko_shell::exec::runnable(r.command.as_ref().unwrap()).is_err());
 }
 
 fn marker_filter() -> (String, Vec<u8>) {

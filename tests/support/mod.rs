@@ -8,11 +8,11 @@ pub mod services;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use rawko::adapters::instance::{InstalledAdapters, Source, Trust, resolve};
-use rawko::adapters::{Adapter, OpenOptions};
-use rawko::capability::http::HttpPolicy;
-use rawko::config::AdapterConfig;
-use rawko::runtime::Runtime;
+use rawko_adapters::instance::{AdapterOrigin, InstalledAdapters, Trust, resolve};
+use rawko_adapters::{Adapter, OpenOptions};
+use rawko_capability::http::HttpPolicy;
+use rawko_config::AdapterConfig;
+use rawko_runtime::Runtime;
 
 /// Compiled plugins, shared by every test (and every test run) so each component is compiled
 /// once rather than once per test.
@@ -68,7 +68,7 @@ impl Workspace {
 
 /// The agent files used as reference examples, one per dialect.
 pub fn agent_fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/agents")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/agents")
 }
 
 /// Copy a directory tree (fixtures into a workspace).
@@ -165,7 +165,7 @@ pub fn open_adapter(rt: &Runtime, plugin: &str, base_url: &str, policy: HttpPoli
     let instance = resolve(
         "test",
         &cfg,
-        &Source::Builtin,
+        &AdapterOrigin::Builtin,
         None,
         Trust::Trusted,
         &InstalledAdapters::none(),

@@ -89,7 +89,7 @@ pub mod __private {
         pub mod bindings {
             wit_bindgen::generate!({
                 world: "tool",
-                path: "../../wit",
+                path: "../../wit/since_v0.1.0",
                 generate_all,
                 pub_export_macro: true,
                 export_macro_name: "__export_tool_world",
@@ -110,7 +110,7 @@ pub mod __private {
         pub mod bindings {
             wit_bindgen::generate!({
                 world: "adapter",
-                path: "../../wit",
+                path: "../../wit/since_v0.1.0",
                 generate_all,
                 pub_export_macro: true,
                 export_macro_name: "__export_adapter_world",
@@ -131,7 +131,7 @@ pub mod __private {
         pub mod bindings {
             wit_bindgen::generate!({
                 world: "bash-filter",
-                path: "../../wit",
+                path: "../../wit/since_v0.1.0",
                 generate_all,
                 pub_export_macro: true,
                 export_macro_name: "__export_bash_filter_world",

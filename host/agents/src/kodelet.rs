@@ -1,0 +1,272 @@
+//! kodelet-style Markdown subagents: provider and model fields in the frontmatter, the body is
+//! the system prompt.
+//!
+//! A foreign dialect, read leniently: unknown fields are warnings, so files shared for kodelet
+//! load unchanged. kodelet's own tool names (`file_read`, `bash`, ...) are mapped to rawko's.
+
+use super::FileInfo;
+use super::decode::{Fields, Spanned, Strictness};
+use super::diag::{Problems, did_you_mean};
+use super::markdown;
+use super::model::{Agent, Dialect, ModelSettings, Provider, ReasoningEffort, Spans};
+use super::validate;
+use super::yaml::Node;
+use rawko_config::is_env_var_name;
+
+/// Frontmatter keys that only kodelet files have, used to recognise the dialect.
+pub const MARKERS: &[&str] = &[
+    "provider",
+    "max_tokens",
+    "reasoning_effort",
+    "thinking_budget",
+    "allowed_tools",
+    "allowed_commands",
+    "openai",
+];
+
+const MAX_TOKENS: u64 = 1_000_000;
+/// Anthropic's smallest thinking budget.
+const MIN_THINKING_BUDGET: u64 = 1024;
+
+/// kodelet's tool names and rawko's equivalents.
+const TOOL_NAMES: &[(&str, &str)] = &[
+    ("file_read", "Read"),
+    ("file_write", "Write"),
+    ("file_edit", "Edit"),
+    ("file_multi_edit", "Edit"),
+    ("grep_tool", "Grep"),
+    ("glob_tool", "Glob"),
+    ("bash", "Bash"),
+];
+
+pub fn decode(
+    root: &Node,
+    body: &str,
+    body_line: usize,
+    file: &FileInfo<'_>,
+    p: &mut Problems,
+) -> Option<Agent> {
+    let mut f = Fields::of(root, "the frontmatter", p)?;
+    let mut spans = Spans::default();
+    let name = name_or_stem(&mut f, file, &mut spans, p);
+    let description = f.string("description", p).map(|s| s.value);
+
+    let provider = f.string("provider", p).and_then(|s| {
+        let parsed = Provider::parse(&s.value);
+        if parsed.is_none() {
+            p.error(
+                s.pos,
+                format!("unknown provider '{}'", s.value),
+                Some(hint_one_of(&s.value, Provider::NAMES)),
+            );
+        }
+        parsed
+    });
+    let model = f.string("model", p).map(|s| s.value);
+    let max_tokens = f.uint("max_tokens", 1, MAX_TOKENS, p);
+    if max_tokens.is_none() && !f.is_set("max_tokens") {
+        f.missing(
+            "max_tokens",
+            p,
+            Some("the most tokens a reply may use, e.g. 'max_tokens: 8192'".into()),
+        );
+    }
+    let reasoning_effort = f.string("reasoning_effort", p).and_then(|s| {
+        let parsed = ReasoningEffort::parse(&s.value);
+        if parsed.is_none() {
+            p.error(
+                s.pos,
+                format!("unknown reasoning_effort '{}'", s.value),
+                Some(hint_one_of(&s.value, ReasoningEffort::NAMES)),
+            );
+        } else if provider != Some(Provider::OpenAi) {
+            p.error(
+                s.pos,
+                "reasoning_effort applies to provider openai only",
+                Some(match provider {
+                    Some(Provider::Anthropic) => "for anthropic use thinking_budget".into(),
+                    _ => "add 'provider: openai'".into(),
+                }),
+            );
+        }
+        parsed.map(|r| (r, s.pos))
+    });
+    let thinking_budget = f.uint("thinking_budget", 1, MAX_TOKENS, p).inspect(|b| {
+        if provider != Some(Provider::Anthropic) {
+            p.error(
+                b.pos,
+                "thinking_budget applies to provider anthropic only",
+                Some(match provider {
+                    Some(Provider::OpenAi) => "for openai use reasoning_effort".into(),
+                    _ => "add 'provider: anthropic'".into(),
+                }),
+            );
+        } else if b.value < MIN_THINKING_BUDGET {
+            p.error(
+                b.pos,
+                format!(
+                    "thinking_budget must be at least {MIN_THINKING_BUDGET}, found {}",
+                    b.value
+                ),
+                None,
+            );
+        } else if let Some(m) = &max_tokens
+            && b.value >= m.value
+        {
+            p.error(
+                b.pos,
+                format!(
+                    "thinking_budget ({}) must be less than max_tokens ({})",
+                    b.value, m.value
+                ),
+                Some("thinking tokens count towards max_tokens".into()),
+            );
+        }
+    });
+
+    let allowed_tools = f.string_list("allowed_tools", true, p).map(|l| {
+        let mapped: Vec<Spanned<String>> = l
+            .value
+            .into_iter()
+            .map(|t| match TOOL_NAMES.iter().find(|(k, _)| *k == t.value) {
+                Some((_, rawko)) => Spanned::new(rawko.to_string(), t.pos),
+                None => t,
+            })
+            .collect();
+        validate::check_tool_names(&mapped, false, p);
+        let mut names: Vec<String> = Vec::new();
+        for t in mapped {
+            if !names.contains(&t.value) {
+                names.push(t.value);
+            }
+        }
+        names
+    });
+    let allowed_commands = f.string_list("allowed_commands", true, p).map(|l| {
+        validate::check_command_patterns(&l.value, p);
+        (
+            l.pos,
+            l.value.into_iter().map(|s| s.value).collect::<Vec<_>>(),
+        )
+    });
+    // kodelet treats an empty tool list as "every tool".
+    let allowed_tools = allowed_tools.filter(|t| !t.is_empty());
+    if let (Some(tools), Some((pos, _))) = (&allowed_tools, &allowed_commands)
+        && !tools.iter().any(|t| t == "Bash")
+    {
+        p.warn(
+            *pos,
+            "allowed_commands has no effect: bash is not in allowed_tools",
+            Some("add bash to allowed_tools, or remove allowed_commands".into()),
+        );
+    }
+
+    let (base_url, api_key_env_var) = match f.node("openai") {
+        Some(n) => {
+            if provider != Some(Provider::OpenAi) {
+                p.error(
+                    n.pos,
+                    "the 'openai' section applies to provider openai only",
+                    None,
+                );
+            }
+            decode_openai(n, p)
+        }
+        None => (None, None),
+    };
+    f.finish(Strictness::Lenient, p);
+
+    let system_prompt = markdown::body_prompt(body, body_line, p);
+    if p.has_errors() {
+        return None;
+    }
+    Some(Agent::subagent(
+        name?,
+        description,
+        system_prompt,
+        ModelSettings {
+            adapter: None,
+            provider,
+            model,
+            max_tokens: max_tokens.map(|m| m.value as u32),
+            reasoning_effort: reasoning_effort.map(|(r, _)| r),
+            thinking_budget: thinking_budget.map(|b| b.value as u32),
+            base_url,
+            api_key_env_var,
+        },
+        allowed_tools,
+        allowed_commands.map(|(_, c)| c),
+        file.source(Dialect::Kodelet, spans),
+    ))
+}
+
+fn decode_openai(node: &Node, p: &mut Problems) -> (Option<String>, Option<String>) {
+    let Some(mut f) = Fields::of(node, "'openai'", p) else {
+        return (None, None);
+    };
+    let base_url = f.string("base_url", p).and_then(|u| {
+        if u.value.starts_with("https://") || u.value.starts_with("http://") {
+            Some(u.value)
+        } else {
+            p.error(
+                u.pos,
+                format!("base_url '{}' is not an http(s) URL", u.value),
+                Some("e.g. https://api.openai.com/v1".into()),
+            );
+            None
+        }
+    });
+    let key_var = f.string("api_key_env_var", p).and_then(|v| {
+        if is_env_var_name(&v.value) {
+            Some(v.value)
+        } else {
+            p.error(
+                v.pos,
+                format!(
+                    "api_key_env_var '{}' is not an environment variable name",
+                    v.value
+                ),
+                Some("name the variable (OPENAI_API_KEY), not the key itself".into()),
+            );
+            None
+        }
+    });
+    f.finish(Strictness::Lenient, p);
+    (base_url, key_var)
+}
+
+fn hint_one_of(value: &str, names: &[&str]) -> String {
+    match did_you_mean(value, names) {
+        Some(s) => format!("did you mean '{s}'?"),
+        None => format!("one of: {}", names.join(", ")),
+    }
+}
+
+/// The `name` field, or the file name when it is missing (as kodelet and Claude Code do).
+pub fn name_or_stem(
+    f: &mut Fields<'_>,
+    file: &FileInfo<'_>,
+    spans: &mut Spans,
+    p: &mut Problems,
+) -> Option<String> {
+    match f.string("name", p) {
+        Some(n) => {
+            spans.name = n.pos;
+            validate::check_name(&n, p).then_some(n.value)
+        }
+        None if f.is_set("name") => None,
+        None => {
+            let stem = file.stem();
+            if validate::is_valid_name(stem) {
+                Some(stem.to_string())
+            } else {
+                p.error(
+                    f.pos(),
+                    format!("no 'name', and the file name '{stem}' is not a valid agent name"),
+                    Some("add 'name:' with letters, digits, '-' and '_'".into()),
+                );
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,616 @@
+//! The one agent model every dialect loads into.
+//!
+//! Whatever file an agent came from, the rest of rawko sees an [`Agent`]: who it is, what it
+//! is told, which model serves it, which tools and shell commands it may use, where the task
+//! goes next, and its limits. Everything here has been validated; nothing downstream re-checks
+//! the strings.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Serialize, Serializer};
+
+use super::diag::Pos;
+
+/// The tools rawko itself provides, as agents call them.
+pub const BUILTIN_TOOLS: &[&str] = &[
+    "Read", "Write", "Edit", "Glob", "Grep", "LS", "Bash", FINISH,
+];
+/// The tools that change the workspace; an agent allowed none of them is read-only.
+pub const WRITE_TOOLS: &[&str] = &["Write", "Edit", "Bash"];
+/// The agent loop's own tool that ends a state; always available.
+pub const FINISH: &str = "finish";
+
+/// A loaded, validated agent definition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Agent {
+    /// Unique within the registry; names the FSM state and the agent as a tool.
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// What the agent is (foreign dialects' `description`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// When the arbiter should pick it (rawko's `whenToUse`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub when_to_use: Option<String>,
+    pub system_prompt: String,
+    pub model: ModelSettings,
+    pub tools: ToolPolicy,
+    pub bash: BashPolicy,
+    /// Command tools (DocLoom `spec.tools`): programs run with substituted arguments.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub command_tools: Vec<CommandTool>,
+    /// Inputs those command tools take (DocLoom `spec.parameters`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parameters: Vec<Parameter>,
+    pub transitions: Transitions,
+    pub limits: Limits,
+    /// A JSON Schema the finish payload's structured output must satisfy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
+    pub source: AgentFile,
+}
+
+impl Agent {
+    /// A subagent from a foreign Markdown dialect (kodelet, Claude Code): a prompt, a model,
+    /// the tools and bash commands it may use (those dialects block nothing), and the default
+    /// transitions.
+    pub(crate) fn subagent(
+        name: String,
+        description: Option<String>,
+        system_prompt: String,
+        model: ModelSettings,
+        allowed_tools: Option<Vec<String>>,
+        allowed_commands: Option<Vec<String>>,
+        source: AgentFile,
+    ) -> Agent {
+        Agent {
+            name,
+            display_name: None,
+            description,
+            when_to_use: None,
+            system_prompt,
+            model,
+            tools: ToolPolicy {
+                allowed: allowed_tools,
+                blocked: Vec::new(),
+            },
+            bash: BashPolicy {
+                allowed_commands,
+                blocked_patterns: Vec::new(),
+            },
+            command_tools: Vec::new(),
+            parameters: Vec::new(),
+            transitions: Transitions::default(),
+            limits: Limits::default(),
+            output_schema: None,
+            source,
+        }
+    }
+
+    /// The name to show people.
+    pub fn display_name(&self) -> &str {
+        self.display_name.as_deref().unwrap_or(&self.name)
+    }
+
+    /// What the arbiter reads when choosing the next agent: `whenToUse`, else the description.
+    pub fn summary(&self) -> &str {
+        self.when_to_use
+            .as_deref()
+            .or(self.description.as_deref())
+            .unwrap_or("")
+    }
+
+    /// Whether the agent may call `tool`: blocked wins, then the allow list (none means every
+    /// tool). `finish` is always allowed, since a state can only end through it.
+    pub fn may_call(&self, tool: &str) -> bool {
+        self.tools.may_call(tool)
+    }
+
+    /// Whether the agent may change the workspace: it is allowed `Write`, `Edit` or `Bash`, or
+    /// has command tools (which run programs). An agent that cannot write gets read-only
+    /// filesystem grants for every tool it calls.
+    pub fn can_write(&self) -> bool {
+        WRITE_TOOLS.iter().any(|t| self.may_call(t)) || !self.command_tools.is_empty()
+    }
+
+    /// Every state this agent's transitions may lead to.
+    pub fn targets(&self) -> impl Iterator<Item = &Target> {
+        self.transitions.iter().map(|(_, t)| t)
+    }
+}
+
+/// Which model serves the agent: a named adapter instance from `config.yaml`, or provider and
+/// model fields (kodelet, Claude Code) that the runtime maps onto an adapter. All empty means
+/// the config's default adapter.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ModelSettings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<Provider>,
+    /// A model name, or a family alias (`sonnet`, `opus`, `haiku`) for the adapter to resolve.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// OpenAI reasoning models only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// Anthropic extended thinking, in tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The environment variable holding the API key; the host reads it, never the plugin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_env_var: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    OpenAi,
+    Anthropic,
+}
+
+impl Provider {
+    pub const NAMES: &[&str] = &["openai", "anthropic"];
+
+    /// The name files use; `NAMES` lists the variants in declaration order.
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    pub fn parse(s: &str) -> Option<Provider> {
+        match s {
+            "openai" => Some(Provider::OpenAi),
+            "anthropic" => Some(Provider::Anthropic),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningEffort {
+    Low,
+    Medium,
+    High,
+}
+
+impl ReasoningEffort {
+    pub const NAMES: &[&str] = &["low", "medium", "high"];
+
+    /// The name files use; `NAMES` lists the variants in declaration order.
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    pub fn parse(s: &str) -> Option<ReasoningEffort> {
+        match s {
+            "low" => Some(ReasoningEffort::Low),
+            "medium" => Some(ReasoningEffort::Medium),
+            "high" => Some(ReasoningEffort::High),
+            _ => None,
+        }
+    }
+}
+
+/// Which tools the agent may call, by the names agents call them (`Read`, `Bash`, a plugin's
+/// tool, another agent's name).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ToolPolicy {
+    /// `None`: every tool. `Some`: only these (and `finish`).
+    pub allowed: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<String>,
+}
+
+impl ToolPolicy {
+    pub fn may_call(&self, tool: &str) -> bool {
+        if tool == FINISH {
+            return true;
+        }
+        if self.blocked.iter().any(|b| b == tool) {
+            return false;
+        }
+        match &self.allowed {
+            None => true,
+            Some(list) => list.iter().any(|a| a == tool),
+        }
+    }
+}
+
+/// What the agent may run through the `Bash` tool, on top of the filter chain.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BashPolicy {
+    /// Command patterns (`git status`, `cargo test *`). `None`: the agent sets no list and the
+    /// filter chain's defaults decide; `Some(empty)`: no command at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_commands: Option<Vec<String>>,
+    /// Regular expressions (already checked to compile) that deny a command.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocked_patterns: Vec<String>,
+}
+
+/// A tool that runs a program: argv is `command` then `args` with `${PARAM}` substituted, no
+/// shell.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CommandTool {
+    pub name: String,
+    pub description: String,
+    pub command: String,
+    pub args: Vec<String>,
+}
+
+impl CommandTool {
+    /// The `${NAME}` placeholders used in the arguments, in order of first use.
+    pub fn placeholders(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for arg in &self.args {
+            for name in placeholders_in(arg) {
+                if !out.iter().any(|o| o == name) {
+                    out.push(name.to_string());
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The `${NAME}` placeholders in `text`.
+pub fn placeholders_in(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        loop {
+            let start = rest.find("${")?;
+            let after = &rest[start + 2..];
+            let end = after.find('}')?;
+            let name = &after[..end];
+            rest = &after[end + 1..];
+            if !name.is_empty() {
+                return Some(name);
+            }
+        }
+    })
+}
+
+/// An input of the agent's command tools, passed as `${NAME}` and `PARAM_NAME`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Parameter {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: ParamType,
+    pub required: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default: Option<ParamValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParamType {
+    String,
+    Int,
+    Bool,
+}
+
+impl ParamType {
+    pub const NAMES: &[&str] = &["string", "int", "bool"];
+
+    /// The name files use; `NAMES` lists the variants in declaration order.
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    pub fn parse(s: &str) -> Option<ParamType> {
+        match s {
+            "string" => Some(ParamType::String),
+            "int" => Some(ParamType::Int),
+            "bool" => Some(ParamType::Bool),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ParamValue {
+    String(String),
+    Int(i64),
+    Bool(bool),
+}
+
+/// Where the task goes when this agent's state ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Transitions {
+    pub on_success: Target,
+    /// `None`: the arbiter's failure handling (retries, then escalation) decides.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<Target>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_max_iterations: Option<Target>,
+}
+
+impl Transitions {
+    /// Each set transition with its event name as written in rawko files.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &Target)> {
+        [
+            ("onSuccess", Some(&self.on_success)),
+            ("onFailure", self.on_failure.as_ref()),
+            ("onMaxIterations", self.on_max_iterations.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(k, t)| t.map(|t| (k, t)))
+    }
+}
+
+impl Default for Transitions {
+    fn default() -> Self {
+        Transitions {
+            on_success: Target::Done,
+            on_failure: None,
+            on_max_iterations: None,
+        }
+    }
+}
+
+/// A next state: another agent, or a terminal state.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Target {
+    Agent(String),
+    Done,
+    Failed,
+    Escalated,
+}
+
+impl Target {
+    pub const TERMINALS: &[&str] = &["done", "failed", "escalated"];
+
+    pub fn is_terminal(&self) -> bool {
+        !matches!(self, Target::Agent(_))
+    }
+
+    pub fn agent(&self) -> Option<&str> {
+        match self {
+            Target::Agent(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+impl FromStr for Target {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "done" => Target::Done,
+            "failed" => Target::Failed,
+            "escalated" => Target::Escalated,
+            other => Target::Agent(other.to_string()),
+        })
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Target::Agent(a) => a,
+            Target::Done => "done",
+            Target::Failed => "failed",
+            Target::Escalated => "escalated",
+        })
+    }
+}
+
+impl Serialize for Target {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Per-state limits; `None` falls back to `config.yaml`'s `defaults.limits`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_iterations: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+impl Limits {
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout_ms.map(Duration::from_millis)
+    }
+}
+
+/// The file formats agents are written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dialect {
+    /// rawko YAML (`.yaml`, `.yml`).
+    RawkoYaml,
+    /// rawko Markdown: frontmatter plus a `## System Prompt` section or body.
+    RawkoMarkdown,
+    /// kodelet-style Markdown subagents.
+    Kodelet,
+    /// DocLoom `apiVersion: docloom.io/v1alpha1`, `kind: Agent`.
+    Docloom,
+    /// Claude Code subagent files.
+    ClaudeCode,
+}
+
+impl Dialect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::RawkoYaml => "rawko-yaml",
+            Dialect::RawkoMarkdown => "rawko-markdown",
+            Dialect::Kodelet => "kodelet",
+            Dialect::Docloom => "docloom",
+            Dialect::ClaudeCode => "claude-code",
+        }
+    }
+
+    /// rawko's own dialects are strict: an unknown field is an error, not a warning.
+    pub fn is_rawko(self) -> bool {
+        matches!(self, Dialect::RawkoYaml | Dialect::RawkoMarkdown)
+    }
+}
+
+impl fmt::Display for Dialect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a definition comes from, highest precedence first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentOrigin {
+    /// Named on the command line (`rawko agents validate PATH`).
+    File,
+    /// The workspace's `.rawko/agents/`: may come from a stranger with the repository.
+    Workspace,
+    /// `$XDG_CONFIG_HOME/rawko/agents`.
+    User,
+    /// Shipped inside rawko.
+    Builtin,
+}
+
+impl AgentOrigin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentOrigin::File => "file",
+            AgentOrigin::Workspace => "workspace",
+            AgentOrigin::User => "user",
+            AgentOrigin::Builtin => "builtin",
+        }
+    }
+}
+
+/// The file an agent was loaded from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentFile {
+    /// The real path (built-ins: their path in rawko's source tree, not on disk).
+    pub path: PathBuf,
+    /// The path as shown in messages.
+    pub display: String,
+    pub origin: AgentOrigin,
+    pub dialect: Dialect,
+    /// Where the fields that cross-agent checks point at were written.
+    #[serde(skip)]
+    pub spans: Spans,
+}
+
+/// Positions kept for checks made after loading (transitions name agents in other files).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Spans {
+    pub name: Pos,
+    pub on_success: Pos,
+    pub on_failure: Pos,
+    pub on_max_iterations: Pos,
+}
+
+impl Spans {
+    /// Where the transition for `event` (`onSuccess`, ...) was written.
+    pub fn transition(&self, event: &str) -> Pos {
+        match event {
+            "onFailure" => self.on_failure,
+            "onMaxIterations" => self.on_max_iterations,
+            _ => self.on_success,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(allowed: Option<&[&str]>, blocked: &[&str]) -> Agent {
+        Agent {
+            name: "a".into(),
+            display_name: None,
+            description: None,
+            when_to_use: None,
+            system_prompt: "p".into(),
+            model: ModelSettings::default(),
+            tools: ToolPolicy {
+                allowed: allowed.map(|l| l.iter().map(|s| s.to_string()).collect()),
+                blocked: blocked.iter().map(|s| s.to_string()).collect(),
+            },
+            bash: BashPolicy::default(),
+            command_tools: Vec::new(),
+            parameters: Vec::new(),
+            transitions: Transitions::default(),
+            limits: Limits::default(),
+            output_schema: None,
+            source: AgentFile {
+                path: "a.yaml".into(),
+                display: "a.yaml".into(),
+                origin: AgentOrigin::File,
+                dialect: Dialect::RawkoYaml,
+                spans: Spans::default(),
+            },
+        }
+    }
+
+    #[test]
+    fn blocked_wins_and_finish_is_always_allowed() {
+        let a = agent(Some(&["Read", "Write"]), &["Write", "finish"]);
+        assert!(a.may_call("Read"));
+        assert!(!a.may_call("Write"));
+        assert!(!a.may_call("Grep"));
+        assert!(a.may_call("finish"));
+        assert!(agent(None, &[]).may_call("AnyPluginTool"));
+    }
+
+    #[test]
+    fn read_only_means_no_write_edit_or_bash() {
+        assert!(!agent(Some(&["Read", "Glob", "Grep", "LS"]), &[]).can_write());
+        assert!(agent(Some(&["Read", "Bash"]), &[]).can_write());
+        assert!(agent(None, &[]).can_write());
+        assert!(!agent(None, &["Write", "Edit", "Bash"]).can_write());
+    }
+
+    #[test]
+    fn placeholders_are_found_once_each() {
+        let t = CommandTool {
+            name: "t".into(),
+            description: "d".into(),
+            command: "c".into(),
+            args: vec![
+                "x".into(),
+                "${SOURCE_PATH}".into(),
+                "--out=${OUT}/${SOURCE_PATH}".into(),
+                "${unclosed".into(),
+            ],
+        };
+        assert_eq!(t.placeholders(), ["SOURCE_PATH", "OUT"]);
+    }
+
+    #[test]
+    fn names_are_the_serialized_names() {
+        use ParamType as T;
+        use Provider as P;
+        use ReasoningEffort as R;
+        let names = |v: serde_json::Value| v.as_str().unwrap().to_string();
+        for p in [P::OpenAi, P::Anthropic] {
+            assert_eq!(p.as_str(), names(serde_json::json!(p)));
+            assert_eq!(Provider::parse(p.as_str()), Some(p));
+        }
+        for r in [R::Low, R::Medium, R::High] {
+            assert_eq!(r.as_str(), names(serde_json::json!(r)));
+            assert_eq!(ReasoningEffort::parse(r.as_str()), Some(r));
+        }
+        for t in [T::String, T::Int, T::Bool] {
+            assert_eq!(t.as_str(), names(serde_json::json!(t)));
+            assert_eq!(ParamType::parse(t.as_str()), Some(t));
+        }
+    }
+}

@@ -1,0 +1,680 @@
+//! Every dialect against its reference example, and hostile files against the loader.
+
+use std::path::Path;
+
+use super::model::{AgentOrigin, Dialect, ParamType, Provider, ReasoningEffort, Target};
+use super::{FileInfo, Loaded, load_file, load_text};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/agents");
+
+fn load(rel: &str, text: &str) -> Loaded {
+    load_text(
+        text,
+        FileInfo {
+            path: Path::new(rel),
+            display: rel,
+            origin: AgentOrigin::File,
+        },
+    )
+}
+
+fn fixture(rel: &str) -> Loaded {
+    let path = Path::new(FIXTURES).join(rel);
+    load_file(&path, rel, AgentOrigin::File)
+}
+
+fn messages(l: &Loaded) -> Vec<String> {
+    l.diagnostics.iter().map(|d| d.to_string()).collect()
+}
+
+/// The file loads with no problem at all.
+fn clean(l: Loaded) -> std::sync::Arc<super::Agent> {
+    assert!(l.diagnostics.is_empty(), "{:#?}", messages(&l));
+    l.agent.expect("an agent")
+}
+
+/// The file does not load, and one message contains `want`; returns all messages.
+fn broken(l: &Loaded, want: &str) -> Vec<String> {
+    let m = messages(l);
+    assert!(l.agent.is_none(), "expected no agent: {m:#?}");
+    assert!(l.has_errors(), "{m:#?}");
+    assert!(
+        m.iter().any(|x| x.contains(want)),
+        "no message contains {want:?}: {m:#?}"
+    );
+    m
+}
+
+#[test]
+fn rawko_yaml_planner_round_trips() {
+    let a = clean(fixture("planner.yaml"));
+    assert_eq!(a.source.dialect, Dialect::RawkoYaml);
+    assert_eq!(a.name, "planner");
+    assert_eq!(a.display_name.as_deref(), Some("Planner"));
+    assert_eq!(
+        a.when_to_use.as_deref(),
+        Some("Use first, to turn the task into a step-by-step plan.")
+    );
+    assert_eq!(
+        a.system_prompt,
+        "You are a planner. Read the relevant code and write a numbered plan.\nDo not modify files."
+    );
+    assert_eq!(
+        a.tools.allowed.as_deref(),
+        Some(&["Read", "Glob", "Grep", "LS"].map(String::from)[..])
+    );
+    assert_eq!(a.tools.blocked, ["Write", "Edit", "Bash"]);
+    assert!(!a.can_write(), "the planner is read-only");
+    assert_eq!(a.transitions.on_success, Target::Agent("developer".into()));
+    assert_eq!(a.transitions.on_failure, Some(Target::Failed));
+    assert_eq!(a.transitions.on_max_iterations, Some(Target::Escalated));
+    assert_eq!(a.limits.max_iterations, Some(15));
+    assert_eq!(a.limits.timeout_ms, Some(300_000));
+    assert_eq!(a.model.adapter, None);
+    assert_eq!(a.source.spans.on_success.line, 11);
+}
+
+#[test]
+fn rawko_markdown_developer_round_trips() {
+    let a = clean(fixture("developer.md"));
+    assert_eq!(a.source.dialect, Dialect::RawkoMarkdown);
+    assert_eq!(a.name, "developer");
+    assert_eq!(
+        a.system_prompt,
+        "You are a developer. Implement the plan, one step at a time.\n\n```sh\n## this is inside a code block, not a heading\ncargo test\n```\n\n### Style\nMatch the surrounding code."
+    );
+    assert!(a.can_write());
+    assert_eq!(
+        a.bash.allowed_commands.as_deref(),
+        Some(&["cargo build", "cargo test *", "git diff"].map(String::from)[..])
+    );
+    assert_eq!(a.bash.blocked_patterns, ["rm\\s+-rf", "\\bgit\\s+push\\b"]);
+    assert_eq!(a.transitions.on_success, Target::Agent("tester".into()));
+    assert_eq!(
+        a.transitions.on_failure,
+        Some(Target::Agent("debugger".into()))
+    );
+    assert_eq!(a.transitions.on_max_iterations, None);
+    assert_eq!(a.limits.timeout_ms, Some(1_200_000));
+    // Positions are file lines, not frontmatter lines.
+    assert_eq!(a.source.spans.on_success.line, 11);
+}
+
+#[test]
+fn kodelet_pr_review_agent_round_trips() {
+    let a = clean(fixture("pr_review_agent.md"));
+    assert_eq!(a.source.dialect, Dialect::Kodelet);
+    // No name in the file: it is named after the file.
+    assert_eq!(a.name, "pr_review_agent");
+    assert_eq!(
+        a.description.as_deref(),
+        Some("Reviews pull requests for correctness, style and test coverage.")
+    );
+    assert_eq!(a.model.provider, Some(Provider::OpenAi));
+    assert_eq!(a.model.model.as_deref(), Some("o3"));
+    assert_eq!(a.model.reasoning_effort, Some(ReasoningEffort::High));
+    assert_eq!(a.model.max_tokens, Some(16000));
+    assert_eq!(
+        a.model.base_url.as_deref(),
+        Some("https://api.openai.com/v1")
+    );
+    assert_eq!(a.model.api_key_env_var.as_deref(), Some("OPENAI_API_KEY"));
+    assert_eq!(
+        a.tools.allowed.as_deref(),
+        Some(&["Read", "Grep", "Glob", "Bash"].map(String::from)[..])
+    );
+    assert_eq!(
+        a.bash.allowed_commands.as_deref(),
+        Some(&["git *", "npm test", "make lint"].map(String::from)[..])
+    );
+    assert!(
+        a.system_prompt
+            .starts_with("You are a meticulous pull request reviewer.")
+    );
+    assert_eq!(a.transitions.on_success, Target::Done);
+}
+
+#[test]
+fn kodelet_commands_may_be_a_yaml_list() {
+    let a = clean(load(
+        "k.md",
+        "---\nname: k\nmax_tokens: 100\nallowed_commands:\n  - git *\n  - npm test\n---\nBody\n",
+    ));
+    assert_eq!(
+        a.bash.allowed_commands.as_deref(),
+        Some(&["git *", "npm test"].map(String::from)[..])
+    );
+    assert_eq!(a.tools.allowed, None, "no allowed_tools means every tool");
+}
+
+#[test]
+fn docloom_csharp_analyzer_round_trips() {
+    let a = clean(fixture("csharp-analyzer/agent.agent.yaml"));
+    assert_eq!(a.source.dialect, Dialect::Docloom);
+    assert_eq!(a.name, "csharp-analyzer");
+    assert_eq!(
+        a.description.as_deref(),
+        Some("Analyzes C# repositories for architecture and code quality")
+    );
+    let names: Vec<&str> = a.command_tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "summarize_readme",
+            "list_projects",
+            "get_dependencies",
+            "get_api_surface",
+            "get_file_content"
+        ]
+    );
+    for t in &a.command_tools[..4] {
+        assert_eq!(t.command, "docloom-agent-csharp");
+        assert_eq!(t.args, [t.name.as_str(), "${SOURCE_PATH}"]);
+        assert_eq!(t.placeholders(), ["SOURCE_PATH"]);
+    }
+    assert_eq!(
+        a.command_tools[4].args,
+        ["get_file_content", "${FILE_PATH}"]
+    );
+    assert_eq!(a.parameters.len(), 2);
+    assert_eq!(a.parameters[0].name, "source_path");
+    assert_eq!(a.parameters[0].kind, ParamType::String);
+    assert!(a.parameters[0].required);
+    assert!(!a.parameters[1].required);
+    // The agent may call exactly its command tools.
+    assert!(a.may_call("get_api_surface"));
+    assert!(!a.may_call("Write"));
+    assert!(
+        a.system_prompt
+            .contains("- list_projects: Lists the .csproj")
+    );
+}
+
+#[test]
+fn docloom_legacy_runner_becomes_analyze_with_a_warning() {
+    let l = load(
+        "old/agent.agent.yaml",
+        "apiVersion: docloom.io/v1alpha1\nkind: Agent\nmetadata:\n  name: old\n  description: d\nspec:\n  runner:\n    command: /opt/agent\n    args: [\"${SOURCE_PATH}\", \"${OUTPUT_PATH}\"]\n",
+    );
+    let m = messages(&l);
+    let a = l.agent.expect("loads");
+    assert_eq!(a.command_tools.len(), 1);
+    assert_eq!(a.command_tools[0].name, "analyze");
+    assert_eq!(
+        a.command_tools[0].args,
+        ["${SOURCE_PATH}", "${OUTPUT_PATH}"]
+    );
+    assert_eq!(m.len(), 1);
+    assert!(
+        m[0].starts_with("old/agent.agent.yaml:7:3: warning: 'spec.runner' is deprecated"),
+        "{m:?}"
+    );
+}
+
+#[test]
+fn claude_code_subagent_round_trips() {
+    let a = clean(fixture("code-finder.md"));
+    assert_eq!(a.source.dialect, Dialect::ClaudeCode);
+    assert_eq!(a.name, "code-finder");
+    assert_eq!(
+        a.tools.allowed.as_deref(),
+        Some(&["Read", "Grep", "Glob"].map(String::from)[..])
+    );
+    assert_eq!(a.model.provider, Some(Provider::Anthropic));
+    assert_eq!(a.model.model.as_deref(), Some("sonnet"));
+    assert!(!a.can_write());
+    assert!(a.system_prompt.starts_with("You find code."));
+}
+
+#[test]
+fn claude_code_bash_permissions_and_inherit() {
+    let a = clean(load(
+        "c.md",
+        "---\nname: c\ndescription: d\ntools: Read, Bash(git diff:*), Bash(npm test)\nmodel: inherit\n---\nBody\n",
+    ));
+    assert_eq!(
+        a.tools.allowed.as_deref(),
+        Some(&["Read", "Bash"].map(String::from)[..])
+    );
+    assert_eq!(
+        a.bash.allowed_commands.as_deref(),
+        Some(&["git diff *", "npm test"].map(String::from)[..])
+    );
+    assert_eq!(a.model, Default::default());
+}
+
+#[test]
+fn built_in_agents_are_valid_and_chain_to_done() {
+    let files = super::builtin::load();
+    assert_eq!(files.len(), 5);
+    for f in &files {
+        assert!(
+            f.diagnostics.is_empty(),
+            "{}: {:#?}",
+            f.display,
+            messages(f)
+        );
+    }
+    let get = |n: &str| {
+        files
+            .iter()
+            .find(|f| f.name == n)
+            .unwrap()
+            .agent
+            .clone()
+            .unwrap()
+    };
+    assert!(!get("planner").can_write());
+    for writer in ["developer", "debugger"] {
+        assert!(get(writer).may_call("Edit"));
+    }
+    for reader in ["tester", "reviewer"] {
+        assert!(!get(reader).may_call("Edit") && !get(reader).may_call("Write"));
+    }
+    let mut at = "planner".to_string();
+    let mut path = vec![at.clone()];
+    while let Target::Agent(next) = &get(&at).transitions.on_success {
+        at = next.clone();
+        path.push(at.clone());
+    }
+    assert_eq!(path, ["planner", "developer", "tester", "reviewer"]);
+    assert_eq!(get("reviewer").transitions.on_success, Target::Done);
+    assert_eq!(
+        get("tester").transitions.on_failure,
+        Some(Target::Agent("debugger".into()))
+    );
+    assert_eq!(
+        get("reviewer").transitions.on_failure,
+        Some(Target::Agent("developer".into()))
+    );
+}
+
+// ---- hostile and broken files ----
+
+#[test]
+fn invalid_yaml_points_at_the_spot() {
+    let l = load(
+        "bad.yaml",
+        "name: a\nsystemPrompt: [unclosed\ntransitions: {}\n",
+    );
+    let m = broken(&l, "invalid YAML");
+    assert!(m[0].starts_with("bad.yaml:"), "{m:?}");
+}
+
+#[test]
+fn tabs_are_refused_with_a_hint() {
+    let l = load("t.yaml", "name: a\ntools:\n\tallowed: [Read]\n");
+    broken(&l, "indent with spaces");
+}
+
+#[test]
+fn unclosed_frontmatter() {
+    let l = load(
+        "u.md",
+        "---\nname: a\ndescription: b\nThe prompt, but no closing fence.\n",
+    );
+    let m = broken(&l, "never closed");
+    assert!(m[0].starts_with("u.md:1:1:"), "{m:?}");
+}
+
+#[test]
+fn duplicate_keys() {
+    let l = load(
+        "d.yaml",
+        "name: a\nsystemPrompt: p\ntransitions: {onSuccess: done}\nname: b\n",
+    );
+    let m = broken(&l, "duplicate key 'name'");
+    assert!(m[0].starts_with("d.yaml:4:1:"), "{m:?}");
+}
+
+#[test]
+fn wrong_types_and_unknown_fields_all_at_once() {
+    let l = load(
+        "agents/planner.yaml",
+        "name: planner\nsystemPrompt: p\ntools:\n  allowed: Read\n  bashfilter: {}\ntransitions:\n  onSuccess: done\nlimits:\n  maxIterations: many\n  timeout: -5\n    \ntool: x\n",
+    );
+    let m = broken(&l, "unknown field 'tool' (did you mean 'tools'?)");
+    assert!(
+        m.contains(
+            &"agents/planner.yaml:12:1: unknown field 'tool' (did you mean 'tools'?)".to_string()
+        ),
+        "{m:#?}"
+    );
+    assert!(m.contains(&"agents/planner.yaml:4:12: 'allowed' must be a list, found text (write it as a list: [Read])".to_string()), "{m:#?}");
+    assert!(
+        m.contains(
+            &"agents/planner.yaml:5:3: unknown field 'bashfilter' (did you mean 'bashFilter'?)"
+                .to_string()
+        ),
+        "{m:#?}"
+    );
+    assert!(
+        m.iter()
+            .any(|x| x
+                .starts_with("agents/planner.yaml:9:18: 'maxIterations' must be a whole number")),
+        "{m:#?}"
+    );
+    assert!(
+        m.iter()
+            .any(|x| x.starts_with("agents/planner.yaml:10:12: 'timeout' must be a whole number")),
+        "{m:#?}"
+    );
+    assert_eq!(m.len(), 5, "{m:#?}");
+}
+
+#[test]
+fn unknown_fields_are_warnings_in_foreign_dialects() {
+    let l = load(
+        "k.md",
+        "---\nname: k\nmax_tokens: 10\ntemperature: 0.2\n---\nBody\n",
+    );
+    let m = messages(&l);
+    assert!(l.agent.is_some(), "{m:?}");
+    assert_eq!(
+        m,
+        ["k.md:4:1: warning: unknown field 'temperature' (rawko does not use it; ignored)"]
+    );
+}
+
+#[test]
+fn missing_required_fields_per_dialect() {
+    let m = broken(
+        &load("r.yaml", "name: r\n"),
+        "missing required field 'systemPrompt'",
+    );
+    assert!(
+        m.iter()
+            .any(|x| x.contains("missing required field 'transitions'")),
+        "{m:?}"
+    );
+    let m = broken(
+        &load(
+            "r.yaml",
+            "name: r\nsystemPrompt: p\ntransitions:\n  onFailure: failed\n",
+        ),
+        "missing required field 'onSuccess'",
+    );
+    assert!(m[0].starts_with("r.yaml:4:3:"), "{m:?}");
+    broken(
+        &load("k.md", "---\nprovider: openai\n---\nBody\n"),
+        "missing required field 'max_tokens'",
+    );
+    broken(
+        &load(
+            "d.yaml",
+            "apiVersion: docloom.io/v1alpha1\nkind: Agent\nmetadata: {name: d}\nspec: {tools: []}\n",
+        ),
+        "missing required field 'description'",
+    );
+}
+
+#[test]
+fn provider_specific_rules() {
+    let m = broken(
+        &load(
+            "k.md",
+            "---\nname: k\nprovider: anthropic\nmax_tokens: 8000\nreasoning_effort: high\n---\nBody\n",
+        ),
+        "reasoning_effort applies to provider openai only (for anthropic use thinking_budget)",
+    );
+    assert!(m[0].starts_with("k.md:5:19:"), "{m:?}");
+    broken(
+        &load(
+            "k.md",
+            "---\nname: k\nprovider: anthropic\nmax_tokens: 8000\nthinking_budget: 9000\n---\nBody\n",
+        ),
+        "thinking_budget (9000) must be less than max_tokens (8000)",
+    );
+    broken(
+        &load(
+            "k.md",
+            "---\nname: k\nprovider: openia\nmax_tokens: 8000\n---\nBody\n",
+        ),
+        "unknown provider 'openia' (did you mean 'openai'?)",
+    );
+    broken(
+        &load(
+            "k.md",
+            "---\nname: k\nprovider: openai\nmax_tokens: 0\n---\nBody\n",
+        ),
+        "'max_tokens' must be a whole number from 1",
+    );
+    broken(
+        &load(
+            "k.md",
+            "---\nname: k\nprovider: openai\nmax_tokens: 10\nopenai: {api_key_env_var: sk-abc123}\n---\nBody\n",
+        ),
+        "is not an environment variable name",
+    );
+}
+
+#[test]
+fn empty_files() {
+    broken(&load("e.yaml", ""), "the file is empty");
+    broken(
+        &load("e.yaml", "  \n# just a comment\n"),
+        "the file is empty",
+    );
+    broken(&load("e.md", ""), "the file is empty");
+    broken(
+        &load("e.md", "---\n---\nBody\n"),
+        "the frontmatter is empty",
+    );
+    broken(
+        &load("e.md", "---\nname: e\nmax_tokens: 5\n---\n\n"),
+        "no system prompt",
+    );
+}
+
+#[test]
+fn binary_garbage() {
+    let mut bytes = b"name: x\n".to_vec();
+    bytes.extend((0..=255u8).cycle().take(4096));
+    let l = super::load_bytes(
+        &bytes,
+        FileInfo {
+            path: Path::new("g.yaml"),
+            display: "g.yaml",
+            origin: AgentOrigin::File,
+        },
+    );
+    let m = broken(&l, "not a text file");
+    assert!(m[0].starts_with("g.yaml:2:1:"), "{m:?}");
+    let nul = load("n.yaml", "name: a\0b\n");
+    broken(&nul, "not a text file");
+}
+
+#[test]
+fn a_ten_megabyte_file_is_refused_before_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.yaml");
+    let line = "# padding padding padding padding padding padding padding padding\n";
+    std::fs::write(&path, line.repeat(10 * 1024 * 1024 / line.len() + 1)).unwrap();
+    let l = load_file(&path, "huge.yaml", AgentOrigin::File);
+    let m = broken(&l, "an agent definition may be at most 262144");
+    assert!(m[0].starts_with("huge.yaml:1:1: the file is 104"), "{m:?}");
+}
+
+#[test]
+fn an_alias_bomb_is_refused() {
+    let mut text = String::from(
+        "name: bomb\nsystemPrompt: p\ntransitions: {onSuccess: done}\nx0: &x0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n",
+    );
+    for i in 1..10 {
+        let p = i - 1;
+        text.push_str(&format!(
+            "x{i}: &x{i} [*x{p}, *x{p}, *x{p}, *x{p}, *x{p}, *x{p}, *x{p}, *x{p}, *x{p}]\n"
+        ));
+    }
+    broken(
+        &load("bomb.yaml", &text),
+        "expands to more than 100000 values",
+    );
+}
+
+#[test]
+fn deeply_nested_yaml_is_refused() {
+    let text = format!(
+        "name: deep\nsystemPrompt: p\ntransitions: {{onSuccess: done}}\nx: {}{}\n",
+        "[".repeat(50_000),
+        "]".repeat(50_000)
+    );
+    broken(&load("deep.yaml", &text), "nested too deeply");
+}
+
+#[test]
+fn names_with_path_separators_are_refused_in_every_dialect() {
+    broken(
+        &load(
+            "p.yaml",
+            "name: ../../etc/passwd\nsystemPrompt: p\ntransitions: {onSuccess: done}\n",
+        ),
+        "agent name '../../etc/passwd' contains a path separator",
+    );
+    broken(
+        &load("p.md", "---\nname: a/b\ndescription: d\n---\nBody\n"),
+        "contains a path separator",
+    );
+    broken(
+        &load(
+            "p.yaml",
+            "apiVersion: docloom.io/v1alpha1\nkind: Agent\nmetadata: {name: 'x\\y', description: d}\nspec: {tools: []}\n",
+        ),
+        "contains a path separator",
+    );
+}
+
+#[test]
+fn the_system_prompt_may_not_be_given_twice() {
+    broken(
+        &load(
+            "t.md",
+            "---\nname: t\nsystemPrompt: one\ntransitions: {onSuccess: done}\n---\n## System Prompt\ntwo\n",
+        ),
+        "the system prompt is given twice",
+    );
+}
+
+#[test]
+fn bad_transition_targets_and_regexes() {
+    let l = load(
+        "t.yaml",
+        "name: t\nsystemPrompt: p\ntools:\n  allowed: [Bash]\n  bashFilter:\n    blockedPatterns: ['rm (-rf']\ntransitions:\n  onSuccess: dnoe/x\n",
+    );
+    let m = broken(
+        &l,
+        "blocked pattern 'rm (-rf' is not a valid regular expression",
+    );
+    assert!(m.iter().any(|x| x.starts_with("t.yaml:8:14: 'onSuccess' target 'dnoe/x' is not an agent name")), "{m:#?}");
+}
+
+#[test]
+fn an_invalid_output_schema_is_an_error() {
+    broken(
+        &load(
+            "o.yaml",
+            "name: o\nsystemPrompt: p\ntransitions: {onSuccess: done}\noutputSchema:\n  type: 12\n",
+        ),
+        "'outputSchema' is not a valid JSON Schema",
+    );
+}
+
+#[test]
+fn a_fifo_is_not_read() {
+    #[cfg(unix)]
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("f.yaml");
+        let status = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if matches!(status, Ok(s) if s.success()) {
+            broken(
+                &load_file(&fifo, "f.yaml", AgentOrigin::File),
+                "not a regular file",
+            );
+        }
+    }
+}
+
+// ---- the committed schema ----
+
+#[test]
+fn the_committed_schema_is_current() {
+    let generated = super::rawko::schema_json();
+    let committed = super::builtin::SCHEMA.text;
+    if generated != committed {
+        if std::env::var_os("RAWKO_UPDATE_SCHEMA").is_some() {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../agents")
+                .join(super::rawko::SCHEMA_PATH);
+            std::fs::write(&path, &generated).unwrap();
+            panic!("rewrote {}; rebuild and rerun", path.display());
+        }
+        panic!(
+            "agents/{} is stale: rerun this test with RAWKO_UPDATE_SCHEMA=1 to regenerate it",
+            super::rawko::SCHEMA_PATH
+        );
+    }
+}
+
+#[test]
+fn the_schema_knows_exactly_the_keys_the_decoder_reads() {
+    let schema: serde_json::Value = serde_json::from_str(&super::rawko::schema_json()).unwrap();
+    let props = |v: &serde_json::Value| -> Vec<String> {
+        let mut k: Vec<String> = v["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        k.sort();
+        k
+    };
+    let defs = &schema["definitions"];
+    let def_of = |name: &str| {
+        defs.get(name)
+            .unwrap_or_else(|| panic!("no definition {name}: {schema:#}"))
+    };
+    for (section, keys) in super::rawko::KEYS {
+        let v = match *section {
+            "" => &schema,
+            "tools" => def_of("ToolsSection"),
+            "bashFilter" => def_of("BashFilterSection"),
+            "transitions" => def_of("TransitionsSection"),
+            "limits" => def_of("LimitsSection"),
+            other => panic!("{other}"),
+        };
+        let mut want: Vec<String> = keys.iter().map(|s| s.to_string()).collect();
+        want.sort();
+        assert_eq!(props(v), want, "section {section:?}");
+        assert_eq!(v["additionalProperties"], false, "section {section:?}");
+    }
+}
+
+#[test]
+fn the_schema_accepts_the_built_ins_and_rejects_what_the_loader_rejects() {
+    let schema: serde_json::Value = serde_json::from_str(super::builtin::SCHEMA.text).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let as_json = |text: &str| -> serde_json::Value { yaml_serde::from_str(text).unwrap() };
+    for f in super::builtin::AGENTS {
+        let v = as_json(f.text);
+        let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{}: {errors:#?}", f.name);
+    }
+    let planner = std::fs::read_to_string(Path::new(FIXTURES).join("planner.yaml")).unwrap();
+    assert!(validator.is_valid(&as_json(&planner)));
+    for bad in [
+        planner.replace("tools:", "tool:"),
+        planner.replace("maxIterations: 15", "maxIterations: 0"),
+        planner.replace("  onSuccess: developer\n", ""),
+        planner.replace("name: planner", "name: ../planner"),
+    ] {
+        assert!(
+            !validator.is_valid(&as_json(&bad)),
+            "schema accepted:\n{bad}"
+        );
+        assert!(
+            load("planner.yaml", &bad).agent.is_none(),
+            "loader accepted:\n{bad}"
+        );
+    }
+}

@@ -1,0 +1,386 @@
+//! `config.yaml`: adapter instances, the arbiter, defaults and the bash filter chain.
+//!
+//! Two files have this shape: the user's own `$XDG_CONFIG_HOME/rawko/config.yaml` and the
+//! workspace's `.rawko/config.yaml`, which wins where both set something. The workspace file comes
+//! with the repository, so it may come from a stranger: the two are kept apart as [`Layers`] so
+//! that callers can refuse what an untrusted workspace asks for (an adapter pointed at another
+//! host with the user's API key, say) before merging.
+//!
+//! Parsing is strict: an unknown key is an error naming the file, line and column, because a
+//! misspelt key silently ignored is a setting the user believes in and does not have.
+//!
+//! Beside the config: where rawko keeps things outside the workspace ([`paths`]) and which
+//! workspaces the user trusts ([`trust`]).
+
+pub mod paths;
+pub mod trust;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The file name, in `.rawko/` and in the user's config directory.
+pub const FILE_NAME: &str = "config.yaml";
+
+/// Whether `s` can name an environment variable: `[A-Za-z_][A-Za-z0-9_]*`. Config, agent files
+/// and plugin manifests name the variable that holds a secret, never the secret itself.
+pub fn is_env_var_name(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// One config file, parsed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Named adapter instances: the adapter is the capability, the agent is the role.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub adapters: BTreeMap<String, AdapterConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arbiter: Option<ArbiterConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<Defaults>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bash: Option<BashConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugins: Option<PluginsConfig>,
+}
+
+/// How `rawko plugin install` and `update` treat plugins. Read from the user's own config only:
+/// installing is not something a workspace decides.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginsConfig {
+    /// Refuse plugins that are not signed by a trusted publisher key (as `--require-signature`).
+    #[serde(default)]
+    pub require_signature: bool,
+}
+
+/// A named adapter instance: a plugin, the model it asks, where, with which credential, and
+/// the defaults of its requests. Checked and resolved by [`rawko_adapters::instance`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterConfig {
+    /// `openai`, `anthropic`, `replay`, or an installed adapter plugin.
+    pub plugin: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The provider's API root, such as `https://api.openai.com/v1`. Its scheme, host and port
+    /// are what the adapter may reach.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The environment variable holding the API key; the host reads it and adds it to requests,
+    /// the plugin never sees it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Seconds per request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+    /// Let the adapter reach loopback, private and link-local addresses (a model server on this
+    /// machine or the LAN). Off by default, so a name that resolves to one is refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_private_network: bool,
+    /// For `replay`: the recording to play back, relative to the directory of this config file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<PathBuf>,
+    /// Default output limit of a request, in tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// `low`, `medium` or `high`, for reasoning models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<rawko_plugin_sdk::llm::ReasoningEffort>,
+    /// Tokens the model may spend thinking (Anthropic's extended thinking).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
+    /// Adapter-specific settings, passed to the plugin as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<serde_json::Value>,
+}
+
+/// How the next state is chosen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArbiterMode {
+    /// From the agents' transition tables.
+    #[default]
+    Fixed,
+    /// An adapter picks among the allowed targets.
+    Llm,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArbiterConfig {
+    #[serde(default)]
+    pub mode: ArbiterMode,
+    /// The adapter instance an `llm` arbiter asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<String>,
+}
+
+/// What agents get when they do not say.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Defaults {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Limits {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_iterations: Option<u32>,
+    /// Milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+}
+
+/// The shell's filter chain.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BashConfig {
+    /// Bash-filter plugins to run, in order, after the built-in policy filter: `.wasm` files
+    /// (relative to this config file's directory) or names of installed bash-filter plugins.
+    /// Any deny wins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub filters: Vec<String>,
+}
+
+/// A config file that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `path:line:column: message`.
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+}
+
+/// Largest config file read; a config is a page of YAML.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+impl Config {
+    /// Parse `text`, naming `path` in errors.
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        if text.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        yaml_serde::from_str(text).map_err(|e| {
+            let (line, column) = e
+                .location()
+                .map(|l| (l.line(), l.column()))
+                .unwrap_or((1, 1));
+            ConfigError::Parse {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message: e.to_string(),
+            }
+        })
+    }
+
+    /// Read and parse `path`; a missing file is `Ok(None)`.
+    pub fn load(path: &Path) -> Result<Option<Config>, ConfigError> {
+        let read_err = |source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(read_err(e)),
+        };
+        if meta.len() > MAX_CONFIG_BYTES {
+            return Err(read_err(std::io::Error::other(format!(
+                "{} bytes; a config file may be at most {MAX_CONFIG_BYTES}",
+                meta.len()
+            ))));
+        }
+        let text = std::fs::read_to_string(path).map_err(read_err)?;
+        Config::parse(path, &text).map(Some)
+    }
+
+    /// `self` with `over` laid on top: adapter instances by name, bash filters added after
+    /// `self`'s (a later layer can add filters, never drop one), other sections as a whole.
+    pub fn merged_with(mut self, over: Config) -> Config {
+        self.adapters.extend(over.adapters);
+        if over.arbiter.is_some() {
+            self.arbiter = over.arbiter;
+        }
+        if over.defaults.is_some() {
+            self.defaults = over.defaults;
+        }
+        if let Some(over_bash) = over.bash {
+            let bash = self.bash.get_or_insert_with(BashConfig::default);
+            for f in over_bash.filters {
+                if !bash.filters.contains(&f) {
+                    bash.filters.push(f);
+                }
+            }
+        }
+        if over.plugins.is_some() {
+            self.plugins = over.plugins;
+        }
+        self
+    }
+}
+
+/// The user's and the workspace's config, kept apart until the caller decides what a workspace
+/// may set.
+#[derive(Debug, Clone, Default)]
+pub struct Layers {
+    pub user: Option<(PathBuf, Config)>,
+    pub workspace: Option<(PathBuf, Config)>,
+}
+
+impl Layers {
+    /// Load both files: `<config_dir>/config.yaml` and `<workspace>/.rawko/config.yaml`.
+    pub fn load(config_dir: &Path, workspace: &Path) -> Result<Layers, ConfigError> {
+        let user_path = config_dir.join(FILE_NAME);
+        let ws_path = workspace.join(".rawko").join(FILE_NAME);
+        Ok(Layers {
+            user: Config::load(&user_path)?.map(|c| (user_path, c)),
+            workspace: Config::load(&ws_path)?.map(|c| (ws_path, c)),
+        })
+    }
+
+    /// The effective config: the user's, with the workspace's on top.
+    pub fn merged(&self) -> Config {
+        let user = self
+            .user
+            .as_ref()
+            .map(|(_, c)| c.clone())
+            .unwrap_or_default();
+        match &self.workspace {
+            Some((_, ws)) => user.merged_with(ws.clone()),
+            None => user,
+        }
+    }
+
+    /// The user's config alone, for an untrusted workspace.
+    pub fn user_only(&self) -> Config {
+        self.user
+            .as_ref()
+            .map(|(_, c)| c.clone())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"
+adapters:
+  default:
+    plugin: openai
+    model: gpt-4.1
+    base_url: https://api.openai.com/v1
+    api_key_env: OPENAI_API_KEY
+    timeout: 120
+arbiter:
+  mode: fixed
+  adapter: default
+defaults:
+  adapter: default
+  limits: { maxIterations: 20, timeout: 600000 }
+"#;
+
+    #[test]
+    fn the_documented_example_parses() {
+        let c = Config::parse(Path::new("config.yaml"), EXAMPLE).unwrap();
+        let a = &c.adapters["default"];
+        assert_eq!(a.plugin, "openai");
+        assert_eq!(a.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
+        assert_eq!(c.arbiter.unwrap().mode, ArbiterMode::Fixed);
+        let limits = c.defaults.unwrap().limits.unwrap();
+        assert_eq!(
+            (limits.max_iterations, limits.timeout),
+            (Some(20), Some(600000))
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_with_a_location() {
+        let text = "adapters:\n  default:\n    plugin: openai\n    modle: x\n";
+        let e = Config::parse(Path::new(".rawko/config.yaml"), text).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.starts_with(".rawko/config.yaml:4:"), "{msg}");
+        assert!(msg.contains("unknown field `modle`"), "{msg}");
+    }
+
+    #[test]
+    fn adapter_defaults_and_local_servers_parse() {
+        let text = "adapters:\n  local:\n    plugin: openai\n    base_url: http://127.0.0.1:11434/v1\n    allow_private_network: true\n    reasoning_effort: high\n    max_tokens: 4096\n";
+        let c = Config::parse(Path::new("c"), text).unwrap();
+        let a = &c.adapters["local"];
+        assert!(a.allow_private_network);
+        assert_eq!(
+            a.reasoning_effort,
+            Some(rawko_plugin_sdk::llm::ReasoningEffort::High)
+        );
+        let e = Config::parse(
+            Path::new("c"),
+            "adapters:\n  x:\n    plugin: openai\n    reasoning_effort: extreme\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("c:4:"), "{e}");
+    }
+
+    #[test]
+    fn a_workspace_adds_bash_filters_but_cannot_drop_the_users() {
+        let user = Config::parse(Path::new("u"), "bash:\n  filters: [org.wasm]\n").unwrap();
+        let ws = Config::parse(Path::new("w"), "bash:\n  filters: []\n").unwrap();
+        let layers = Layers {
+            user: Some(("u".into(), user.clone())),
+            workspace: Some(("w".into(), ws)),
+        };
+        assert_eq!(layers.merged().bash.unwrap().filters, ["org.wasm"]);
+        let ws =
+            Config::parse(Path::new("w"), "bash:\n  filters: [team.wasm, org.wasm]\n").unwrap();
+        let merged = user.merged_with(ws);
+        assert_eq!(merged.bash.unwrap().filters, ["org.wasm", "team.wasm"]);
+    }
+
+    #[test]
+    fn empty_files_are_empty_configs() {
+        assert_eq!(
+            Config::parse(Path::new("c"), "  \n").unwrap(),
+            Config::default()
+        );
+    }
+
+    #[test]
+    fn workspace_settings_win_and_stay_separable() {
+        let user = Config::parse(Path::new("u"), EXAMPLE).unwrap();
+        let ws = Config::parse(
+            Path::new("w"),
+            "adapters:\n  local:\n    plugin: openai\n    base_url: http://127.0.0.1:8080/v1\narbiter:\n  mode: llm\n",
+        )
+        .unwrap();
+        let layers = Layers {
+            user: Some(("u".into(), user)),
+            workspace: Some(("w".into(), ws)),
+        };
+        assert_eq!(layers.merged().bash, None);
+        let merged = layers.merged();
+        assert_eq!(merged.adapters.len(), 2);
+        assert_eq!(merged.arbiter.unwrap().mode, ArbiterMode::Llm);
+        assert_eq!(layers.user_only().adapters.len(), 1);
+    }
+}

@@ -1,0 +1,287 @@
+//! Plugin distribution: installing plugins written by strangers without trusting them.
+//!
+//! A plugin arrives from a file, an HTTPS URL or an OCI registry ([`Source`]); its bytes are
+//! checked against the digest the user or the lockfile pins, its signature against the publisher
+//! keys the user trusts ([`signature`]), and its manifest against what the component really
+//! imports and exports ([`manifest`]). The user then grants some or all of the capabilities it
+//! asks for, and the plugin is committed to the [`store`] atomically. From then on it runs with
+//! exactly those grants, intersected with what each call is given.
+
+pub mod fetch;
+pub mod manifest;
+pub mod oci;
+pub mod scaffold;
+pub mod signature;
+pub mod store;
+
+use std::path::{Path, PathBuf};
+
+use reqwest::Url;
+
+pub use manifest::{ComponentInfo, Grant, Kind, Manifest, ManifestError};
+pub use store::{Entry, Installed, PluginStore, PluginStoreError};
+
+use fetch::{FetchError, MAX_DOC_BYTES, MAX_PLUGIN_BYTES};
+use rawko_capability::{Access, FsGrants};
+
+/// Where a plugin comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A `.wasm` file, absolute.
+    File(PathBuf),
+    /// An `https://` URL (or `http://` to this machine).
+    Url(Url),
+    /// An OCI reference.
+    Oci(oci::Reference),
+}
+
+impl Source {
+    /// Parse a SOURCE argument; relative paths are relative to `cwd`.
+    pub fn parse(s: &str, cwd: &Path) -> Result<Source, String> {
+        if s.starts_with("oci://") {
+            return oci::Reference::parse(s).map(Source::Oci);
+        }
+        if s.starts_with("https://") || s.starts_with("http://") {
+            let url = Url::parse(s).map_err(|e| format!("`{s}` is not a URL: {e}"))?;
+            fetch::check_scheme(&url).map_err(|e| e.to_string())?;
+            return Ok(Source::Url(url));
+        }
+        if let Some((scheme, _)) = s.split_once("://") {
+            return Err(format!(
+                "`{scheme}://` sources are not supported: give a .wasm file, an https:// URL or an oci:// reference"
+            ));
+        }
+        let path = cwd.join(s);
+        Ok(Source::File(path))
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::File(p) => write!(f, "{}", p.display()),
+            Source::Url(u) => write!(f, "{u}"),
+            Source::Oci(r) => write!(f, "{r}"),
+        }
+    }
+}
+
+/// A plugin's bytes and whatever came with them.
+#[derive(Debug)]
+pub struct Fetched {
+    pub wasm: Vec<u8>,
+    /// The `.minisig` text found beside the plugin, if any.
+    pub signature: Option<String>,
+    /// Where the signature came from, for messages.
+    pub signature_origin: Option<String>,
+    /// The manifest digest an OCI tag resolved to.
+    pub resolved: Option<String>,
+}
+
+/// Fetch a plugin. A signature is looked for beside it: `FILE.minisig`, `URL.minisig`, or the
+/// OCI manifest's signature annotation.
+pub async fn fetch(source: &Source) -> Result<Fetched, FetchError> {
+    match source {
+        Source::File(path) => {
+            let wasm = read_limited(path, MAX_PLUGIN_BYTES)?;
+            let sig_path = with_suffix(path, ".minisig");
+            let signature = match std::fs::read_to_string(&sig_path) {
+                Ok(s) => Some(s),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(FetchError::Other(format!("{}: {e}", sig_path.display()))),
+            };
+            Ok(Fetched {
+                wasm,
+                signature_origin: signature.as_ref().map(|_| sig_path.display().to_string()),
+                signature,
+                resolved: None,
+            })
+        }
+        Source::Url(url) => {
+            let client = fetch::client()?;
+            let wasm = fetch::get(&client, url, MAX_PLUGIN_BYTES, Some("downloading"), false)
+                .await?
+                .unwrap_or_default();
+            let sig_url = Url::parse(&format!("{url}.minisig"))
+                .map_err(|e| FetchError::Other(format!("{url}.minisig: {e}")))?;
+            let signature = fetch::get(&client, &sig_url, MAX_DOC_BYTES, None, true)
+                .await?
+                .map(|b| String::from_utf8_lossy(&b).into_owned());
+            Ok(Fetched {
+                wasm,
+                signature_origin: signature.as_ref().map(|_| sig_url.to_string()),
+                signature,
+                resolved: None,
+            })
+        }
+        Source::Oci(reference) => {
+            let mut client = oci::Client::new(reference)?;
+            let pulled = client.pull(reference).await?;
+            Ok(Fetched {
+                wasm: pulled.wasm,
+                signature_origin: pulled
+                    .signature
+                    .as_ref()
+                    .map(|_| format!("{reference} (manifest annotation)")),
+                signature: pulled.signature,
+                resolved: Some(reference.pinned(&pulled.manifest_digest)),
+            })
+        }
+    }
+}
+
+fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, FetchError> {
+    let err = |e: std::io::Error| FetchError::Other(format!("{}: {e}", path.display()));
+    let meta = std::fs::metadata(path).map_err(err)?;
+    if meta.len() > limit {
+        return Err(FetchError::TooLarge {
+            url: path.display().to_string(),
+            limit,
+        });
+    }
+    std::fs::read(path).map_err(err)
+}
+
+/// `path` with `suffix` appended to its file name.
+pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_os_string();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// A fetched component, read and checked: its manifest agrees with its imports and exports.
+#[derive(Debug)]
+pub struct Examined {
+    pub info: ComponentInfo,
+    pub manifest: Manifest,
+    /// The `rawko:plugin` version it was built against.
+    pub wit: semver::Version,
+    /// `sha256:<hex>`.
+    pub digest: String,
+}
+
+/// Read `wasm`'s manifest and hold it against the component.
+pub fn examine(wasm: &[u8]) -> Result<Examined, ManifestError> {
+    let info = ComponentInfo::read(wasm)?;
+    let manifest = info.manifest()?;
+    let wit = info.check(&manifest)?;
+    Ok(Examined {
+        info,
+        manifest,
+        wit,
+        digest: format!("sha256:{}", sha256_hex(wasm)),
+    })
+}
+
+/// Normalize a digest given by a user: `sha256:HEX` or bare `HEX`, any case.
+pub fn parse_digest(s: &str) -> Result<String, String> {
+    let hex = s
+        .trim()
+        .strip_prefix("sha256:")
+        .unwrap_or(s.trim())
+        .to_ascii_lowercase();
+    if hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        Ok(format!("sha256:{hex}"))
+    } else {
+        Err(format!(
+            "`{s}` is not a SHA-256 digest (64 hex digits, optionally after `sha256:`)"
+        ))
+    }
+}
+
+/// A relative path in its plain form: no `.` components, no trailing `/`; `.` for the workspace.
+pub fn normalize_rel(p: &str) -> String {
+    let path = Path::new(p);
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        ".".into()
+    } else {
+        out.to_string_lossy().into_owned()
+    }
+}
+
+/// The filesystem an installed plugin may ever reach in `workspace`: its `fs.read` and
+/// `fs.write` grants as directories. Granted paths that do not exist there are left out.
+pub fn fs_limit(grants: &[Grant], workspace: &Path) -> FsGrants {
+    let mut limit = FsGrants::none();
+    for g in grants {
+        let (path, access) = match g {
+            Grant::FsRead(p) => (p, Access::ReadOnly),
+            Grant::FsWrite(p) => (p, Access::ReadWrite),
+            _ => continue,
+        };
+        if let Err(e) = limit.grant(workspace, Path::new(path), access) {
+            tracing::debug!("grant {g} does not apply here: {e}");
+        }
+    }
+    limit
+}
+
+/// The lowercase hex SHA-256 of `bytes`: how plugins, lockfile entries and OCI blobs are named.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_parse() {
+        let cwd = Path::new("/w");
+        assert_eq!(
+            Source::parse("p.wasm", cwd).unwrap(),
+            Source::File("/w/p.wasm".into())
+        );
+        assert!(matches!(
+            Source::parse("https://example.com/p.wasm", cwd).unwrap(),
+            Source::Url(_)
+        ));
+        assert!(Source::parse("http://example.com/p.wasm", cwd).is_err());
+        assert!(Source::parse("http://127.0.0.1:8080/p.wasm", cwd).is_ok());
+        assert!(Source::parse("ftp://example.com/p.wasm", cwd).is_err());
+        assert!(matches!(
+            Source::parse("oci://127.0.0.1:5000/a/b:1", cwd).unwrap(),
+            Source::Oci(_)
+        ));
+    }
+
+    #[test]
+    fn digests_and_paths_normalize() {
+        let hex = "AB".repeat(32);
+        assert_eq!(
+            parse_digest(&format!("sha256:{hex}")).unwrap(),
+            format!("sha256:{}", hex.to_lowercase())
+        );
+        assert!(parse_digest("abc").is_err());
+        assert_eq!(normalize_rel("./"), ".");
+        assert_eq!(normalize_rel("./src/"), "src");
+        assert_eq!(normalize_rel("/abs/./x"), "/abs/x");
+    }
+
+    #[test]
+    fn the_fs_limit_holds_only_fs_grants_that_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(ws.join("src")).unwrap();
+        let limit = fs_limit(
+            &[
+                Grant::FsRead(".".into()),
+                Grant::FsWrite("src".into()),
+                Grant::FsWrite("missing".into()),
+                Grant::NetHttp("example.com".into()),
+            ],
+            &ws,
+        );
+        assert_eq!(limit.access(&ws.join("a")), Some(Access::ReadOnly));
+        assert_eq!(limit.access(&ws.join("src/a")), Some(Access::ReadWrite));
+        assert_eq!(limit.iter().count(), 2);
+    }
+}

@@ -1,0 +1,674 @@
+//! Plugins in OCI registries: the part of the distribution API rawko needs, and the CNCF wasm
+//! artifact layout.
+//!
+//! A plugin is pushed as an OCI image manifest with a config of type
+//! `application/vnd.wasm.config.v0+json` and exactly one `application/wasm` layer, the component,
+//! as other wasm tooling does, so either side can pull what the other pushed. A minisign
+//! signature, when there is one, rides along as the manifest annotation [`SIGNATURE_ANNOTATION`].
+//!
+//! Registries that ask for authentication get it: a `Bearer` challenge is answered by fetching a
+//! token from the realm it names (anonymously, or with `RAWKO_REGISTRY_USERNAME` /
+//! `RAWKO_REGISTRY_PASSWORD`), a `Basic` one with those credentials. Every manifest and blob is
+//! checked against its digest; a tag is resolved to a manifest digest once and everything after
+//! that is fetched by digest.
+
+use std::collections::BTreeMap;
+
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, LOCATION, WWW_AUTHENTICATE};
+use reqwest::{Method, StatusCode, Url};
+use serde::{Deserialize, Serialize};
+
+use super::fetch::{self, FetchError, MAX_DOC_BYTES, MAX_PLUGIN_BYTES};
+use crate::sha256_hex;
+
+pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
+pub const WASM_MEDIA_TYPE: &str = "application/wasm";
+/// Layer type some older wasm tooling pushes; accepted when pulling.
+const LEGACY_WASM_MEDIA_TYPE: &str = "application/vnd.wasm.content.layer.v1+wasm";
+/// Manifest annotation holding the `.minisig` text.
+pub const SIGNATURE_ANNOTATION: &str = "dev.rawko.plugin.minisig";
+
+/// `oci://registry[:port]/repository[:tag][@sha256:digest]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reference {
+    pub registry: String,
+    pub repository: String,
+    pub tag: Option<String>,
+    pub digest: Option<String>,
+}
+
+impl Reference {
+    pub fn parse(s: &str) -> Result<Reference, String> {
+        let bad = |why: &str| {
+            format!(
+                "`{s}` is not an OCI reference ({why}); write oci://registry/repository:tag or oci://registry/repository@sha256:DIGEST"
+            )
+        };
+        let rest = s
+            .strip_prefix("oci://")
+            .ok_or_else(|| bad("no oci:// prefix"))?;
+        let (registry, path) = rest.split_once('/').ok_or_else(|| bad("no repository"))?;
+        if registry.is_empty() || registry.contains(['@', '?', '#']) {
+            return Err(bad("no registry host"));
+        }
+        let (path, digest) = match path.split_once('@') {
+            Some((p, d)) => (p, Some(d.to_string())),
+            None => (path, None),
+        };
+        // A tag follows the last `:` after the last `/`.
+        let (repository, tag) = match path.rsplit_once(':') {
+            Some((r, t)) if !t.contains('/') => (r, Some(t.to_string())),
+            _ => (path, None),
+        };
+        let repo_ok = !repository.is_empty()
+            && repository.split('/').all(|c| {
+                !c.is_empty()
+                    && c.chars().all(|ch| {
+                        ch.is_ascii_lowercase() || ch.is_ascii_digit() || "._-".contains(ch)
+                    })
+            });
+        if !repo_ok {
+            return Err(bad(
+                "the repository must be lowercase letters, digits, `.`, `_`, `-` and `/`",
+            ));
+        }
+        if let Some(t) = &tag {
+            let ok = !t.is_empty()
+                && t.len() <= 128
+                && t.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+            if !ok {
+                return Err(bad("a tag is letters, digits, `.`, `_` and `-`"));
+            }
+        }
+        if let Some(d) = &digest
+            && !is_sha256_digest(d)
+        {
+            return Err(bad("a digest is sha256: and 64 lowercase hex digits"));
+        }
+        if tag.is_none() && digest.is_none() {
+            return Err(bad("no tag or digest"));
+        }
+        Ok(Reference {
+            registry: registry.to_ascii_lowercase(),
+            repository: repository.to_string(),
+            tag,
+            digest,
+        })
+    }
+
+    /// The tag or digest to ask the registry for (the digest when both are given).
+    fn reference(&self) -> &str {
+        self.digest
+            .as_deref()
+            .or(self.tag.as_deref())
+            .expect("a parsed reference has a tag or a digest")
+    }
+
+    /// This reference pinned to a manifest digest.
+    pub fn pinned(&self, digest: &str) -> String {
+        format!("oci://{}/{}@{digest}", self.registry, self.repository)
+    }
+
+    fn base(&self) -> Result<Url, FetchError> {
+        // Registries on this machine speak plain HTTP, as Docker assumes for localhost.
+        let host = self.registry.split(':').next().unwrap_or_default();
+        let scheme = if host == "localhost" || host.starts_with("127.") || host == "[::1]" {
+            "http"
+        } else {
+            "https"
+        };
+        Url::parse(&format!("{scheme}://{}/", self.registry))
+            .map_err(|e| FetchError::Other(format!("registry `{}`: {e}", self.registry)))
+    }
+}
+
+impl std::fmt::Display for Reference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "oci://{}/{}", self.registry, self.repository)?;
+        if let Some(t) = &self.tag {
+            write!(f, ":{t}")?;
+        }
+        if let Some(d) = &self.digest {
+            write!(f, "@{d}")?;
+        }
+        Ok(())
+    }
+}
+
+pub fn is_sha256_digest(d: &str) -> bool {
+    d.strip_prefix("sha256:")
+        .is_some_and(|h| h.len() == 64 && h.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')))
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Descriptor {
+    media_type: String,
+    digest: String,
+    size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ImageManifest {
+    schema_version: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    media_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    artifact_type: Option<String>,
+    config: Descriptor,
+    layers: Vec<Descriptor>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+/// The wasm config blob (CNCF wasm OCI artifact layout).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WasmConfig {
+    created: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    author: Option<String>,
+    architecture: &'static str,
+    os: &'static str,
+    layer_digests: Vec<String>,
+    component: ComponentSummary,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct ComponentSummary {
+    exports: Vec<String>,
+    imports: Vec<String>,
+}
+
+/// What a pull brings back.
+#[derive(Debug)]
+pub struct Pulled {
+    /// `sha256:` digest of the manifest, what a tag pointed at.
+    pub manifest_digest: String,
+    pub wasm: Vec<u8>,
+    pub signature: Option<String>,
+}
+
+/// What to push.
+#[derive(Debug)]
+pub struct Artifact<'a> {
+    pub wasm: &'a [u8],
+    pub imports: Vec<String>,
+    pub exports: Vec<String>,
+    pub author: Option<String>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A client for one registry.
+#[derive(Debug)]
+pub struct Client {
+    http: reqwest::Client,
+    base: Url,
+    /// The `Authorization` header value to send, once a challenge has been answered.
+    auth: Option<String>,
+}
+
+impl Client {
+    pub fn new(reference: &Reference) -> Result<Client, FetchError> {
+        Ok(Client {
+            http: fetch::client()?,
+            base: reference.base()?,
+            auth: None,
+        })
+    }
+
+    fn url(&self, path: &str) -> Result<Url, FetchError> {
+        self.base
+            .join(path)
+            .map_err(|e| FetchError::Other(format!("{path}: {e}")))
+    }
+
+    /// Send a request built by `build`, answering one authentication challenge if the registry
+    /// makes it. `scope` is the token scope to ask for.
+    async fn send(
+        &mut self,
+        scope: &str,
+        build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, FetchError> {
+        for attempt in 0..2 {
+            let mut req = build(&self.http);
+            if let Some(auth) = &self.auth {
+                req = req.header(AUTHORIZATION, auth);
+            }
+            let req = req
+                .build()
+                .map_err(|e| FetchError::Other(fetch::describe(&e)))?;
+            let url = req.url().clone();
+            fetch::check_scheme(&url)?;
+            let resp = self.http.execute(req).await.map_err(|e| FetchError::Http {
+                url: url.to_string(),
+                message: fetch::describe(&e),
+            })?;
+            if resp.status() != StatusCode::UNAUTHORIZED || attempt == 1 {
+                return Ok(resp);
+            }
+            let challenge = resp
+                .headers()
+                .get(WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            self.auth = Some(self.answer(&url, &challenge, scope).await?);
+        }
+        unreachable!("the loop returns on its second pass")
+    }
+
+    /// The `Authorization` value answering `challenge`.
+    async fn answer(&self, url: &Url, challenge: &str, scope: &str) -> Result<String, FetchError> {
+        let creds = credentials();
+        let (scheme, params) = parse_challenge(challenge);
+        match scheme.to_ascii_lowercase().as_str() {
+            "basic" => {
+                let Some((user, pass)) = creds else {
+                    return Err(FetchError::Status {
+                        url: url.to_string(),
+                        status: 401,
+                        hint: ": the registry wants a user name and password; set RAWKO_REGISTRY_USERNAME and RAWKO_REGISTRY_PASSWORD".into(),
+                    });
+                };
+                let probe = self
+                    .http
+                    .get(url.clone())
+                    .basic_auth(user, Some(pass))
+                    .build()
+                    .map_err(|e| FetchError::Other(fetch::describe(&e)))?;
+                let value = probe
+                    .headers()
+                    .get(AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
+                Ok(value)
+            }
+            "bearer" => {
+                let realm = params.get("realm").ok_or_else(|| {
+                    FetchError::Other(format!(
+                        "{url}: the registry asked for a token without saying where to get one"
+                    ))
+                })?;
+                let mut token_url = Url::parse(realm)
+                    .map_err(|e| FetchError::Other(format!("token realm `{realm}`: {e}")))?;
+                {
+                    let mut q = token_url.query_pairs_mut();
+                    if let Some(service) = params.get("service") {
+                        q.append_pair("service", service);
+                    }
+                    // The challenge's own scope, if any, names what this request needs.
+                    q.append_pair("scope", params.get("scope").map_or(scope, String::as_str));
+                }
+                fetch::check_scheme(&token_url)?;
+                let mut req = self.http.get(token_url.clone());
+                if let Some((user, pass)) = creds {
+                    req = req.basic_auth(user, Some(pass));
+                }
+                let resp = req.send().await.map_err(|e| FetchError::Http {
+                    url: token_url.to_string(),
+                    message: fetch::describe(&e),
+                })?;
+                if !resp.status().is_success() {
+                    return Err(FetchError::Status {
+                        url: token_url.to_string(),
+                        status: resp.status().as_u16(),
+                        hint: ": the registry's token service refused (set RAWKO_REGISTRY_USERNAME and RAWKO_REGISTRY_PASSWORD if it needs a login)".into(),
+                    });
+                }
+                let body = fetch::read_body(resp, MAX_DOC_BYTES, None).await?;
+                #[derive(Deserialize)]
+                struct Token {
+                    token: Option<String>,
+                    access_token: Option<String>,
+                }
+                let t: Token = serde_json::from_slice(&body).map_err(|e| {
+                    FetchError::Other(format!("{token_url}: not a token response: {e}"))
+                })?;
+                let token = t.token.or(t.access_token).ok_or_else(|| {
+                    FetchError::Other(format!("{token_url}: the token response holds no token"))
+                })?;
+                Ok(format!("Bearer {token}"))
+            }
+            _ => Err(FetchError::Status {
+                url: url.to_string(),
+                status: 401,
+                hint: format!(": unsupported authentication `{challenge}`"),
+            }),
+        }
+    }
+
+    /// Pull the plugin `reference` names: its manifest (checked against the digest when the
+    /// reference has one), then its one wasm layer (checked against the layer's digest).
+    pub async fn pull(&mut self, reference: &Reference) -> Result<Pulled, FetchError> {
+        let scope = format!("repository:{}:pull", reference.repository);
+        let url = self.url(&format!(
+            "v2/{}/manifests/{}",
+            reference.repository,
+            reference.reference()
+        ))?;
+        let resp = self
+            .send(&scope, |c| {
+                c.get(url.clone()).header(
+                    ACCEPT,
+                    format!("{MANIFEST_MEDIA_TYPE}, application/vnd.docker.distribution.manifest.v2+json"),
+                )
+            })
+            .await?;
+        let resp = ok_or_status(resp, "manifest")?;
+        let body = fetch::read_body(resp, MAX_DOC_BYTES, None).await?;
+        let manifest_digest = format!("sha256:{}", sha256_hex(&body));
+        if let Some(want) = &reference.digest
+            && *want != manifest_digest
+        {
+            return Err(FetchError::Other(format!(
+                "{reference}: the registry returned a manifest with digest {manifest_digest}, not the one asked for"
+            )));
+        }
+        let manifest: ImageManifest = serde_json::from_slice(&body).map_err(|e| {
+            FetchError::Other(format!("{reference}: not an OCI image manifest: {e}"))
+        })?;
+        let wasm_layers: Vec<&Descriptor> = manifest
+            .layers
+            .iter()
+            .filter(|l| l.media_type == WASM_MEDIA_TYPE || l.media_type == LEGACY_WASM_MEDIA_TYPE)
+            .collect();
+        let layer = match wasm_layers.as_slice() {
+            [one] => *one,
+            [] => {
+                return Err(FetchError::Other(format!(
+                    "{reference}: not a wasm artifact (no `{WASM_MEDIA_TYPE}` layer; config type `{}`)",
+                    manifest.config.media_type
+                )));
+            }
+            many => {
+                return Err(FetchError::Other(format!(
+                    "{reference}: {} wasm layers; a plugin artifact has exactly one",
+                    many.len()
+                )));
+            }
+        };
+        if !is_sha256_digest(&layer.digest) {
+            return Err(FetchError::Other(format!(
+                "{reference}: layer digest `{}` is not a sha256 digest",
+                layer.digest
+            )));
+        }
+        if layer.size > MAX_PLUGIN_BYTES {
+            return Err(FetchError::TooLarge {
+                url: reference.to_string(),
+                limit: MAX_PLUGIN_BYTES,
+            });
+        }
+        let blob_url = self.url(&format!(
+            "v2/{}/blobs/{}",
+            reference.repository, layer.digest
+        ))?;
+        let resp = self.send(&scope, |c| c.get(blob_url.clone())).await?;
+        let resp = ok_or_status(resp, "layer")?;
+        let wasm = fetch::read_body(resp, layer.size, Some("downloading")).await?;
+        let got = format!("sha256:{}", sha256_hex(&wasm));
+        if got != layer.digest || wasm.len() as u64 != layer.size {
+            return Err(FetchError::Other(format!(
+                "{reference}: the wasm layer's bytes do not match its digest {} (got {got}, {} bytes)",
+                layer.digest,
+                wasm.len()
+            )));
+        }
+        let signature = manifest
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SIGNATURE_ANNOTATION))
+            .cloned();
+        Ok(Pulled {
+            manifest_digest,
+            wasm,
+            signature,
+        })
+    }
+
+    /// Push `artifact` to `reference` (which needs a tag); returns the manifest digest.
+    pub async fn push(
+        &mut self,
+        reference: &Reference,
+        artifact: &Artifact<'_>,
+    ) -> Result<String, FetchError> {
+        let Some(tag) = reference.tag.clone() else {
+            return Err(FetchError::Other(format!(
+                "{reference}: publishing needs a tag (oci://registry/repository:TAG)"
+            )));
+        };
+        let scope = format!("repository:{}:pull,push", reference.repository);
+        let layer_digest = format!("sha256:{}", sha256_hex(artifact.wasm));
+        let config = WasmConfig {
+            created: now_rfc3339(),
+            author: artifact.author.clone(),
+            architecture: "wasm",
+            os: "wasip2",
+            layer_digests: vec![layer_digest.clone()],
+            component: ComponentSummary {
+                exports: artifact.exports.clone(),
+                imports: artifact.imports.clone(),
+            },
+        };
+        let config = serde_json::to_vec(&config).expect("the config serializes");
+        let config_digest = format!("sha256:{}", sha256_hex(&config));
+        self.upload(reference, &scope, &config_digest, &config)
+            .await?;
+        self.upload(reference, &scope, &layer_digest, artifact.wasm)
+            .await?;
+        let manifest = ImageManifest {
+            schema_version: 2,
+            media_type: Some(MANIFEST_MEDIA_TYPE.into()),
+            artifact_type: None,
+            config: Descriptor {
+                media_type: CONFIG_MEDIA_TYPE.into(),
+                digest: config_digest,
+                size: config.len() as u64,
+                annotations: None,
+            },
+            layers: vec![Descriptor {
+                media_type: WASM_MEDIA_TYPE.into(),
+                digest: layer_digest,
+                size: artifact.wasm.len() as u64,
+                annotations: None,
+            }],
+            annotations: (!artifact.annotations.is_empty()).then(|| artifact.annotations.clone()),
+        };
+        let body = serde_json::to_vec(&manifest).expect("the manifest serializes");
+        let digest = format!("sha256:{}", sha256_hex(&body));
+        let url = self.url(&format!("v2/{}/manifests/{tag}", reference.repository))?;
+        let resp = self
+            .send(&scope, |c| {
+                c.put(url.clone())
+                    .header(CONTENT_TYPE, MANIFEST_MEDIA_TYPE)
+                    .body(body.clone())
+            })
+            .await?;
+        ok_or_status(resp, "manifest upload")?;
+        Ok(digest)
+    }
+
+    /// Upload one blob unless the registry has it: a monolithic upload (POST, then PUT with the
+    /// digest).
+    async fn upload(
+        &mut self,
+        reference: &Reference,
+        scope: &str,
+        digest: &str,
+        bytes: &[u8],
+    ) -> Result<(), FetchError> {
+        let repo = &reference.repository;
+        let head = self.url(&format!("v2/{repo}/blobs/{digest}"))?;
+        let resp = self
+            .send(scope, |c| c.request(Method::HEAD, head.clone()))
+            .await?;
+        if resp.status().is_success() {
+            return Ok(());
+        }
+        let start = self.url(&format!("v2/{repo}/blobs/uploads/"))?;
+        let resp = self.send(scope, |c| c.post(start.clone())).await?;
+        let resp = ok_or_status(resp, "blob upload")?;
+        let location = resp
+            .headers()
+            .get(LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| {
+                FetchError::Other(format!("{start}: the registry gave no upload location"))
+            })?;
+        let mut put = resp
+            .url()
+            .join(location)
+            .map_err(|e| FetchError::Other(format!("upload location `{location}`: {e}")))?;
+        put.query_pairs_mut().append_pair("digest", digest);
+        let body = bytes.to_vec();
+        let resp = self
+            .send(scope, |c| {
+                c.put(put.clone())
+                    .header(CONTENT_TYPE, "application/octet-stream")
+                    .body(body.clone())
+            })
+            .await?;
+        ok_or_status(resp, "blob upload")?;
+        Ok(())
+    }
+}
+
+fn ok_or_status(resp: reqwest::Response, what: &str) -> Result<reqwest::Response, FetchError> {
+    let status = resp.status();
+    if status.is_success() {
+        return Ok(resp);
+    }
+    let hint = match status {
+        StatusCode::NOT_FOUND => format!(" (no such {what})"),
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+            " (not allowed; set RAWKO_REGISTRY_USERNAME and RAWKO_REGISTRY_PASSWORD if the registry needs a login)".into()
+        }
+        _ => String::new(),
+    };
+    Err(FetchError::Status {
+        url: resp.url().to_string(),
+        status: status.as_u16(),
+        hint,
+    })
+}
+
+fn credentials() -> Option<(String, String)> {
+    let user = std::env::var("RAWKO_REGISTRY_USERNAME")
+        .ok()
+        .filter(|u| !u.is_empty())?;
+    let pass = std::env::var("RAWKO_REGISTRY_PASSWORD").unwrap_or_default();
+    Some((user, pass))
+}
+
+/// `Bearer realm="...",service="...",scope="..."` -> ("Bearer", params).
+fn parse_challenge(header: &str) -> (String, BTreeMap<String, String>) {
+    let header = header.trim();
+    let (scheme, rest) = header.split_once(' ').unwrap_or((header, ""));
+    let mut params = BTreeMap::new();
+    let mut rest = rest.trim();
+    while !rest.is_empty() {
+        let Some((key, after)) = rest.split_once('=') else {
+            break;
+        };
+        let key = key
+            .trim()
+            .trim_start_matches(',')
+            .trim()
+            .to_ascii_lowercase();
+        let after = after.trim_start();
+        let (value, next) = if let Some(quoted) = after.strip_prefix('"') {
+            match quoted.find('"') {
+                Some(end) => (&quoted[..end], &quoted[end + 1..]),
+                None => (quoted, ""),
+            }
+        } else {
+            match after.find(',') {
+                Some(end) => (&after[..end], &after[end..]),
+                None => (after, ""),
+            }
+        };
+        params.insert(key, value.to_string());
+        rest = next.trim_start().trim_start_matches(',').trim_start();
+    }
+    (scheme.to_string(), params)
+}
+
+/// Now, as RFC 3339 in UTC (`2024-01-02T03:04:05Z`).
+fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    // Civil-from-days (proleptic Gregorian), after Howard Hinnant's algorithm.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_parse() {
+        let r = Reference::parse("oci://127.0.0.1:5000/rawko/hello:1.0").unwrap();
+        assert_eq!(r.registry, "127.0.0.1:5000");
+        assert_eq!(r.repository, "rawko/hello");
+        assert_eq!(r.tag.as_deref(), Some("1.0"));
+        let d = format!("sha256:{}", "a".repeat(64));
+        let r = Reference::parse(&format!("oci://ghcr.io/o/p@{d}")).unwrap();
+        assert_eq!((r.tag, r.digest.as_deref()), (None, Some(d.as_str())));
+        for bad in [
+            "ghcr.io/o/p:1",
+            "oci://ghcr.io/o/p",
+            "oci://ghcr.io/O/p:1",
+            "oci://ghcr.io/o/p@sha256:abc",
+            "oci:///p:1",
+        ] {
+            assert!(Reference::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn challenges_parse() {
+        let (s, p) = parse_challenge(
+            r#"Bearer realm="https://auth.example.com/token",service="registry.example.com",scope="repository:a/b:pull""#,
+        );
+        assert_eq!(s, "Bearer");
+        assert_eq!(p["realm"], "https://auth.example.com/token");
+        assert_eq!(p["service"], "registry.example.com");
+        assert_eq!(p["scope"], "repository:a/b:pull");
+        let (s, p) = parse_challenge(r#"Basic realm="Registry Realm""#);
+        assert_eq!(
+            (s.as_str(), p["realm"].as_str()),
+            ("Basic", "Registry Realm")
+        );
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        let t = now_rfc3339();
+        assert_eq!(t.len(), 20, "{t}");
+        assert!(t.starts_with("20") && t.ends_with('Z'), "{t}");
+    }
+}

@@ -1,0 +1,490 @@
+//! `rawko plugin new`: a plugin crate of any kind (tool, adapter, bash filter) that builds and
+//! installs as it is.
+//!
+//! The new crate depends on the guest SDK by path (the SDK finds the `rawko:plugin` WIT next to
+//! itself), so it needs a rawko checkout: by default the one this rawko was built from, else the
+//! SDK directory given with `--sdk` or `RAWKO_SDK`. The checkout's `Cargo.lock` and
+//! `rust-toolchain.toml` are copied in so the plugin builds with the same toolchain and the same
+//! dependency versions rawko is tested with.
+
+use std::path::{Path, PathBuf};
+
+use super::manifest::Kind;
+
+/// The SDK directory in the checkout this binary was built from.
+pub fn default_sdk() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plugins/sdk")
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScaffoldError {
+    #[error("{0}")]
+    Bad(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Write a new `kind` plugin crate called `name` into `dir` (which must not exist yet), using the
+/// SDK at `sdk`. Returns the files written.
+pub fn create(
+    kind: Kind,
+    name: &str,
+    dir: &Path,
+    sdk: &Path,
+) -> Result<Vec<PathBuf>, ScaffoldError> {
+    let name_ok = !name.is_empty()
+        && name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !name_ok {
+        return Err(ScaffoldError::Bad(format!(
+            "`{name}` is not a plugin name: lowercase letters, digits and `-`, starting with a letter"
+        )));
+    }
+    let sdk = sdk.canonicalize().map_err(|e| {
+        ScaffoldError::Bad(format!(
+            "the guest SDK is not at {} ({e}); point --sdk (or RAWKO_SDK) at plugins/sdk in a rawko checkout",
+            sdk.display()
+        ))
+    })?;
+    if !sdk.join("Cargo.toml").is_file() || !sdk.join("../../wit").is_dir() {
+        return Err(ScaffoldError::Bad(format!(
+            "{} is not the rawko guest SDK (plugins/sdk in a rawko checkout, with wit/ two levels up)",
+            sdk.display()
+        )));
+    }
+    if dir.exists() {
+        return Err(ScaffoldError::Bad(format!(
+            "{} already exists; choose another name or directory",
+            dir.display()
+        )));
+    }
+    let files = files(kind, name, &toml_string(&sdk.to_string_lossy()));
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ScaffoldError::Io { path, source }
+    };
+    let mut written = Vec::new();
+    for (rel, text) in &files {
+        let path = dir.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap_or(dir)).map_err(io(&path))?;
+        std::fs::write(&path, text).map_err(io(&path))?;
+        written.push(path);
+    }
+    // The checkout's toolchain and dependency versions, so the plugin builds as rawko's do.
+    let checkout = sdk.join("../..");
+    for file in ["rust-toolchain.toml", "Cargo.lock"] {
+        let from = checkout.join(file);
+        if from.is_file() {
+            let to = dir.join(file);
+            std::fs::copy(&from, &to).map_err(io(&to))?;
+            written.push(to);
+        }
+    }
+    Ok(written)
+}
+
+/// The files of a new `kind` plugin called `name` (relative path, content), with the SDK at
+/// `sdk_path` (a TOML string).
+fn files(kind: Kind, name: &str, sdk_path: &str) -> Vec<(&'static str, String)> {
+    let camel = camel(name);
+    let crate_name = name.replace('-', "_");
+    let (feature, extra_deps) = match kind {
+        Kind::Tool => (
+            "tool",
+            "serde = { version = \"1\", features = [\"derive\"] }\n\
+             schemars = { version = \"1\", default-features = false, features = [\"derive\", \"std\"] }\n",
+        ),
+        Kind::Adapter => (
+            "adapter",
+            "serde = { version = \"1\", features = [\"derive\"] }\nserde_json = \"1\"\n",
+        ),
+        Kind::BashFilter => ("bash-filter", ""),
+    };
+    let cargo_toml = format!(
+        r#"[package]
+name = "{name}"
+version = "0.1.0"
+edition = "2024"
+publish = false
+
+[lib]
+crate-type = ["cdylib"]
+
+[dependencies]
+# The guest SDK, from a rawko checkout (it finds the rawko:plugin WIT beside itself).
+rawko-plugin-sdk = {{ path = {sdk_path}, features = ["{feature}"] }}
+{extra_deps}
+[profile.release]
+lto = true
+codegen-units = 1
+strip = "debuginfo"
+
+# A plugin is its own workspace, wherever it is created.
+[workspace]
+"#
+    );
+    let manifest_head = |description: &str| {
+        format!(
+            r#"# What rawko shows before installing this plugin; checked against the component itself.
+name: {name}
+version: 0.1.0
+kinds: [{kind}]
+description: "{description}"
+# license: Apache-2.0
+# publisher: Your Name <you@example.com>
+# The rawko:plugin WIT versions this plugin works with.
+wit: "^{wit}"
+"#,
+            wit = rawko_wit::VERSION
+        )
+    };
+    let (manifest, lib, usage) = match kind {
+        Kind::Tool => tool_files(name, &camel, &crate_name),
+        Kind::Adapter => adapter_files(name, &camel),
+        Kind::BashFilter => filter_files(name, &camel),
+    };
+    let readme = format!(
+        r#"# {name}
+
+A rawko {kind} plugin. Build it and install it:
+
+```sh
+cargo build --target wasm32-wasip2 --release
+rawko plugin inspect target/wasm32-wasip2/release/{crate_name}.wasm
+rawko plugin install target/wasm32-wasip2/release/{crate_name}.wasm
+```
+
+{usage}
+`rawko-plugin.yaml` is the manifest rawko shows before installing (`rawko plugin inspect` reads
+it from the built `.wasm`): declare every capability the plugin needs, with a reason. The user
+grants some or all of them at install, and the plugin gets nothing else.
+"#
+    );
+    vec![
+        ("Cargo.toml", cargo_toml),
+        (
+            "rawko-plugin.yaml",
+            manifest_head(&manifest.0) + &manifest.1,
+        ),
+        ("src/lib.rs", lib),
+        ("README.md", readme),
+    ]
+}
+
+/// A kind's manifest (description, the rest), `src/lib.rs`, and how to use it once installed.
+type KindFiles = ((String, String), String, String);
+
+fn tool_files(name: &str, tool: &str, crate_name: &str) -> KindFiles {
+    let manifest = format!(
+        r#"# Every capability needs a reason; the user sees it before granting. For example:
+# capabilities:
+#   fs.read:
+#     ".": "reads the files an agent asks about"
+#   fs.write:
+#     "out": "writes its reports to out/"
+capabilities: {{}}
+provides:
+  tools: [{tool}]
+"#
+    );
+    let lib = format!(
+        r#"//! {name}: a rawko tool plugin.
+
+use rawko_plugin_sdk::tool::{{Context, Tool, ToolError}};
+
+/// The tool's input; its JSON Schema is derived from this type.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct {tool}Input {{
+    /// Who to greet.
+    pub name: String,
+}}
+
+pub struct {tool};
+
+impl Tool for {tool} {{
+    const NAME: &'static str = "{tool}";
+    const DESCRIPTION: &'static str = "Greets someone by name.";
+    type Input = {tool}Input;
+
+    fn call(input: {tool}Input, _cx: &Context) -> Result<String, ToolError> {{
+        if input.name.trim().is_empty() {{
+            return Err(ToolError::InvalidInput("name is empty".into()));
+        }}
+        Ok(format!("Hello, {{}}!", input.name))
+    }}
+}}
+
+rawko_plugin_sdk::export_tools!({tool});
+rawko_plugin_sdk::manifest!();
+"#
+    );
+    let usage = format!(
+        r#"Try it before installing, then call it as an agent would:
+
+```sh
+rawko tool call {tool} --plugin target/wasm32-wasip2/release/{crate_name}.wasm --input '{{"name": "world"}}'
+rawko tool call {tool} --input '{{"name": "world"}}'
+```
+"#
+    );
+    ((format!("{tool} greets someone."), manifest), lib, usage)
+}
+
+fn adapter_files(name: &str, adapter: &str) -> KindFiles {
+    let manifest = format!(
+        r#"# Every capability needs a reason; the user sees it before granting. An adapter reaches the
+# network only through rawko, and only the hosts granted here (a host without a port admits
+# any port on it). rawko adds the API key from a granted variable to the requests itself.
+capabilities:
+  net.http:
+    "api.example.com": "sends the conversation to the model's API"
+  env:
+    "EXAMPLE_API_KEY": "rawko adds this API key to the requests (the plugin never sees it)"
+provides:
+  adapters: [{name}]
+"#
+    );
+    let lib = format!(
+        r#"//! {name}: a rawko adapter plugin, a client for one model provider's API.
+//!
+//! It sends the conversation as JSON to `POST {{base_url}}/complete` and expects
+//! `{{"text": "..."}}` back. Change `complete` to speak your provider's API: rawko sends the
+//! request only to hosts the user granted, and adds the API key itself.
+
+use rawko_plugin_sdk::adapter::{{Adapter, http}};
+use rawko_plugin_sdk::llm::{{AdapterError, Content, Request, Response, StopReason, Usage}};
+
+/// What the provider answers.
+#[derive(serde::Deserialize)]
+struct Reply {{
+    text: String,
+}}
+
+pub struct {adapter};
+
+impl Adapter for {adapter} {{
+    fn complete(request: Request) -> Result<Response, AdapterError> {{
+        let body = serde_json::json!({{
+            "model": request.model,
+            "system": request.system,
+            "messages": request.messages,
+        }});
+        let url = format!("{{}}/complete", request.base_url.trim_end_matches('/'));
+        let mut reply = http::Request::post(url).json(&body).send()?;
+        if !reply.is_success() {{
+            return Err(reply.error());
+        }}
+        let reply: Reply = serde_json::from_slice(&reply.read_all()?).map_err(|e| {{
+            AdapterError::malformed(format!("the reply is not {{{{\"text\": ...}}}}: {{e}}"))
+        }})?;
+        Ok(Response {{
+            content: vec![Content::text(reply.text)],
+            stop_reason: StopReason::EndTurn,
+            usage: Usage::default(),
+            model: request.model,
+        }})
+    }}
+}}
+
+rawko_plugin_sdk::export_adapter!({adapter});
+rawko_plugin_sdk::manifest!();
+"#
+    );
+    let usage = format!(
+        r#"Name it in an adapter instance of `config.yaml`, then ask it something:
+
+```yaml
+adapters:
+  mine:
+    plugin: {name}
+    model: some-model
+    base_url: https://api.example.com/v1
+    api_key_env: EXAMPLE_API_KEY
+```
+
+```sh
+rawko adapters check mine
+rawko ask --adapter mine 'Say hello'
+```
+"#
+    );
+    (
+        (format!("{adapter} talks to a model's API."), manifest),
+        lib,
+        usage,
+    )
+}
+
+fn filter_files(name: &str, filter: &str) -> KindFiles {
+    let manifest = format!(
+        r#"# A bash filter gets no files, network or secrets; it only judges commands.
+provides:
+  filters: [{name}]
+"#
+    );
+    let lib = format!(
+        r#"//! {name}: a rawko bash-filter plugin. rawko asks every filter in the chain before it runs a
+//! shell command; any deny wins.
+
+use rawko_plugin_sdk::bash_filter::{{Command, CommandVerdict, Decision, Filter, Policy, Verdict}};
+
+/// Programs this filter denies wherever they appear in a command line.
+const DENIED: &[&str] = &["curl", "wget"];
+
+pub struct {filter};
+
+impl Filter for {filter} {{
+    fn check(command: &Command, _policy: &Policy) -> Verdict {{
+        // The host denies what no filter can judge; so does this one.
+        if let Some(what) = command.unsupported.first() {{
+            return Verdict::deny(format!("the command contains {{what}}"));
+        }}
+        let verdicts = command
+            .commands
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {{
+                let program = c.program.name.as_str();
+                let denied = DENIED.contains(&program);
+                CommandVerdict {{
+                    index: i as u32,
+                    decision: if denied {{ Decision::Deny }} else {{ Decision::Allow }},
+                    rule: "{name}".into(),
+                    reason: if denied {{
+                        format!("{{program}} can reach the network")
+                    }} else {{
+                        "not on the list".into()
+                    }},
+                }}
+            }})
+            .collect();
+        Verdict::from_commands(verdicts)
+    }}
+}}
+
+rawko_plugin_sdk::export_filter!({filter});
+rawko_plugin_sdk::manifest!();
+"#
+    );
+    let usage = format!(
+        r#"Name it in `config.yaml`, and every shell command is put to it:
+
+```yaml
+bash:
+  filters: [{name}]
+```
+
+```sh
+rawko bash check --read . --allow 'curl *' -- curl https://example.com
+```
+"#
+    );
+    (
+        (format!("{filter} denies curl and wget."), manifest),
+        lib,
+        usage,
+    )
+}
+
+/// `hello-world` -> `HelloWorld`.
+fn camel(name: &str) -> String {
+    name.split('-')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let mut c = p.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// A TOML basic string.
+fn toml_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_become_tool_names() {
+        assert_eq!(camel("hello"), "Hello");
+        assert_eq!(camel("word-count2"), "WordCount2");
+        assert_eq!(toml_string(r#"a"b\c"#), r#""a\"b\\c""#);
+    }
+
+    #[test]
+    fn the_scaffold_manifest_is_valid() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("hello");
+        create(Kind::Tool, "hello", &out, &default_sdk()).unwrap();
+        let yaml = std::fs::read(out.join("rawko-plugin.yaml")).unwrap();
+        let m = super::super::Manifest::parse(&yaml).unwrap();
+        assert_eq!(m.provides.tools, vec!["Hello".to_string()]);
+        assert!(create(Kind::Tool, "hello", &out, &default_sdk()).is_err());
+        assert!(create(Kind::Tool, "Bad", &dir.path().join("b"), &default_sdk()).is_err());
+    }
+
+    /// Every kind gets a crate enabling exactly its SDK feature, exporting its interface, and
+    /// carrying a manifest that parses and names what it provides.
+    #[test]
+    fn every_kind_scaffolds_its_own_plugin() {
+        let dir = tempfile::tempdir().unwrap();
+        for (kind, export, provides) in [
+            (Kind::Tool, "export_tools!(WordCount)", "WordCount"),
+            (Kind::Adapter, "export_adapter!(WordCount)", "word-count"),
+            (Kind::BashFilter, "export_filter!(WordCount)", "word-count"),
+        ] {
+            let out = dir.path().join(kind.as_str());
+            let written = create(kind, "word-count", &out, &default_sdk()).unwrap();
+            assert!(written.contains(&out.join("Cargo.lock")), "{written:?}");
+            let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap();
+            let cargo = read("Cargo.toml");
+            assert!(
+                cargo.contains(&format!("features = [\"{kind}\"]")),
+                "{kind}: {cargo}"
+            );
+            let lib = read("src/lib.rs");
+            assert!(lib.contains(export), "{kind}: {lib}");
+            assert!(lib.contains("rawko_plugin_sdk::manifest!();"), "{kind}");
+            let m = super::super::Manifest::parse(read("rawko-plugin.yaml").as_bytes())
+                .unwrap_or_else(|e| panic!("{kind}: {e}"));
+            assert_eq!(m.kinds, vec![kind]);
+            let listed = match kind {
+                Kind::Tool => &m.provides.tools,
+                Kind::Adapter => &m.provides.adapters,
+                Kind::BashFilter => &m.provides.filters,
+            };
+            assert_eq!(listed, &vec![provides.to_string()]);
+            // An adapter's network import must be declared, or the install is refused.
+            assert_eq!(
+                m.requested()
+                    .iter()
+                    .any(|g| matches!(g, super::super::Grant::NetHttp(_))),
+                kind == Kind::Adapter,
+                "{kind}"
+            );
+            assert!(read("README.md").contains("rawko plugin install"), "{kind}");
+        }
+    }
+}

@@ -1,0 +1,696 @@
+//! A run session: everything a task needs from this workspace, assembled once and handed to the
+//! [`Engine`](crate::Engine).
+//!
+//! The engine knows agents, models and tools only through traits; this module binds them to the
+//! real things: the agent registry (a snapshot: a run keeps the agents it started with), the
+//! adapter instances from `config.yaml` opened on first use, the wasm tool plugins and the
+//! `Bash` host tool under each agent's own capabilities, and the workspace's trust decision.
+//!
+//! Capabilities are decided here, per call, from the agent definition and the trust decision,
+//! never from anything a model or a tool wrote: an agent that cannot write gets read-only
+//! grants; an agent from an untrusted workspace's `.rawko/agents` gets read-only tools only.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rawko_plugin_sdk::llm as wire;
+
+use crate::conversation::{Message, Role};
+use crate::events::{EventSink, RunEvent};
+use crate::llm::{Completion, CompletionRequest, Llm, LlmError, LlmFuture, ToolSpec};
+use crate::tools::{ToolFuture, ToolHost, ToolOutcome};
+use crate::{AgentLookup, LlmFor, LlmProvider};
+use rawko_adapters::{Adapter, AdapterInstance, OpenError, OpenOptions, Recorder};
+use rawko_agents::AgentOrigin;
+use rawko_agents::model::{Agent, ParamType};
+use rawko_agents::registry::Registry;
+use rawko_capability::{Access, FsGrants, GrantError};
+use rawko_runtime::progress::ProgressSink;
+use rawko_runtime::tool::CallContext;
+use rawko_runtime::{AdapterCallError, Budget, Runtime, ToolCallError};
+use rawko_shell::{Policy, Resolver};
+use rawko_store::{AuditEntry, Usage};
+use rawko_toolset::bash::{self, BashContext};
+use rawko_toolset::chain::Chain;
+use rawko_toolset::command_tool::{self, CommandToolContext};
+use rawko_toolset::{Provider, ToolSet};
+
+/// Tools an agent from an untrusted workspace may still call: they only read.
+pub const READ_ONLY_TOOLS: &[&str] = &["Read", "Glob", "Grep", "LS"];
+
+/// Most characters of one tool result the model is shown; the rest is cut with a notice.
+pub const MAX_RESULT_CHARS: usize = 60_000;
+
+/// An event sink the adapter's progress callbacks can hold.
+pub type SharedSink = Arc<dyn EventSink + Send + Sync>;
+
+/// The agents a run works with: a registry snapshot.
+pub struct Agents(pub Registry);
+
+impl AgentLookup for Agents {
+    fn agent(&self, name: &str) -> Option<Arc<Agent>> {
+        self.0.get(name)
+    }
+}
+
+/// Whether an agent's definition comes from a workspace the user has not trusted, which limits it
+/// to [`READ_ONLY_TOOLS`].
+pub fn untrusted_agent(agent: &Agent, workspace_trusted: bool) -> bool {
+    agent.source.origin == AgentOrigin::Workspace && !workspace_trusted
+}
+
+fn untrusted_reason(agent: &Agent) -> String {
+    format!(
+        "agent {} comes from this workspace's .rawko/agents and the workspace is not trusted: \
+         it may only use read-only tools ({}) until the user trusts the workspace (`rawko trust`)",
+        agent.name,
+        READ_ONLY_TOOLS.join(", ")
+    )
+}
+
+/// Runs tools for agents: the wasm tool plugins, `Bash`, and the agents' command tools.
+pub struct SessionTools {
+    rt: Rc<Runtime>,
+    workspace: PathBuf,
+    set: ToolSet,
+    chain: Chain,
+    resolver: Resolver,
+    workspace_trusted: bool,
+    /// The budget of one wasm tool call.
+    budget: Budget,
+    /// The workspace, granted read-only and read-write: what every call gets, made once.
+    read_only: FsGrants,
+    read_write: FsGrants,
+    /// Each agent's shell policy (its blocked patterns compiled), made on its first `Bash`.
+    policies: RefCell<HashMap<String, Rc<Policy>>>,
+}
+
+impl SessionTools {
+    /// Tools for agents working in `workspace` (absolute and canonical), each wasm call held to
+    /// `budget`; `workspace_trusted` decides what the workspace's own agents may do.
+    pub fn new(
+        rt: Rc<Runtime>,
+        workspace: PathBuf,
+        set: ToolSet,
+        chain: Chain,
+        workspace_trusted: bool,
+        budget: Budget,
+    ) -> Result<Self, GrantError> {
+        let grant = |access| {
+            let mut g = FsGrants::none();
+            g.grant(&workspace, &workspace, access).map(|()| g)
+        };
+        Ok(SessionTools {
+            resolver: Resolver::from_env(&[workspace.as_path()]),
+            read_only: grant(Access::ReadOnly)?,
+            read_write: grant(Access::ReadWrite)?,
+            rt,
+            workspace,
+            set,
+            chain,
+            workspace_trusted,
+            budget,
+            policies: RefCell::new(HashMap::new()),
+        })
+    }
+
+    /// The filesystem an agent's tools get: the workspace, read-write only if the agent may
+    /// change it and is trusted to.
+    fn grants_for(&self, agent: &Agent) -> &FsGrants {
+        if agent.can_write() && !untrusted_agent(agent, self.workspace_trusted) {
+            &self.read_write
+        } else {
+            &self.read_only
+        }
+    }
+
+    /// The agent's shell policy over its grants.
+    fn policy_for(&self, agent: &Agent) -> Result<Rc<Policy>, String> {
+        if let Some(p) = self.policies.borrow().get(&agent.name) {
+            return Ok(p.clone());
+        }
+        let policy = Rc::new(
+            Policy::new(
+                &self.workspace,
+                self.grants_for(agent),
+                agent.bash.allowed_commands.clone().unwrap_or_default(),
+                agent.bash.blocked_patterns.clone(),
+            )
+            .map_err(|e| format!("the agent's bash policy: {e}"))?,
+        );
+        self.policies
+            .borrow_mut()
+            .insert(agent.name.clone(), policy.clone());
+        Ok(policy)
+    }
+
+    fn decision(
+        agent: &Agent,
+        capability: &str,
+        detail: &str,
+        allow: bool,
+        reason: &str,
+    ) -> AuditEntry {
+        let decision = if allow { "allow" } else { "deny" };
+        AuditEntry::new(&agent.name, capability, detail, decision, reason)
+    }
+
+    /// Run tool `name` for `agent` with the agent's capabilities (the engine has checked that
+    /// the agent may call it).
+    pub async fn run(&self, agent: &Agent, name: &str, input: &str) -> ToolOutcome {
+        let mut decisions = Vec::new();
+        if untrusted_agent(agent, self.workspace_trusted) && !READ_ONLY_TOOLS.contains(&name) {
+            let why = untrusted_reason(agent);
+            decisions.push(Self::decision(agent, "tool", name, false, &why));
+            return denied(why, decisions);
+        }
+        let grants = self.grants_for(agent);
+        let access = if grants.iter().any(|g| g.access() == Access::ReadWrite) {
+            "fs.write"
+        } else {
+            "fs.read"
+        };
+
+        if let Some(tool) = agent.command_tools.iter().find(|t| t.name == name) {
+            decisions.push(Self::decision(
+                agent,
+                "exec",
+                &format!("{} {}", tool.command, tool.args.join(" ")),
+                true,
+                "a command tool of the agent's definition",
+            ));
+            let params = match serde_json::from_str::<serde_json::Value>(input) {
+                Ok(serde_json::Value::Object(m)) => m,
+                Ok(_) => {
+                    return failed(
+                        format!("{name}: the input must be a JSON object"),
+                        decisions,
+                    );
+                }
+                Err(e) => {
+                    return failed(
+                        format!("{name}: the input is not valid JSON ({e})"),
+                        decisions,
+                    );
+                }
+            };
+            let runner = command_tool::CommandTool {
+                name: tool.name.clone(),
+                command: tool.command.clone(),
+                args: tool.args.clone(),
+                timeout: None,
+            };
+            let write_paths: Vec<PathBuf> = grants
+                .iter()
+                .filter(|g| g.access() == Access::ReadWrite)
+                .map(|g| g.path().to_path_buf())
+                .collect();
+            let cx = CommandToolContext {
+                resolver: &self.resolver,
+                workspace: &self.workspace,
+                write_paths: &write_paths,
+            };
+            return match runner.run(&params, &cx).await {
+                Ok(out) => ok(out.text, decisions),
+                Err(e) => failed(e.to_string(), decisions),
+            };
+        }
+
+        let Some((provider, _)) = self.set.find(name) else {
+            return failed(
+                format!(
+                    "no tool named `{name}` (available: {})",
+                    self.set.names().join(", ")
+                ),
+                decisions,
+            );
+        };
+        let result = match provider {
+            Provider::Plugin(plugin) => {
+                decisions.push(Self::decision(
+                    agent,
+                    access,
+                    &self.workspace.display().to_string(),
+                    true,
+                    &format!("{name} ({}) on the workspace", plugin.name()),
+                ));
+                let cx = CallContext {
+                    workspace: &self.workspace,
+                    grants,
+                    budget: self.budget,
+                };
+                plugin.call(&self.rt, name, input, &cx).await
+            }
+            Provider::Host(_) => {
+                let policy = match self.policy_for(agent) {
+                    Ok(p) => p,
+                    Err(e) => return failed(e, decisions),
+                };
+                let cx = BashContext {
+                    rt: &self.rt,
+                    chain: &self.chain,
+                    policy: &policy,
+                    resolver: &self.resolver,
+                };
+                let command = serde_json::from_str::<serde_json::Value>(input)
+                    .ok()
+                    .and_then(|v| {
+                        v.get("command")
+                            .and_then(|c| c.as_str())
+                            .map(str::to_string)
+                    })
+                    .unwrap_or_default();
+                match bash::call(cx, input).await {
+                    Ok(outcome) => {
+                        decisions.push(Self::decision(
+                            agent,
+                            "exec",
+                            &command,
+                            true,
+                            &format!("{}: {}", outcome.check.decided_by, outcome.check.reason),
+                        ));
+                        Ok(outcome.output)
+                    }
+                    Err(e) => {
+                        if let ToolCallError::Tool { .. } = &e {
+                            decisions.push(Self::decision(
+                                agent,
+                                "exec",
+                                &command,
+                                false,
+                                &e.to_string(),
+                            ));
+                        }
+                        Err(e)
+                    }
+                }
+            }
+        };
+        match result {
+            Ok(out) => ok(out.content, decisions),
+            Err(
+                e @ ToolCallError::Tool {
+                    kind: rawko_runtime::tool::GuestErrorKind::Denied,
+                    ..
+                },
+            ) => denied(e.to_string(), decisions),
+            Err(e) => failed(e.to_string(), decisions),
+        }
+    }
+}
+
+/// Cut `text` to what the model is shown.
+fn capped(text: String) -> String {
+    match text.char_indices().nth(MAX_RESULT_CHARS) {
+        None => text,
+        Some((at, _)) => {
+            let total = text.chars().count();
+            format!(
+                "{}\n[output truncated: {MAX_RESULT_CHARS} of {total} characters shown]",
+                &text[..at]
+            )
+        }
+    }
+}
+
+fn ok(output: String, decisions: Vec<AuditEntry>) -> ToolOutcome {
+    ToolOutcome {
+        output: capped(output),
+        is_error: false,
+        verdict: "allowed".into(),
+        decisions,
+    }
+}
+
+fn failed(message: String, decisions: Vec<AuditEntry>) -> ToolOutcome {
+    ToolOutcome {
+        output: capped(message),
+        is_error: true,
+        verdict: "allowed".into(),
+        decisions,
+    }
+}
+
+fn denied(message: String, decisions: Vec<AuditEntry>) -> ToolOutcome {
+    let verdict: String = format!("denied: {message}").chars().take(300).collect();
+    ToolOutcome {
+        output: capped(message),
+        is_error: true,
+        verdict,
+        decisions,
+    }
+}
+
+impl ToolHost for SessionTools {
+    fn specs(&self, agent: &Agent) -> Vec<ToolSpec> {
+        let restricted = untrusted_agent(agent, self.workspace_trusted);
+        let mut out: Vec<ToolSpec> = self
+            .set
+            .tools()
+            .into_iter()
+            .filter(|(_, t)| !restricted || READ_ONLY_TOOLS.contains(&t.name.as_str()))
+            .map(|(_, t)| ToolSpec {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                input_schema: t.input_schema.clone(),
+            })
+            .collect();
+        if !restricted {
+            for tool in &agent.command_tools {
+                if out.iter().any(|s| s.name == tool.name) {
+                    continue;
+                }
+                out.push(command_tool_spec(agent, tool));
+            }
+        }
+        out
+    }
+
+    fn call<'a>(&'a self, agent: &'a Agent, name: &'a str, input: &'a str) -> ToolFuture<'a> {
+        Box::pin(self.run(agent, name, input))
+    }
+
+    fn withheld(&self, agent: &Agent, name: &str) -> Option<String> {
+        let has =
+            self.set.find(name).is_some() || agent.command_tools.iter().any(|t| t.name == name);
+        (has && untrusted_agent(agent, self.workspace_trusted) && !READ_ONLY_TOOLS.contains(&name))
+            .then(|| untrusted_reason(agent))
+    }
+}
+
+/// A command tool as the model sees it: its placeholders are its inputs.
+pub fn command_tool_spec(agent: &Agent, tool: &rawko_agents::model::CommandTool) -> ToolSpec {
+    let mut properties = serde_json::Map::new();
+    let mut required = Vec::new();
+    for name in tool.placeholders() {
+        let param = agent.parameters.iter().find(|p| p.name == name);
+        let kind = match param.map(|p| p.kind) {
+            Some(ParamType::Int) => "integer",
+            Some(ParamType::Bool) => "boolean",
+            _ => "string",
+        };
+        let mut schema = serde_json::json!({ "type": kind });
+        if let Some(d) = param.and_then(|p| p.description.as_ref()) {
+            schema["description"] = d.clone().into();
+        }
+        if param.is_none_or(|p| p.required && p.default.is_none()) {
+            required.push(name.clone());
+        }
+        properties.insert(name, schema);
+    }
+    ToolSpec {
+        name: tool.name.clone(),
+        description: tool.description.clone(),
+        input_schema: serde_json::json!({
+            "type": "object",
+            "properties": properties,
+            "required": required,
+        }),
+    }
+}
+
+/// Streams an adapter's text into the run's events, for one agent.
+struct TextToEvents {
+    agent: String,
+    sink: SharedSink,
+}
+
+impl ProgressSink for TextToEvents {
+    fn text(&self, delta: &str) {
+        if !delta.is_empty() {
+            self.sink.emit(&RunEvent::Text {
+                agent: self.agent.clone(),
+                text: delta.to_string(),
+            });
+        }
+    }
+
+    fn thinking(&self, _delta: &str) {}
+}
+
+/// One agent's model: an opened adapter instance.
+pub struct AdapterLlm {
+    rt: Rc<Runtime>,
+    adapter: Rc<Adapter>,
+    progress: Arc<dyn ProgressSink>,
+    stream: bool,
+    max_tokens: Option<u32>,
+}
+
+impl Llm for AdapterLlm {
+    fn adapter(&self) -> &str {
+        self.adapter.name()
+    }
+
+    fn model(&self) -> &str {
+        &self.adapter.instance().model
+    }
+
+    fn complete<'a>(&'a self, request: CompletionRequest<'a>) -> LlmFuture<'a> {
+        Box::pin(async move {
+            let messages = request.messages.to_vec();
+            let tools = request
+                .tools
+                .iter()
+                .map(|t| wire::ToolSpec {
+                    name: t.name.clone(),
+                    description: t.description.clone(),
+                    input_schema: t.input_schema.clone(),
+                })
+                .collect();
+            let mut req = self.adapter.request(request.system, messages, tools);
+            req.stream = self.stream;
+            if let Some(m) = self.max_tokens {
+                req.options.max_tokens = Some(m);
+            }
+            match self
+                .adapter
+                .complete(&self.rt, req, self.progress.clone())
+                .await
+            {
+                Ok(r) => Ok(Completion {
+                    message: Message {
+                        role: Role::Assistant,
+                        content: r.content,
+                    },
+                    stop_reason: r.stop_reason,
+                    usage: Usage {
+                        input_tokens: clamp(r.usage.input_tokens),
+                        output_tokens: clamp(r.usage.output_tokens),
+                        cache_read: clamp(r.usage.cache_read_tokens),
+                        cache_write: clamp(r.usage.cache_write_tokens),
+                    },
+                    model: r.model,
+                }),
+                Err(AdapterCallError::InvalidToolCall { response, .. }) => {
+                    // The reply was real; the agent loop answers the malformed call.
+                    let r = *response;
+                    Ok(Completion {
+                        message: Message {
+                            role: Role::Assistant,
+                            content: r.content,
+                        },
+                        stop_reason: r.stop_reason,
+                        usage: Usage::default(),
+                        model: r.model,
+                    })
+                }
+                Err(e) => Err(llm_error(e)),
+            }
+        })
+    }
+}
+
+fn clamp(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn llm_error(e: AdapterCallError) -> LlmError {
+    match e {
+        AdapterCallError::Adapter(a) => match a {
+            wire::AdapterError::Transport { message } => LlmError::Transport(message),
+            wire::AdapterError::Status { status, message } => LlmError::Status { status, message },
+            wire::AdapterError::Malformed { message } => LlmError::Malformed(message),
+            wire::AdapterError::Unsupported { message } => LlmError::Other(message),
+        },
+        other => LlmError::Other(other.to_string()),
+    }
+}
+
+/// Gives each agent its model: the instance the agent names, else the run's `--adapter`, else
+/// the config's default. Instances are opened once and shared, so a replay instance plays one
+/// recording in order across agents.
+pub struct SessionLlms {
+    pub rt: Rc<Runtime>,
+    pub instances: BTreeMap<String, AdapterInstance>,
+    /// `--adapter`: used for every agent (it overrides the agents' own choice).
+    pub forced: Option<String>,
+    /// `defaults.adapter` from the config: for agents that name none.
+    pub default: Option<String>,
+    pub events: SharedSink,
+    pub stream: bool,
+    pub recorder: Option<Arc<Recorder>>,
+    /// Resolve names of hosts in tests (loopback model servers).
+    pub options: OpenOptions,
+    opened: RefCell<BTreeMap<String, Rc<Adapter>>>,
+    /// Completions each instance has already had in this task.
+    pub completed: RefCell<BTreeMap<String, u32>>,
+}
+
+impl SessionLlms {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        rt: Rc<Runtime>,
+        instances: BTreeMap<String, AdapterInstance>,
+        forced: Option<String>,
+        default: Option<String>,
+        events: SharedSink,
+        stream: bool,
+        recorder: Option<Arc<Recorder>>,
+    ) -> Self {
+        SessionLlms {
+            rt,
+            instances,
+            forced,
+            default,
+            events,
+            stream,
+            recorder,
+            options: OpenOptions::default(),
+            opened: RefCell::new(BTreeMap::new()),
+            completed: RefCell::new(BTreeMap::new()),
+        }
+    }
+
+    /// The instance name an agent's model comes from.
+    pub fn instance_for(&self, agent: &Agent) -> Result<String, String> {
+        if let Some(f) = &self.forced {
+            return Ok(f.clone());
+        }
+        if let Some(a) = &agent.model.adapter {
+            return Ok(a.clone());
+        }
+        if let Some(p) = agent.model.provider {
+            // Provider fields map onto the built-in instance of that provider.
+            let name = match p {
+                rawko_agents::model::Provider::OpenAi => "openai",
+                rawko_agents::model::Provider::Anthropic => "anthropic",
+            };
+            return Ok(name.to_string());
+        }
+        self.default.clone().ok_or_else(|| {
+            format!(
+                "agent {} names no adapter and the config sets no `defaults.adapter`; pass \
+                 --adapter NAME (available: {})",
+                agent.name,
+                self.instances
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+    }
+
+    /// Open (once) the instance called `name`.
+    pub async fn open(&self, name: &str) -> Result<Rc<Adapter>, String> {
+        if let Some(a) = self.opened.borrow().get(name) {
+            return Ok(a.clone());
+        }
+        let Some(instance) = self.instances.get(name).cloned() else {
+            return Err(format!(
+                "no adapter named `{name}` (available: {})",
+                self.instances
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        };
+        let env = |k: &str| std::env::var(k).ok();
+        let mut adapter = Adapter::open(&self.rt, instance, &env, self.options.clone())
+            .await
+            .map_err(|e| match e {
+                OpenError::Load(l) => format!("adapter {name}: {l}"),
+                other => other.to_string(),
+            })?;
+        if let Some(r) = &self.recorder {
+            adapter.record_to(r.clone());
+        }
+        if let Some(n) = self.completed.borrow().get(name) {
+            adapter.continue_from(*n);
+        }
+        let adapter = Rc::new(adapter);
+        self.opened
+            .borrow_mut()
+            .insert(name.to_string(), adapter.clone());
+        Ok(adapter)
+    }
+
+    /// Open every instance the given agents will use, so a missing key or a bad recording is
+    /// reported before the task starts rather than in the middle of it.
+    pub async fn open_all<'a>(
+        &self,
+        agents: impl Iterator<Item = &'a Agent>,
+    ) -> Result<(), String> {
+        let mut names: Vec<String> = Vec::new();
+        for a in agents {
+            let n = self.instance_for(a)?;
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+        for n in names {
+            self.open(&n).await?;
+        }
+        Ok(())
+    }
+
+    fn llm(&self, agent: &Agent, adapter: Rc<Adapter>) -> Rc<dyn Llm> {
+        Rc::new(AdapterLlm {
+            rt: self.rt.clone(),
+            adapter,
+            progress: Arc::new(TextToEvents {
+                agent: agent.name.clone(),
+                sink: self.events.clone(),
+            }),
+            stream: self.stream,
+            max_tokens: agent.model.max_tokens,
+        })
+    }
+
+    /// The model for the arbiter in `llm` mode.
+    pub async fn arbiter(&self, name: &str) -> Result<Rc<dyn Llm>, String> {
+        let adapter = self.open(name).await?;
+        Ok(Rc::new(AdapterLlm {
+            rt: self.rt.clone(),
+            adapter,
+            progress: Arc::new(rawko_runtime::progress::NoProgress),
+            stream: false,
+            max_tokens: None,
+        }))
+    }
+}
+
+impl LlmProvider for SessionLlms {
+    fn llm_for<'a>(&'a self, agent: &'a Agent) -> LlmFor<'a> {
+        Box::pin(async move {
+            let name = self.instance_for(agent)?;
+            let adapter = self.open(&name).await?;
+            Ok(self.llm(agent, adapter))
+        })
+    }
+}
+
+/// The wasm budget of one tool call in a run.
+pub fn tool_budget() -> Budget {
+    Budget {
+        timeout: Duration::from_secs(60),
+        memory: 512 << 20,
+        output: 4 << 20,
+    }
+}

@@ -1,0 +1,163 @@
+//! The tools an agent's model can call, as the engine sees them, and the `finish` tool that
+//! ends a state.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde_json::json;
+
+use super::llm::ToolSpec;
+use rawko_agents::model::Agent;
+use rawko_store::AuditEntry;
+
+/// The name of the tool that ends a state.
+pub const FINISH: &str = "finish";
+
+/// The result of running one tool for an agent.
+#[derive(Debug, Clone)]
+pub struct ToolOutcome {
+    /// The text the model sees.
+    pub output: String,
+    pub is_error: bool,
+    /// What the host decided before running it: `allowed`, or `denied: ...`.
+    pub verdict: String,
+    /// Capability decisions made along the way, for the audit log.
+    pub decisions: Vec<AuditEntry>,
+}
+
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutcome> + 'a>>;
+
+/// Runs tools for agents, with each agent's own capabilities.
+pub trait ToolHost {
+    /// Every tool the host could run for `agent` (the engine filters by the agent's policy).
+    fn specs(&self, agent: &Agent) -> Vec<ToolSpec>;
+    /// Run `name` with `input` (JSON text as the model wrote it) for `agent`. The engine has
+    /// already checked that the agent may call it; the host applies the agent's capabilities.
+    fn call<'a>(&'a self, agent: &'a Agent, name: &'a str, input: &'a str) -> ToolFuture<'a>;
+    /// Why the host withholds `name` from `agent` although it has the tool, if it does.
+    fn withheld(&self, _agent: &Agent, _name: &str) -> Option<String> {
+        None
+    }
+}
+
+/// The `finish` tool, with the agent's output schema when it declares one.
+pub fn finish_spec(output_schema: Option<&serde_json::Value>) -> ToolSpec {
+    let mut properties = json!({
+        "status": {
+            "type": "string",
+            "enum": ["success", "failure"],
+            "description": "success if you did what your role asks, failure if you could not"
+        },
+        "summary": {
+            "type": "string",
+            "description": "What you did and found, for the next agent and the user"
+        }
+    });
+    let mut required = vec!["status", "summary"];
+    let description = match output_schema {
+        Some(schema) => {
+            properties["output"] = schema.clone();
+            required.push("output");
+            "End your turn with a status, a summary and the structured output your role defines."
+        }
+        None => "End your turn with a status and a summary.",
+    };
+    ToolSpec {
+        name: FINISH.into(),
+        description: description.into(),
+        input_schema: json!({
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": false
+        }),
+    }
+}
+
+/// A valid `finish` call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finish {
+    pub success: bool,
+    pub summary: String,
+    pub output: Option<serde_json::Value>,
+}
+
+/// Why a `finish` call was rejected, in words for the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinishError(pub String);
+
+/// Most characters of a summary kept; a summary is a report, not a file.
+const MAX_SUMMARY: usize = 20_000;
+
+/// Check a `finish` call against its schema (and the agent's output schema).
+pub fn parse_finish(
+    arguments: &str,
+    output_schema: Option<&serde_json::Value>,
+) -> Result<Finish, FinishError> {
+    let value: serde_json::Value = serde_json::from_str(arguments)
+        .map_err(|e| FinishError(format!("`finish` arguments are not valid JSON ({e})")))?;
+    let spec = finish_spec(output_schema);
+    let validator = jsonschema::options()
+        .with_pattern_options(jsonschema::PatternOptions::regex())
+        .build(&spec.input_schema)
+        .map_err(|e| FinishError(format!("the agent's output schema is invalid: {e}")))?;
+    let problems = rawko_runtime::tool::schema_problems(&validator, &value);
+    if !problems.is_empty() {
+        return Err(FinishError(format!(
+            "`finish` input does not match its schema: {}",
+            problems.join("; ")
+        )));
+    }
+    let success = value["status"] == "success";
+    let summary: String = value["summary"]
+        .as_str()
+        .unwrap_or_default()
+        .chars()
+        .take(MAX_SUMMARY)
+        .collect();
+    Ok(Finish {
+        success,
+        summary,
+        output: value.get("output").cloned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finish_needs_status_and_summary() {
+        let f = parse_finish(r#"{"status":"success","summary":"done"}"#, None).unwrap();
+        assert!(f.success && f.summary == "done" && f.output.is_none());
+        let e = parse_finish(r#"{"status":"ok","summary":"x"}"#, None).unwrap_err();
+        assert!(e.0.contains("status"), "{e:?}");
+        let e = parse_finish(r#"{"summary":"x"}"#, None).unwrap_err();
+        assert!(e.0.contains("status"), "{e:?}");
+        let e = parse_finish("not json", None).unwrap_err();
+        assert!(e.0.contains("not valid JSON"), "{e:?}");
+    }
+
+    #[test]
+    fn output_schema_is_enforced() {
+        let schema = json!({
+            "type": "object",
+            "properties": { "files": { "type": "array", "items": { "type": "string" } } },
+            "required": ["files"]
+        });
+        let ok = parse_finish(
+            r#"{"status":"success","summary":"s","output":{"files":["a.rs"]}}"#,
+            Some(&schema),
+        )
+        .unwrap();
+        assert_eq!(ok.output.unwrap()["files"][0], "a.rs");
+        let e = parse_finish(
+            r#"{"status":"success","summary":"s","output":{"files":[1]}}"#,
+            Some(&schema),
+        )
+        .unwrap_err();
+        assert!(e.0.contains("/output/files/0"), "{e:?}");
+        let e = parse_finish(r#"{"status":"success","summary":"s"}"#, Some(&schema)).unwrap_err();
+        assert!(e.0.contains("output"), "{e:?}");
+    }
+}

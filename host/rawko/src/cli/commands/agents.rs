@@ -1,0 +1,591 @@
+//! `rawko agents`: the loaded agents, one agent in full, validation, and a live view of
+//! reloads.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, mpsc};
+
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use crate::cli::{BadInput, Context, print_json, print_out};
+use rawko_agents::diag::{did_you_mean, printable};
+use rawko_agents::registry::{Entry, Registry, SearchPath, discover};
+use rawko_agents::watch::{ChangeKind, Report, Watcher};
+use rawko_agents::{Agent, AgentOrigin, Diagnostic, Severity, load_file};
+
+/// Inspect, validate and watch agent definitions
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Agents are loaded from, highest precedence first: the workspace's \
+.rawko/agents/, $XDG_CONFIG_HOME/rawko/agents, and the built-in agents. Files may be rawko YAML \
+or Markdown, kodelet or Claude Code subagent Markdown, or DocLoom agent.agent.yaml folders."
+)]
+pub struct AgentsCmd {
+    #[command(subcommand)]
+    action: AgentsAction,
+}
+
+#[derive(Debug, Subcommand)]
+enum AgentsAction {
+    /// List the agents in effect (-v: also the definitions each one shadows)
+    List(ListArgs),
+    /// Show one agent in full: where it comes from, its model, tools, transitions and prompt
+    Show(ShowArgs),
+    /// Check agent files and report every problem with file:line:column; exit 1 on any error
+    #[command(
+        after_help = "With no PATH, checks every file on the search path. A PATH may be \
+a file or a directory of agent files; transitions are checked against the agents in effect."
+    )]
+    Validate(ValidateArgs),
+    /// Watch the agent directories and print each reload as it happens (stops at Ctrl-C, or
+    /// when standard input is a pipe or terminal that closes)
+    Watch(WatchArgs),
+}
+
+#[derive(Debug, Args)]
+struct ListArgs {
+    /// Print JSON instead of a table
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct ShowArgs {
+    /// The agent's name
+    name: String,
+    /// Print JSON: the agent model, with its status, shadows and problems
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct ValidateArgs {
+    /// Agent files or directories to check [default: the whole search path]
+    paths: Vec<PathBuf>,
+    /// Print JSON: {"ok", "files", "errors", "warnings", "diagnostics"}
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct WatchArgs {
+    /// Print one JSON object per line
+    #[arg(long)]
+    json: bool,
+}
+
+impl AgentsCmd {
+    pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
+        match self.action {
+            AgentsAction::List(a) => list(cx, a),
+            AgentsAction::Show(a) => show(cx, a),
+            AgentsAction::Validate(a) => validate(cx, a),
+            AgentsAction::Watch(a) => watch(cx, a),
+        }
+    }
+}
+
+/// The error for a name no agent has, with the nearest name or the known ones.
+pub(crate) fn unknown_agent(registry: &Registry, name: &str) -> BadInput {
+    let names: Vec<&str> = registry.entries().map(|e| e.name.as_str()).collect();
+    let hint = match did_you_mean(name, &names) {
+        Some(s) => format!("did you mean '{s}'?"),
+        None => format!("known agents: {}", names.join(", ")),
+    };
+    BadInput::new(printable(
+        &format!("no agent named '{name}' ({hint})"),
+        false,
+    ))
+}
+
+/// An agent in effect, by name: an unknown name or a definition with errors is bad input.
+pub(crate) fn usable_agent(cx: &Context, name: &str) -> Result<Arc<Agent>, BadInput> {
+    let registry = Registry::load(&search_path(cx));
+    let Some(entry) = registry.entry(name) else {
+        return Err(unknown_agent(&registry, name));
+    };
+    registry.get(name).ok_or_else(|| {
+        BadInput::new(printable(
+            &format!(
+                "agent '{name}' ({}) has errors; `rawko agents validate` shows them",
+                entry.file.display
+            ),
+            false,
+        ))
+    })
+}
+
+pub(crate) fn search_path(cx: &Context) -> SearchPath {
+    SearchPath::standard(cx.workspace(), &cx.dirs.config)
+}
+
+/// One line on stderr when there are problems, so `list` and `show` stay usable.
+fn note_problems(registry: &Registry) {
+    let errors = registry
+        .diagnostics()
+        .iter()
+        .filter(|d| d.is_error())
+        .count();
+    if errors > 0 {
+        eprintln!(
+            "warning: {errors} error(s) in agent files; run `rawko agents validate` to see them"
+        );
+    }
+}
+
+fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
+    let registry = Registry::load(&search_path(cx));
+    let verbose = cx.verbose > 0;
+    if args.json {
+        let items: Vec<_> = registry.entries().map(entry_json).collect();
+        print_json(&serde_json::Value::Array(items))?;
+        note_problems(&registry);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let entries: Vec<&Entry> = registry.entries().collect();
+    let w = |f: &dyn Fn(&Entry) -> usize, min: usize| {
+        entries.iter().map(|e| f(e)).max().unwrap_or(0).max(min)
+    };
+    let name_w = w(&|e| e.name.len(), 4);
+    let origin_w = w(&|e| e.file.origin.as_str().len(), 6);
+    let dialect_w = w(&|e| e.file.dialect.map_or(1, |d| d.as_str().len()), 7);
+    let mut out = format!(
+        "{:name_w$}  {:7}  {:origin_w$}  {:dialect_w$}  FILE\n",
+        "NAME", "STATUS", "ORIGIN", "DIALECT"
+    );
+    for e in &entries {
+        out.push_str(&format!(
+            "{:name_w$}  {:7}  {:origin_w$}  {:dialect_w$}  {}\n",
+            printable(&e.name, false),
+            e.status.as_str(),
+            e.file.origin.as_str(),
+            e.file.dialect.map_or("-", |d| d.as_str()),
+            e.file.display
+        ));
+        if verbose {
+            for s in &e.shadows {
+                out.push_str(&format!(
+                    "{:name_w$}  shadows {} ({})\n",
+                    "",
+                    s.display,
+                    s.origin.as_str()
+                ));
+            }
+        }
+    }
+    print_out(&out)?;
+    note_problems(&registry);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn entry_json(e: &Entry) -> serde_json::Value {
+    json!({
+        "name": e.name,
+        "status": e.status,
+        "origin": e.file.origin,
+        "dialect": e.file.dialect,
+        "file": e.file.display,
+        "path": e.file.path,
+        "summary": e.agent.as_ref().map(|a| a.summary()),
+        "can_write": e.agent.as_ref().map(|a| a.can_write()),
+        "shadows": e.shadows,
+    })
+}
+
+fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
+    let registry = Registry::load(&search_path(cx));
+    let Some(entry) = registry.entry(&args.name) else {
+        return Err(unknown_agent(&registry, &args.name).into());
+    };
+    let problems: Vec<&Diagnostic> = registry
+        .diagnostics()
+        .iter()
+        .filter(|d| d.file == entry.file.display)
+        .collect();
+    if args.json {
+        let mut v = json!({
+            "name": entry.name,
+            "status": entry.status,
+            "file": entry.file,
+            "shadows": entry.shadows,
+            "diagnostics": problems,
+        });
+        if let Some(a) = &entry.agent {
+            v["agent"] = serde_json::to_value(a.as_ref())?;
+            v["can_write"] = json!(a.can_write());
+        }
+        print_json(&v)?;
+    } else {
+        let mut out = String::new();
+        let mut line =
+            |k: &str, v: &str| out.push_str(&format!("{k:14} {}\n", printable(v, false)));
+        line("name:", &entry.name);
+        line("status:", entry.status.as_str());
+        line(
+            "dialect:",
+            entry
+                .file
+                .dialect
+                .map_or("unknown (the file does not parse)", |d| d.as_str()),
+        );
+        line(
+            "file:",
+            &format!("{} ({})", entry.file.display, entry.file.origin.as_str()),
+        );
+        for s in &entry.shadows {
+            line(
+                "shadows:",
+                &format!("{} ({})", s.display, s.origin.as_str()),
+            );
+        }
+        if let Some(a) = &entry.agent {
+            describe(a, &mut line);
+        }
+        for d in &problems {
+            out.push_str(&format!("problem:       {d}\n"));
+        }
+        if let Some(a) = &entry.agent {
+            out.push_str("\nsystem prompt:\n");
+            for l in a.system_prompt.lines() {
+                out.push_str("  ");
+                out.push_str(&printable(l, true));
+                out.push('\n');
+            }
+        }
+        print_out(&out)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn describe(a: &Agent, line: &mut impl FnMut(&str, &str)) {
+    if let Some(d) = &a.display_name {
+        line("display name:", d);
+    }
+    if let Some(d) = &a.description {
+        line("description:", &one_line(d));
+    }
+    if let Some(w) = &a.when_to_use {
+        line("when to use:", &one_line(w));
+    }
+    let m = &a.model;
+    let mut model = Vec::new();
+    if let Some(x) = &m.adapter {
+        model.push(format!("adapter {x}"));
+    }
+    if let Some(x) = m.provider {
+        model.push(format!("provider {}", x.as_str()));
+    }
+    if let Some(x) = &m.model {
+        model.push(format!("model {x}"));
+    }
+    if let Some(x) = m.max_tokens {
+        model.push(format!("max_tokens {x}"));
+    }
+    if let Some(x) = m.reasoning_effort {
+        model.push(format!("reasoning_effort {}", x.as_str()));
+    }
+    if let Some(x) = m.thinking_budget {
+        model.push(format!("thinking_budget {x}"));
+    }
+    if let Some(x) = &m.base_url {
+        model.push(format!("base_url {x}"));
+    }
+    if let Some(x) = &m.api_key_env_var {
+        model.push(format!("key from ${x}"));
+    }
+    line(
+        "model:",
+        &if model.is_empty() {
+            "the default adapter".to_string()
+        } else {
+            model.join(", ")
+        },
+    );
+    let tools = match &a.tools.allowed {
+        None => "every tool".to_string(),
+        Some(l) => l.join(", "),
+    };
+    line("tools:", &tools);
+    if !a.tools.blocked.is_empty() {
+        line("blocked:", &a.tools.blocked.join(", "));
+    }
+    line(
+        "writes:",
+        if a.can_write() {
+            "yes"
+        } else {
+            "no (read-only: Write, Edit and Bash are not allowed)"
+        },
+    );
+    if let Some(c) = &a.bash.allowed_commands {
+        line(
+            "bash allows:",
+            &if c.is_empty() {
+                "no command".to_string()
+            } else {
+                c.join(" | ")
+            },
+        );
+    }
+    if !a.bash.blocked_patterns.is_empty() {
+        line("bash blocks:", &a.bash.blocked_patterns.join(" | "));
+    }
+    for t in &a.command_tools {
+        line(
+            "command tool:",
+            &format!("{}: {} {}", t.name, t.command, t.args.join(" ")),
+        );
+    }
+    for p in &a.parameters {
+        line(
+            "parameter:",
+            &format!(
+                "{} ({}{})",
+                p.name,
+                p.kind.as_str(),
+                if p.required { ", required" } else { "" }
+            ),
+        );
+    }
+    let transitions: Vec<String> = a
+        .transitions
+        .iter()
+        .map(|(event, t)| format!("{event} -> {t}"))
+        .collect();
+    line("transitions:", &transitions.join(", "));
+    let mut limits = Vec::new();
+    if let Some(n) = a.limits.max_iterations {
+        limits.push(format!("maxIterations {n}"));
+    }
+    if let Some(t) = a.limits.timeout_ms {
+        limits.push(format!("timeout {t} ms"));
+    }
+    line(
+        "limits:",
+        &if limits.is_empty() {
+            "the configured defaults".to_string()
+        } else {
+            limits.join(", ")
+        },
+    );
+    if a.output_schema.is_some() {
+        line(
+            "output:",
+            "checked against its output schema (--json shows it)",
+        );
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn validate(cx: &Context, args: ValidateArgs) -> anyhow::Result<ExitCode> {
+    let search = search_path(cx);
+    let (files, diagnostics) = if args.paths.is_empty() {
+        let registry = Registry::load(&search);
+        let files = registry.files().iter().map(|f| f.display.clone()).collect();
+        (files, registry.diagnostics().to_vec())
+    } else {
+        validate_paths(&search, &args.paths)?
+    };
+    let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+    let warnings = diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Warning)
+        .count();
+    if args.json {
+        print_json(&json!({
+            "ok": errors == 0,
+            "files": files,
+            "errors": errors,
+            "warnings": warnings,
+            "diagnostics": diagnostics,
+        }))?;
+    } else {
+        let mut out = String::new();
+        for d in &diagnostics {
+            out.push_str(&format!("{d}\n"));
+        }
+        let n = files.len();
+        let summary = if errors == 0 && warnings == 0 {
+            format!("{n} agent file(s) checked: all valid")
+        } else {
+            format!("{n} agent file(s) checked: {errors} error(s), {warnings} warning(s)")
+        };
+        out.push_str(&summary);
+        print_out(&out)?;
+    }
+    Ok(if errors > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Check the named files and directories, with transitions checked against the agents in
+/// effect. Only problems in the named files are reported.
+fn validate_paths(
+    search: &SearchPath,
+    paths: &[PathBuf],
+) -> anyhow::Result<(Vec<String>, Vec<Diagnostic>)> {
+    let mut named: Vec<(PathBuf, String)> = Vec::new();
+    for p in paths {
+        let meta =
+            std::fs::metadata(p).map_err(|e| BadInput::new(format!("{}: {e}", p.display())))?;
+        if meta.is_dir() {
+            let found = discover(p);
+            if found.is_empty() {
+                return Err(BadInput::new(format!(
+                    "{}: no agent files (.yaml, .yml, .md, or <folder>/agent.agent.yaml)",
+                    p.display()
+                ))
+                .into());
+            }
+            for f in found {
+                let rel = f.strip_prefix(p).unwrap_or(&f);
+                let shown = p.join(rel).display().to_string();
+                named.push((f.clone(), printable(&shown, false).into_owned()));
+            }
+        } else {
+            let shown = p.display().to_string();
+            named.push((p.clone(), printable(&shown, false).into_owned()));
+        }
+    }
+    let mut loaded: Vec<_> = named
+        .iter()
+        .map(|(path, display)| load_file(path, display, AgentOrigin::File))
+        .collect();
+    let real = |p: &std::path::Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let named_real: Vec<PathBuf> = named.iter().map(|(p, _)| real(p)).collect();
+    let displays: Vec<String> = named.into_iter().map(|(_, d)| d).collect();
+    // The agents in effect, below the named files, so transitions can name them (a named file
+    // that is also on the search path is read once, as named).
+    let context = Registry::load(search);
+    loaded.extend(
+        context
+            .files()
+            .iter()
+            .filter(|f| f.origin == AgentOrigin::Builtin || !named_real.contains(&real(&f.path)))
+            .cloned(),
+    );
+    let registry = Registry::build(loaded, None);
+    let diagnostics = registry
+        .diagnostics()
+        .iter()
+        .filter(|d| displays.contains(&d.file))
+        .cloned()
+        .collect();
+    Ok((displays, diagnostics))
+}
+
+enum WatchEvent {
+    Report(Report),
+    InputClosed,
+}
+
+fn watch(cx: &Context, args: WatchArgs) -> anyhow::Result<ExitCode> {
+    let search = search_path(cx);
+    let (tx, rx) = mpsc::channel();
+    let report_tx = tx.clone();
+    let watcher = Watcher::start(search.clone(), move |r| {
+        let _ = report_tx.send(WatchEvent::Report(r));
+    })?;
+    if stdin_can_close() {
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 256];
+            let mut stdin = std::io::stdin();
+            while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+            let _ = tx.send(WatchEvent::InputClosed);
+        });
+    }
+    let registry = watcher.registry().snapshot();
+    let dirs: Vec<String> = search.dirs.iter().map(|(_, d)| search.display(d)).collect();
+    let agents = registry.agents().count();
+    if args.json {
+        let ready = json!({
+            "event": "ready",
+            "agents": agents,
+            "dirs": dirs,
+            "generation": registry.generation(),
+            "diagnostics": registry.diagnostics(),
+        });
+        print_out(&ready.to_string())?;
+    } else {
+        print_out(&format!(
+            "watching {} and the built-ins: {agents} agents",
+            dirs.join(", ")
+        ))?;
+        for d in registry.diagnostics() {
+            print_out(&d.to_string())?;
+        }
+    }
+    while let Ok(event) = rx.recv() {
+        let report = match event {
+            WatchEvent::Report(r) => r,
+            WatchEvent::InputClosed => break,
+        };
+        if args.json {
+            print_out(&serde_json::to_string(&report)?)?;
+            continue;
+        }
+        match report {
+            Report::Warning { message } => print_out(&format!("warning: {message}"))?,
+            Report::Reload(ev) => {
+                let n = ev.generation;
+                let mut out = String::new();
+                for c in &ev.changes {
+                    let name = printable(&c.name, false);
+                    let text = match c.kind {
+                        ChangeKind::Added | ChangeKind::Updated | ChangeKind::Restored => {
+                            format!("{} {name} from {}", c.kind.as_str(), c.file)
+                        }
+                        ChangeKind::Removed => format!("removed {name} ({})", c.file),
+                        ChangeKind::Kept => format!(
+                            "kept {name}: {} has errors, the last good version stays in use",
+                            c.file
+                        ),
+                        ChangeKind::Invalid => {
+                            format!("invalid {name}: {} has errors", c.file)
+                        }
+                    };
+                    out.push_str(&format!("reload {n}: {text}\n"));
+                }
+                for d in &ev.diagnostics {
+                    out.push_str(&format!("reload {n}: {d}\n"));
+                }
+                print_out(&out)?;
+            }
+        }
+    }
+    drop(watcher);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whether standard input can signal "stop" by closing: a terminal (Ctrl-D) or a pipe. Not
+/// /dev/null or a file, which are at end of input from the start.
+fn stdin_can_close() -> bool {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        return true;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        use std::os::unix::fs::FileTypeExt;
+        let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned() else {
+            return false;
+        };
+        let Ok(meta) = std::fs::File::from(fd).metadata() else {
+            return false;
+        };
+        let t = meta.file_type();
+        t.is_fifo() || t.is_socket()
+    }
+    #[cfg(not(unix))]
+    {
+        false
+    }
+}

@@ -1,0 +1,319 @@
+//! `rawko plugin install SOURCE` and `rawko plugin update NAME`.
+//!
+//! Both run the same checks in the same order, before anything is written: fetch, digest,
+//! manifest against component, signature, compile and describe, consent. Only then is the plugin
+//! committed to the store, component first and lockfile last.
+
+use std::collections::BTreeSet;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::consent::{self, GrantArgs, TrustArgs};
+use crate::cli::{BadInput, Context, print_out};
+use rawko_distribution::signature::Signer;
+use rawko_distribution::{
+    self as distribution, Entry, Examined, Fetched, Grant, Kind, PluginStore, Source,
+};
+use rawko_runtime::ToolPlugin;
+
+/// Install a plugin from a file, an https URL or an OCI registry
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    rawko plugin install ./hello.wasm\n  \
+    rawko plugin install https://example.com/hello.wasm --sha256 3f2a...\n  \
+    rawko plugin install oci://ghcr.io/someone/hello:1.0 --require-signature\n  \
+    rawko plugin install oci://ghcr.io/someone/hello@sha256:3f2a... --grant fs.read=.\n\n\
+    rawko shows what the plugin asks for and what that risks, and asks before installing. \
+    Without a terminal, grant with --yes (everything it asks for) or --grant (each one).")]
+pub struct InstallArgs {
+    /// A .wasm file, an https:// URL, or oci://REGISTRY/REPOSITORY:TAG (or @sha256:DIGEST)
+    source: String,
+    /// Refuse unless the plugin's SHA-256 digest is this
+    #[arg(long, value_name = "HEX")]
+    sha256: Option<String>,
+    #[command(flatten)]
+    trust: TrustArgs,
+    #[command(flatten)]
+    grants: GrantArgs,
+}
+
+/// Update an installed plugin from where it was installed from
+#[derive(Debug, Args)]
+#[command(
+    after_help = "A new version that asks for more than the installed one stops and asks \
+    again (or needs --yes / --grant). One signed by another key than the installed version is \
+    refused unless --allow-new-signer."
+)]
+pub struct UpdateArgs {
+    /// The installed plugin
+    name: String,
+    /// Fetch the new version from here instead of the recorded source (which then becomes it)
+    #[arg(long, value_name = "SOURCE")]
+    from: Option<String>,
+    /// Refuse unless the new version's SHA-256 digest is this
+    #[arg(long, value_name = "HEX")]
+    sha256: Option<String>,
+    /// Accept a new version signed by a different key than the installed one
+    #[arg(long)]
+    allow_new_signer: bool,
+    #[command(flatten)]
+    trust: TrustArgs,
+    #[command(flatten)]
+    grants: GrantArgs,
+}
+
+/// A fetched plugin that passed every check except consent.
+struct Candidate {
+    fetched: Fetched,
+    examined: Examined,
+    signer: Option<Signer>,
+}
+
+/// Fetch `source` and run every check that needs no answer from the user.
+async fn prepare(
+    cx: &Context,
+    source: &Source,
+    sha256: Option<&str>,
+    trust: &TrustArgs,
+) -> anyhow::Result<Candidate> {
+    let expected = sha256
+        .map(distribution::parse_digest)
+        .transpose()
+        .map_err(BadInput::new)?;
+    let fetched = distribution::fetch(source)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot fetch the plugin: {e}"))?;
+    let digest = format!("sha256:{}", rawko_distribution::sha256_hex(&fetched.wasm));
+    if let Some(expected) = expected
+        && expected != digest
+    {
+        anyhow::bail!(
+            "refused: {source} has digest {digest}, not the {expected} you asked for; nothing was installed"
+        );
+    }
+    let examined = distribution::examine(&fetched.wasm)
+        .map_err(|e| anyhow::anyhow!("refused: {source}: {e}"))?;
+    let name = &examined.manifest.name;
+    if rawko_builtins::is_builtin_name(name) {
+        anyhow::bail!(
+            "refused: `{name}` is the name of a plugin built into rawko; an installed plugin may not take it"
+        );
+    }
+    let signer = consent::check_signature(cx, trust, &fetched)?;
+    precompile(cx, &examined, &fetched.wasm).await?;
+    Ok(Candidate {
+        fetched,
+        examined,
+        signer,
+    })
+}
+
+/// Compile the plugin into the cache (so its first use is fast), and for a tool plugin ask it
+/// for its tools, which must be the ones its manifest lists.
+async fn precompile(cx: &Context, examined: &Examined, wasm: &[u8]) -> anyhow::Result<()> {
+    let rt = cx.runtime()?;
+    let m = &examined.manifest;
+    if m.kinds.contains(&Kind::Tool) {
+        let plugin = ToolPlugin::load(&rt, &m.name, wasm)
+            .await
+            .map_err(|e| anyhow::anyhow!("refused: {e}"))?;
+        let actual: BTreeSet<&str> = plugin.tools().iter().map(|t| t.name.as_str()).collect();
+        let declared: BTreeSet<&str> = m.provides.tools.iter().map(String::as_str).collect();
+        if actual != declared {
+            anyhow::bail!(
+                "refused: the manifest lists tools [{}], but the plugin provides [{}]",
+                declared.into_iter().collect::<Vec<_>>().join(", "),
+                actual.into_iter().collect::<Vec<_>>().join(", ")
+            );
+        }
+    } else {
+        rt.cache()
+            .load(rt.engine(), wasm)
+            .map_err(|e| anyhow::anyhow!("refused: not a valid component: {e:#}"))?;
+    }
+    Ok(())
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn entry(c: &Candidate, source: &Source, grants: Vec<Grant>) -> Entry {
+    let m = &c.examined.manifest;
+    Entry {
+        version: m.version.to_string(),
+        kinds: m.kinds.clone(),
+        description: m.description.clone(),
+        digest: c.examined.digest.clone(),
+        source: source.to_string(),
+        resolved: c.fetched.resolved.clone(),
+        signer: c.signer.clone(),
+        requested: m.requested(),
+        grants,
+        wit: c.examined.wit.to_string(),
+        installed_at: now(),
+    }
+}
+
+pub async fn install(cx: &Context, args: InstallArgs) -> anyhow::Result<ExitCode> {
+    let source = Source::parse(&args.source, &super::cwd(cx)).map_err(BadInput::new)?;
+    let store = PluginStore::new(&cx.dirs.data);
+    let candidate = prepare(cx, &source, args.sha256.as_deref(), &args.trust).await?;
+    let name = candidate.examined.manifest.name.clone();
+
+    // The lockfile pins what is installed: the same name from other bytes is an update, which
+    // must be asked for by name.
+    if let Some(installed) = store.get(&name)?
+        && installed.entry.digest != candidate.examined.digest
+    {
+        anyhow::bail!(
+            "refused: {name} is installed with digest {} (pinned in the lockfile), but {source} now has {}; \
+             if you expect a new version, run `rawko plugin update {name}`",
+            installed.entry.digest,
+            candidate.examined.digest
+        );
+    }
+
+    eprint!(
+        "{}",
+        consent::describe(
+            &candidate.examined,
+            &source.to_string(),
+            candidate.signer.as_ref(),
+            None
+        )
+    );
+    let requested = candidate.examined.manifest.requested();
+    let grants = consent::decide(
+        &args.grants,
+        &candidate.examined.manifest,
+        &requested,
+        Vec::new(),
+        "install",
+    )?;
+    let lock = store.lock()?;
+    store.sweep_orphans(&lock);
+    // Checked again under the lock, in case another rawko installed it meanwhile.
+    if let Some(installed) = store.get(&name)?
+        && installed.entry.digest != candidate.examined.digest
+    {
+        anyhow::bail!(
+            "refused: {name} was installed by another rawko meanwhile; run `rawko plugin update {name}`"
+        );
+    }
+    let e = entry(&candidate, &source, grants);
+    report(&name, &e);
+    store.commit(&lock, &name, &candidate.fetched.wasm, e)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report(name: &str, e: &Entry) {
+    let granted: Vec<String> = e.grants.iter().map(ToString::to_string).collect();
+    let denied: Vec<String> = e
+        .requested
+        .iter()
+        .filter(|g| !e.grants.contains(g))
+        .map(ToString::to_string)
+        .collect();
+    let mut text = format!("installed {name} {} ({})", e.version, e.digest);
+    text.push_str(&format!(
+        "\n  granted: {}",
+        if granted.is_empty() {
+            "nothing".into()
+        } else {
+            granted.join(", ")
+        }
+    ));
+    if !denied.is_empty() {
+        text.push_str(&format!("\n  denied:  {}", denied.join(", ")));
+    }
+    let _ = print_out(&text);
+}
+
+pub async fn update(cx: &Context, args: UpdateArgs) -> anyhow::Result<ExitCode> {
+    let store = PluginStore::new(&cx.dirs.data);
+    let Some(installed) = store.get(&args.name)? else {
+        return Err(BadInput::new(format!(
+            "no installed plugin named `{}` (see `rawko plugin list`)",
+            args.name
+        ))
+        .into());
+    };
+    let old = installed.entry;
+    let source_text = args.from.as_deref().unwrap_or(&old.source);
+    let source = Source::parse(source_text, &super::cwd(cx)).map_err(BadInput::new)?;
+    let candidate = prepare(cx, &source, args.sha256.as_deref(), &args.trust).await?;
+    let m = &candidate.examined.manifest;
+    if m.name != args.name {
+        anyhow::bail!(
+            "refused: {source} is the plugin `{}`, not `{}`",
+            m.name,
+            args.name
+        );
+    }
+    if candidate.examined.digest == old.digest {
+        print_out(&format!(
+            "{} {} is up to date ({})",
+            args.name, old.version, old.digest
+        ))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(old_signer) = &old.signer {
+        let same = candidate
+            .signer
+            .as_ref()
+            .is_some_and(|s| s.key_id == old_signer.key_id);
+        if !same && !args.allow_new_signer {
+            anyhow::bail!(
+                "refused: the installed {} was signed by key {}, but the new version is {}; \
+                 if the publisher really changed keys, rerun with --allow-new-signer",
+                args.name,
+                old_signer.key_id,
+                match &candidate.signer {
+                    Some(s) => format!("signed by key {}", s.key_id),
+                    None => "not signed by a trusted key".into(),
+                }
+            );
+        }
+    }
+    let requested = m.requested();
+    let new: Vec<Grant> = requested
+        .iter()
+        .filter(|g| !old.requested.contains(g))
+        .cloned()
+        .collect();
+    // Grants carry over where the new version still asks for them.
+    let kept: Vec<Grant> = old
+        .grants
+        .iter()
+        .filter(|g| requested.contains(g))
+        .cloned()
+        .collect();
+    eprintln!("updating {} {} -> {}", args.name, old.version, m.version);
+    eprint!(
+        "{}",
+        consent::describe(
+            &candidate.examined,
+            &source.to_string(),
+            candidate.signer.as_ref(),
+            Some(&new)
+        )
+    );
+    let grants = consent::decide(&args.grants, m, &new, kept, "update")?;
+    let lock = store.lock()?;
+    store.sweep_orphans(&lock);
+    let current = store.get(&args.name)?.map(|p| p.entry.digest);
+    if current.as_deref() != Some(old.digest.as_str()) {
+        anyhow::bail!(
+            "refused: {} changed while updating; run the update again",
+            args.name
+        );
+    }
+    let e = entry(&candidate, &source, grants);
+    report(&args.name, &e);
+    store.commit(&lock, &args.name, &candidate.fetched.wasm, e)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,630 @@
+//! `rawko run` and `rawko resume`: take a task through the agents, live, with every step saved.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::cli::live::Live;
+use crate::cli::{BadInput, Context, print_out};
+use rawko_adapters::instance::{InstalledAdapters, resolve_all};
+use rawko_adapters::{AdapterInstance, Recorder, Trust};
+use rawko_agents::registry::{Registry, SearchPath};
+use rawko_config::trust::TrustStore;
+use rawko_config::{ArbiterMode, Layers};
+use rawko_fsm::arbiter::{Arbiter, DEFAULT_MAX_FAILURES};
+use rawko_fsm::events::{EventSink, JsonLines, Quiet, RunEvent};
+use rawko_fsm::session::{
+    Agents, SessionLlms, SessionTools, SharedSink, tool_budget, untrusted_agent,
+};
+use rawko_fsm::{
+    CancelFlag, DEFAULT_MAX_ITERATIONS, DEFAULT_TIMEOUT, Engine, StateLimits, TaskEnd,
+};
+use rawko_runtime::log::sanitize;
+use rawko_store::{self as store, TaskStatus, TaskStore};
+use rawko_toolset::ToolSet;
+use rawko_toolset::chain::Chain;
+
+use super::agents::unknown_agent;
+use super::bash::configured_filters;
+
+/// The agent a task starts with when `--agent` is not given.
+pub const DEFAULT_START: &str = "planner";
+/// Default limit on transitions per task.
+pub const DEFAULT_MAX_STEPS: u32 = 50;
+
+/// How a run reports, shared by `run`, `resume` and `demo`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct OutputFlags {
+    /// Print one JSON event per line on stdout instead of the live view
+    #[arg(long, conflicts_with = "quiet")]
+    pub json: bool,
+    /// Print only the result
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Ask for each reply in one piece instead of streamed
+    #[arg(long)]
+    pub no_stream: bool,
+}
+
+/// Run a task through the agents until it is done, failed or escalated
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    rawko run \"add a --verbose flag\"\n  \
+    rawko run --agent developer --adapter local --max-steps 20 \"fix the failing test\"\n  \
+    rawko run --json \"update the changelog\" > events.jsonl\n\n\
+    Every step is saved in .rawko/state.db: `rawko tasks show ID` shows the timeline, and \
+    `rawko resume ID` continues a task that was interrupted. Ctrl-C finishes the current step \
+    and marks the task cancelled; a second Ctrl-C stops at once (resume continues it).\n\n\
+    Exit status: 0 when the task is done, 1 when it failed or was escalated, 130 when \
+    cancelled, 2 on bad input.")]
+pub struct RunCmd {
+    /// What to do
+    task: String,
+    /// The agent to start with
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_START)]
+    agent: String,
+    /// The adapter instance every agent uses (see `rawko adapters list`) [default: each agent's
+    /// own, else defaults.adapter from the config]
+    #[arg(long, value_name = "NAME")]
+    adapter: Option<String>,
+    /// Most transitions between agents before the task is escalated to you
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_STEPS)]
+    max_steps: u32,
+    /// Trust this workspace's own .rawko/ agents, adapters and filters (and remember it)
+    #[arg(long)]
+    trust: bool,
+    /// Write every model exchange to FILE, in the format the replay adapter plays back
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    #[command(flatten)]
+    output: OutputFlags,
+}
+
+/// Continue an interrupted task where its last committed step left it
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Committed tool calls are not run again; the agent that was working \
+    picks up its conversation from the last saved message. The adapter and step limit the \
+    task started with are used again unless given here."
+)]
+pub struct ResumeCmd {
+    /// The task's id (or a unique prefix of it; see `rawko tasks list`)
+    task_id: String,
+    /// The adapter instance every agent uses [default: what the task started with]
+    #[arg(long, value_name = "NAME")]
+    adapter: Option<String>,
+    /// Trust this workspace's own .rawko/ agents, adapters and filters (and remember it)
+    #[arg(long)]
+    trust: bool,
+    #[command(flatten)]
+    output: OutputFlags,
+}
+
+impl RunCmd {
+    pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
+        if self.task.trim().is_empty() {
+            return Err(BadInput::new("the task is empty: say what to do").into());
+        }
+        if self.max_steps == 0 {
+            return Err(BadInput::new("--max-steps must be at least 1").into());
+        }
+        let trusted = decide_trust(cx, self.trust, !self.output.json)?;
+        let fresh = !store::path_in(cx.workspace()).exists();
+        let recorder = Recorder::for_flag(self.record.as_deref()).map_err(BadInput::new)?;
+        let store = open_store(cx.workspace())?;
+        let setup = Setup {
+            adapter: self.adapter.clone(),
+            recorder,
+            max_steps: self.max_steps,
+            ..Setup::new(cx, trusted, &self.output)
+        };
+        let options = serde_json::json!({
+            "adapter": self.adapter,
+            "max_steps": self.max_steps,
+            "start": self.agent,
+        });
+        let start = Start::New {
+            prompt: &self.task,
+            agent: &self.agent,
+            options,
+        };
+        let result = setup.run(start, &store).await;
+        if result.is_err() && fresh && store.tasks().is_ok_and(|t| t.is_empty()) {
+            // A run that could not start leaves no task store behind where there was none.
+            let path = store.path().to_path_buf();
+            drop(store);
+            remove_store(&path);
+        }
+        let (_, end) = result?;
+        Ok(exit_code(&end))
+    }
+}
+
+impl ResumeCmd {
+    pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
+        let path = store::path_in(cx.workspace());
+        if !path.exists() {
+            return Err(BadInput::new(format!(
+                "no tasks in this workspace ({} does not exist)",
+                path.display()
+            ))
+            .into());
+        }
+        let store = open_store(cx.workspace())?;
+        let task = store
+            .task(&self.task_id)
+            .map_err(|e| BadInput::new(e.to_string()))?;
+        if task.status.is_finished() && task.status != TaskStatus::Cancelled {
+            print_out(&format!(
+                "task {} is already {}: {}",
+                task.id,
+                task.status.as_str(),
+                sanitize(task.summary.as_deref().unwrap_or(""), 2000)
+            ))?;
+            return Ok(ExitCode::from(if task.status == TaskStatus::Done {
+                0
+            } else {
+                1
+            }));
+        }
+        let trusted = decide_trust(cx, self.trust, !self.output.json)?;
+        let adapter = self.adapter.clone().or_else(|| {
+            task.options
+                .get("adapter")
+                .and_then(|a| a.as_str())
+                .map(str::to_string)
+        });
+        let max_steps = task
+            .options
+            .get("max_steps")
+            .and_then(|m| m.as_u64())
+            .map(|m| m.clamp(1, u32::MAX as u64) as u32)
+            .unwrap_or(DEFAULT_MAX_STEPS);
+        let setup = Setup {
+            adapter,
+            max_steps,
+            ..Setup::new(cx, trusted, &self.output)
+        };
+        if task.status == TaskStatus::Cancelled {
+            store.reopen(&task.id)?;
+        }
+        let (_, end) = setup.run(Start::Resume { id: &task.id }, &store).await?;
+        Ok(exit_code(&end))
+    }
+}
+
+/// Open (creating) the workspace's task store; a store that cannot be opened is bad input.
+pub fn open_store(workspace: &Path) -> anyhow::Result<TaskStore> {
+    TaskStore::open_workspace(workspace).map_err(|e| {
+        let path = store::path_in(workspace);
+        BadInput::new(format!("{}: {e}", path.display())).into()
+    })
+}
+
+/// Remove a task store and its WAL files, and `.rawko/` if nothing else is in it.
+fn remove_store(path: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        let _ = std::fs::remove_file(PathBuf::from(p));
+    }
+    if let Some(dir) = path.parent() {
+        // Fails, as it should, when the directory holds anything else.
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
+/// Whether this workspace's own `.rawko/` files are trusted for this run: remembered, given
+/// with `--trust` (remembered too), or asked on a terminal when the workspace brings agents
+/// or a config of its own.
+fn decide_trust(cx: &Context, flag: bool, may_prompt: bool) -> anyhow::Result<bool> {
+    let store = TrustStore::new(&cx.dirs.data);
+    let ws = cx.workspace();
+    if flag {
+        store.trust(ws, "--trust")?;
+        return Ok(true);
+    }
+    if store.get(ws)?.is_some() {
+        return Ok(true);
+    }
+    let own = ws.join(".rawko");
+    let brings_own = own.join("agents").is_dir() || own.join("config.yaml").is_file();
+    if !brings_own {
+        return Ok(false);
+    }
+    if may_prompt && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        eprint!(
+            "{} has its own agents or config in .rawko/. Until you trust it, its agents get \
+             read-only tools and its adapters none of your keys.\nTrust this workspace? [y/N] ",
+            sanitize(&ws.display().to_string(), 500)
+        );
+        let _ = std::io::stderr().flush();
+        let mut answer = String::new();
+        std::io::stdin().lock().read_line(&mut answer)?;
+        if matches!(answer.trim(), "y" | "Y" | "yes" | "Yes") {
+            store.trust(ws, "prompt")?;
+            return Ok(true);
+        }
+        return Ok(false);
+    }
+    tracing::info!("workspace is not trusted: its own agents get read-only tools");
+    Ok(false)
+}
+
+/// How a run starts.
+pub enum Start<'a> {
+    New {
+        prompt: &'a str,
+        agent: &'a str,
+        options: serde_json::Value,
+    },
+    Resume {
+        id: &'a str,
+    },
+}
+
+/// What a run is assembled from.
+pub struct Setup {
+    pub workspace: PathBuf,
+    pub data_dir: PathBuf,
+    pub config_dir: PathBuf,
+    pub cache_dir: PathBuf,
+    pub trusted: bool,
+    pub adapter: Option<String>,
+    pub recorder: Option<Arc<Recorder>>,
+    pub output: OutputFlags,
+    /// Adapter instances to use instead of the config's (the demo brings its own).
+    pub instances: Option<BTreeMap<String, AdapterInstance>>,
+    pub max_steps: u32,
+}
+
+/// A run, assembled and ready to drive.
+pub struct Prepared {
+    task: String,
+    agents: Agents,
+    llms: SessionLlms,
+    tools: SessionTools,
+    events: SharedSink,
+    arbiter_mode: ArbiterMode,
+    arbiter_adapter: Option<String>,
+    limits: StateLimits,
+    max_steps: u32,
+}
+
+impl Setup {
+    /// A run in `cx`'s workspace with its directories, the config's adapters and the default
+    /// step limit.
+    pub fn new(cx: &Context, trusted: bool, output: &OutputFlags) -> Setup {
+        Setup {
+            workspace: cx.workspace().to_path_buf(),
+            data_dir: cx.dirs.data.clone(),
+            config_dir: cx.dirs.config.clone(),
+            cache_dir: cx.dirs.cache.clone(),
+            trusted,
+            adapter: None,
+            recorder: None,
+            output: output.clone(),
+            instances: None,
+            max_steps: DEFAULT_MAX_STEPS,
+        }
+    }
+
+    fn events(&self) -> SharedSink {
+        if self.output.json {
+            Arc::new(JsonLines::default())
+        } else if self.output.quiet {
+            Arc::new(Quiet)
+        } else {
+            Arc::new(Live::new(std::io::stderr().is_terminal()))
+        }
+    }
+
+    /// Prepare, drive the task to its end and report it: the task's id and how it ended.
+    pub async fn run(
+        self,
+        start: Start<'_>,
+        store: &TaskStore,
+    ) -> anyhow::Result<(String, TaskEnd)> {
+        let output = self.output.clone();
+        let run = self.prepare(start, store).await?;
+        let id = run.task().to_string();
+        let end = run.drive(store).await?;
+        report(store, &id, &end, &output)?;
+        Ok((id, end))
+    }
+
+    /// Load the agents, config, plugins and adapters; create (or find) the task.
+    pub async fn prepare(self, start: Start<'_>, store: &TaskStore) -> anyhow::Result<Prepared> {
+        let events = self.events();
+        let layers = Layers::load(&self.config_dir, &self.workspace)
+            .map_err(|e| BadInput::new(e.to_string()))?;
+        let merged = layers.merged();
+        let trust = if self.trusted {
+            Trust::Trusted
+        } else {
+            Trust::Untrusted
+        };
+        let instances = match self.instances {
+            Some(i) => i,
+            None => {
+                let installed = InstalledAdapters::load(&self.data_dir, &self.workspace);
+                resolve_all(&layers, trust, &installed).map_err(|e| BadInput::new(e.to_string()))?
+            }
+        };
+
+        let registry = Registry::load(&SearchPath::standard(&self.workspace, &self.config_dir));
+        for d in registry.diagnostics() {
+            if d.severity == rawko_agents::Severity::Error {
+                events.emit(&RunEvent::Warning {
+                    message: format!("{d} (the agent is skipped)"),
+                });
+            }
+        }
+        let agents = Agents(registry);
+
+        // The agent the run starts with; none when a resumed task already stands at a
+        // terminal state (the engine then only closes it).
+        let (task, first_agent) = match start {
+            Start::New {
+                prompt,
+                agent,
+                options,
+            } => {
+                let Some(a) = agents.0.get(agent) else {
+                    if agents.0.entry(agent).is_some() {
+                        return Err(BadInput::new(format!(
+                            "agent `{agent}` has errors; `rawko agents validate` shows them"
+                        ))
+                        .into());
+                    }
+                    return Err(unknown_agent(&agents.0, agent).into());
+                };
+                (Task::New(prompt.to_string(), options), Some(a))
+            }
+            Start::Resume { id } => {
+                let t = store.task(id).map_err(|e| BadInput::new(e.to_string()))?;
+                let first = agents.0.get(&t.state);
+                let terminal = t
+                    .state
+                    .parse::<rawko_agents::model::Target>()
+                    .is_ok_and(|x| !matches!(x, rawko_agents::model::Target::Agent(_)));
+                if first.is_none() && !terminal {
+                    return Err(BadInput::new(format!(
+                        "task {} is at agent `{}`, which is not loaded (see `rawko agents list`)",
+                        t.id, t.state
+                    ))
+                    .into());
+                }
+                (Task::Existing(t.id, t.state), first)
+            }
+        };
+
+        let rt = Rc::new(
+            rawko_runtime::Runtime::new(Some(self.cache_dir.clone()))
+                .map_err(|e| anyhow::anyhow!(e))?,
+        );
+        let set = ToolSet::with_installed(&rt, &self.data_dir, &self.workspace).await?;
+        let filters = configured_filters(&self.config_dir, &self.data_dir, &self.workspace)?;
+        let chain = Chain::load(&rt, &filters).await?;
+        let tools = SessionTools::new(
+            rt.clone(),
+            self.workspace.clone(),
+            set,
+            chain,
+            self.trusted,
+            tool_budget(),
+        )
+        .map_err(|e| BadInput::new(e.to_string()))?;
+
+        let default_adapter = merged.defaults.as_ref().and_then(|d| d.adapter.clone());
+        let limits = StateLimits {
+            max_iterations: merged
+                .defaults
+                .as_ref()
+                .and_then(|d| d.limits.as_ref())
+                .and_then(|l| l.max_iterations)
+                .unwrap_or(DEFAULT_MAX_ITERATIONS),
+            timeout: merged
+                .defaults
+                .as_ref()
+                .and_then(|d| d.limits.as_ref())
+                .and_then(|l| l.timeout)
+                .map(Duration::from_millis)
+                .unwrap_or(DEFAULT_TIMEOUT),
+        };
+        let (arbiter_mode, arbiter_adapter) = match &merged.arbiter {
+            Some(a) => (a.mode, a.adapter.clone().or(default_adapter.clone())),
+            None => (ArbiterMode::Fixed, None),
+        };
+
+        let llms = SessionLlms::new(
+            rt.clone(),
+            instances,
+            self.adapter.clone(),
+            default_adapter,
+            events.clone(),
+            !self.output.no_stream,
+            self.recorder.clone(),
+        );
+        if let Task::Existing(id, _) = &task {
+            // A resumed task continues each instance's numbering (a replay picks up there).
+            for name in llms.instances.keys() {
+                let n = store.completions(id, name)?;
+                if n > 0 {
+                    llms.completed.borrow_mut().insert(name.clone(), n);
+                }
+            }
+        }
+        // A missing key or recording is reported before any work (and before a task is made),
+        // not in the middle of it.
+        llms.open_all(first_agent.iter().map(|a| &**a))
+            .await
+            .map_err(BadInput::new)?;
+        let task_id = match &task {
+            Task::New(prompt, options) => {
+                // `Start::New` always names a loaded agent.
+                let first = first_agent.as_ref().map_or("", |a| a.name.as_str());
+                store.create_task(prompt, first, options)?
+            }
+            Task::Existing(id, _) => id.clone(),
+        };
+        match &task {
+            Task::New(prompt, _) => events.emit(&RunEvent::TaskStarted {
+                task: task_id.clone(),
+                prompt: prompt.clone(),
+            }),
+            Task::Existing(id, state) => events.emit(&RunEvent::TaskResumed {
+                task: id.clone(),
+                state: state.clone(),
+            }),
+        }
+        if let Some(first) = first_agent.filter(|a| untrusted_agent(a, self.trusted)) {
+            events.emit(&RunEvent::Warning {
+                message: format!(
+                    "agent {} comes from this untrusted workspace: it gets read-only tools \
+                     (`rawko trust` to change that)",
+                    first.name
+                ),
+            });
+        }
+        Ok(Prepared {
+            task: task_id,
+            agents,
+            llms,
+            tools,
+            events,
+            arbiter_mode,
+            arbiter_adapter,
+            limits,
+            max_steps: self.max_steps,
+        })
+    }
+}
+
+enum Task {
+    New(String, serde_json::Value),
+    Existing(String, String),
+}
+
+impl Prepared {
+    pub fn task(&self) -> &str {
+        &self.task
+    }
+
+    /// Drive the task to its end (or until Ctrl-C).
+    pub async fn drive(self, store: &TaskStore) -> anyhow::Result<TaskEnd> {
+        let arbiter_llm = match (self.arbiter_mode, &self.arbiter_adapter) {
+            (ArbiterMode::Llm, Some(name)) => match self.llms.arbiter(name).await {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    self.events.emit(&RunEvent::Warning {
+                        message: format!(
+                            "the llm arbiter cannot use adapter {name} ({e}); the transition \
+                             tables decide"
+                        ),
+                    });
+                    None
+                }
+            },
+            (ArbiterMode::Llm, None) => {
+                self.events.emit(&RunEvent::Warning {
+                    message: "arbiter mode is llm but no adapter is set for it; the transition \
+                              tables decide"
+                        .into(),
+                });
+                None
+            }
+            _ => None,
+        };
+        let cancel = CancelFlag::default();
+        let watcher = {
+            let cancel = cancel.clone();
+            let events = self.events.clone();
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    cancel.cancel();
+                    events.emit(&RunEvent::Warning {
+                        message: "cancelling: finishing the current step (Ctrl-C again stops \
+                                  at once; `rawko resume` continues)"
+                            .into(),
+                    });
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        std::process::exit(130);
+                    }
+                }
+            })
+        };
+        let events: &dyn EventSink = &*self.events;
+        let engine = Engine {
+            store,
+            agents: &self.agents,
+            llms: &self.llms,
+            tools: &self.tools,
+            arbiter: Arbiter {
+                mode: if arbiter_llm.is_some() {
+                    ArbiterMode::Llm
+                } else {
+                    ArbiterMode::Fixed
+                },
+                max_failures: DEFAULT_MAX_FAILURES,
+                llm: arbiter_llm.as_deref(),
+            },
+            events,
+            cancel,
+            defaults: self.limits,
+            max_steps: self.max_steps,
+        };
+        let end = engine.run(&self.task).await;
+        watcher.abort();
+        Ok(end?)
+    }
+}
+
+/// The end of a run, for a person or a script.
+pub fn report(
+    store: &TaskStore,
+    id: &str,
+    end: &TaskEnd,
+    output: &OutputFlags,
+) -> anyhow::Result<()> {
+    if output.json {
+        // The task_finished event has said it all.
+        return Ok(());
+    }
+    let summary = sanitize(&end.summary, 20_000);
+    if output.quiet {
+        print_out(&summary)?;
+        return Ok(());
+    }
+    let usage = store.task_usage(id).unwrap_or_default();
+    let headline = match end.status {
+        TaskStatus::Done => format!("Task {id} is done."),
+        TaskStatus::Cancelled => format!(
+            "Task {id} was cancelled at {}; `rawko resume {id}` continues it.",
+            end.state
+        ),
+        TaskStatus::Running => format!("Task {id} stopped at {}.", end.state),
+        other => format!("Task {id} {}.", other.as_str()),
+    };
+    print_out(&format!(
+        "\n{headline}\n{summary}\n\ntokens: {} in, {} out · `rawko tasks show {id}` for the timeline",
+        usage.input_tokens + usage.cache_read + usage.cache_write,
+        usage.output_tokens,
+    ))?;
+    Ok(())
+}
+
+/// 0 done, 130 cancelled, 1 otherwise.
+pub fn exit_code(end: &TaskEnd) -> ExitCode {
+    match end.status {
+        TaskStatus::Done => ExitCode::SUCCESS,
+        TaskStatus::Cancelled => ExitCode::from(130),
+        _ => ExitCode::from(1),
+    }
+}

@@ -1,0 +1,197 @@
+//! `rawko tasks list` and `rawko tasks show`: what the task store holds.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use crate::cli::{BadInput, Context, print_json, print_out, terminal_safe};
+use rawko_store::{StoreError, Task, TaskStore};
+
+/// Inspect persisted tasks
+#[derive(Debug, Args)]
+pub struct TasksCmd {
+    #[command(subcommand)]
+    action: TasksAction,
+}
+
+#[derive(Debug, Subcommand)]
+enum TasksAction {
+    /// Every task in this workspace, newest first
+    List {
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// One task in full: timeline, transitions, tool calls, tokens
+    Show {
+        /// The task id (a unique prefix is enough)
+        task: String,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl TasksCmd {
+    pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
+        let path = rawko_store::path_in(cx.workspace());
+        match self.action {
+            TasksAction::List { json } => {
+                if !path.exists() {
+                    if json {
+                        print_json(&json!([]))?;
+                    } else {
+                        print_out("No tasks in this workspace yet (start one with `rawko run`).")?;
+                    }
+                    return Ok(ExitCode::SUCCESS);
+                }
+                let store = TaskStore::open(&path)?;
+                list(&store.tasks()?, json)?;
+                Ok(ExitCode::SUCCESS)
+            }
+            TasksAction::Show { task, json } => {
+                if !path.exists() {
+                    return Err(BadInput::new(format!(
+                        "no task `{task}`: this workspace has no tasks yet"
+                    ))
+                    .into());
+                }
+                let store = TaskStore::open(&path)?;
+                match show(&store, &task, json) {
+                    Err(e) => match e.downcast::<StoreError>() {
+                        Ok(StoreError::NoSuchTask(t)) => {
+                            Err(BadInput::new(StoreError::NoSuchTask(t).to_string()).into())
+                        }
+                        Ok(other) => Err(other.into()),
+                        Err(e) => Err(e),
+                    },
+                    Ok(()) => Ok(ExitCode::SUCCESS),
+                }
+            }
+        }
+    }
+}
+
+fn list(tasks: &[Task], json: bool) -> std::io::Result<()> {
+    if json {
+        return print_json(&serde_json::to_value(tasks).unwrap_or_default());
+    }
+    if tasks.is_empty() {
+        return print_out("No tasks in this workspace yet (start one with `rawko run`).");
+    }
+    let mut out = format!(
+        "{:<12} {:<10} {:<12} {:>5}  TASK\n",
+        "ID", "STATUS", "STATE", "STEPS"
+    );
+    for t in tasks {
+        let prompt: String = t
+            .prompt
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(60)
+            .collect();
+        out.push_str(&format!(
+            "{:<12} {:<10} {:<12} {:>5}  {prompt}\n",
+            t.id,
+            t.status.as_str(),
+            t.state,
+            t.steps
+        ));
+    }
+    // Prompts, states and ids come from a store that may have come with the repository.
+    print_out(&terminal_safe(&out))
+}
+
+fn show(store: &TaskStore, id: &str, json: bool) -> anyhow::Result<()> {
+    let task = store.task(id)?;
+    let transitions = store.transitions(&task.id)?;
+    let turns = store.turns(&task.id)?;
+    let calls = store.tool_calls(&task.id)?;
+    let decisions = store.decisions(&task.id)?;
+    let usage = store.task_usage(&task.id)?;
+    if json {
+        print_json(&json!({
+            "task": task,
+            "transitions": transitions,
+            "turns": turns,
+            "tool_calls": calls,
+            "decisions": decisions,
+            "usage": usage,
+        }))?;
+        return Ok(());
+    }
+    let mut out = String::new();
+    out.push_str(&format!(
+        "task {}  {}  (state {}, {} steps)\n",
+        task.id,
+        task.status.as_str(),
+        task.state,
+        task.steps
+    ));
+    out.push_str(&format!("  {}\n", task.prompt.replace('\n', "\n  ")));
+    if let Some(s) = &task.summary {
+        out.push_str(&format!("result: {s}\n"));
+    }
+    out.push_str(&format!(
+        "tokens: {} in, {} out\n",
+        usage.input_tokens, usage.output_tokens
+    ));
+    out.push_str("\ntimeline:\n");
+    for turn in &turns {
+        let indent = if turn.parent_id.is_some() {
+            "    "
+        } else {
+            "  "
+        };
+        out.push_str(&format!(
+            "{indent}{} [{}] {} iteration{}: {}\n",
+            turn.agent,
+            turn.outcome.as_deref().unwrap_or("in progress"),
+            turn.iterations,
+            if turn.iterations == 1 { "" } else { "s" },
+            turn.summary
+                .as_deref()
+                .unwrap_or("")
+                .lines()
+                .next()
+                .unwrap_or("")
+        ));
+        for c in calls.iter().filter(|c| c.turn_id == turn.id) {
+            let input: String = c.input.chars().take(80).collect();
+            out.push_str(&format!(
+                "{indent}  {} {} {input}  [{}, {:.1} ms]\n",
+                if c.is_error { "✗" } else { "✓" },
+                c.tool,
+                c.verdict,
+                c.duration_us as f64 / 1000.0
+            ));
+        }
+    }
+    out.push_str("\ntransitions:\n");
+    for t in &transitions {
+        out.push_str(&format!(
+            "  {} -> {}  on {} ({}: {})\n",
+            t.from.as_deref().unwrap_or("start"),
+            t.to,
+            t.event,
+            t.mode,
+            t.reason
+        ));
+    }
+    let denied: Vec<_> = decisions.iter().filter(|d| d.decision != "allow").collect();
+    if !denied.is_empty() {
+        out.push_str("\ndenied or overridden:\n");
+        for d in denied {
+            out.push_str(&format!(
+                "  {} {} {}: {} ({})\n",
+                d.subject, d.capability, d.detail, d.decision, d.reason
+            ));
+        }
+    }
+    // Summaries, tool input and reasons are model output; the store may be a stranger's.
+    print_out(&terminal_safe(&out))?;
+    Ok(())
+}

@@ -1,0 +1,242 @@
+//! `rawko tool call`: call one tool exactly as an agent would, sandbox and all.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use crate::cli::{BadInput, Context, print_json, print_out};
+use rawko_runtime::tool::CallContext;
+use rawko_runtime::{Budget, Runtime, ToolPlugin};
+use rawko_toolset::bash::{self, BashContext};
+use rawko_toolset::{Provider, ToolSet};
+
+use super::bash::{PolicyFlags, ShellSetup, configured_filters, grants_from};
+use crate::cli::commands::agents::usable_agent;
+use rawko_adapters::Trust;
+use rawko_fsm::session::SessionTools;
+use rawko_fsm::tools::{ToolHost, ToolOutcome};
+use rawko_toolset::chain::Chain;
+use std::rc::Rc;
+
+/// Call a tool directly
+#[derive(Debug, Args)]
+pub struct ToolCmd {
+    #[command(subcommand)]
+    action: ToolAction,
+}
+
+#[derive(Debug, Subcommand)]
+enum ToolAction {
+    /// Call one tool in its sandbox with explicit grants, and print its result
+    #[command(after_help = "Examples:\n  \
+        rawko tool call Read --read . --input '{\"path\": \"README.md\", \"limit\": 5}'\n  \
+        rawko tool call Write --write out --input '{\"path\": \"out/hello.txt\", \"content\": \"hi\"}'\n  \
+        rawko tool call Bash --read . --allow 'git *' --input '{\"command\": \"git status\"}'\n\n\
+        The tool sees only the directories granted with --read and --write; everything else \
+        does not exist inside its sandbox. Bash commands must also be allowed by --allow \
+        patterns and pass the bash filters configured in config.yaml.")]
+    Call(CallArgs),
+}
+
+#[derive(Debug, Args)]
+struct CallArgs {
+    /// The tool to call (see `rawko tools list`)
+    tool: String,
+    /// The tool's input, a JSON object
+    #[arg(long, value_name = "JSON")]
+    input: String,
+    /// Grant read-only access to a directory (relative to the workspace); repeatable
+    #[arg(long = "read", value_name = "DIR")]
+    read: Vec<PathBuf>,
+    /// Grant read-write access to a directory (relative to the workspace); repeatable
+    #[arg(long = "write", value_name = "DIR")]
+    write: Vec<PathBuf>,
+    /// Wall-clock limit for the call, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    timeout: f64,
+    /// Memory limit for the call, in MiB
+    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    memory: u64,
+    /// Largest result accepted from the call, in bytes
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    max_output: u64,
+    /// Also load this tool plugin (.wasm), e.g. one you are developing; its tools come after the
+    /// built-in ones
+    #[arg(long, value_name = "FILE")]
+    plugin: Vec<PathBuf>,
+    /// Print the result as JSON: {"ok", "tool", "plugin", "output" | "error", "duration_ms"}
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    policy: PolicyFlags,
+    /// Call the tool exactly as this agent would in a run: its tools, its bash policy, the
+    /// workspace read-write only if the agent may write (replaces --read, --write, --allow,
+    /// --block)
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["read", "write", "allow", "block"])]
+    agent: Option<String>,
+}
+
+impl CallArgs {
+    /// The call's budgets from `--timeout`, `--memory` and `--max-output`.
+    fn budget(&self) -> Budget {
+        Budget {
+            timeout: Duration::from_secs_f64(self.timeout),
+            memory: self.memory.saturating_mul(1 << 20),
+            output: self.max_output,
+        }
+    }
+}
+
+impl ToolCmd {
+    pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
+        match self.action {
+            ToolAction::Call(args) => call(cx, args).await,
+        }
+    }
+}
+
+async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
+    if !(args.timeout.is_finite() && args.timeout > 0.0 && args.timeout <= 86_400.0) {
+        return Err(BadInput::new("--timeout must be between 0 and 86400 seconds").into());
+    }
+    if let Some(name) = &args.agent {
+        return call_as_agent(cx, &args, name).await;
+    }
+    let grants = grants_from(cx, &args.read, &args.write)?;
+    let budget = args.budget();
+
+    let rt = cx.runtime()?;
+    let set = tool_set(cx, &rt, &args.plugin).await?;
+    let Some((provider, _)) = set.find(&args.tool) else {
+        return Err(BadInput::new(format!(
+            "no tool named `{}` (available: {})",
+            args.tool,
+            set.names().join(", ")
+        ))
+        .into());
+    };
+
+    let result = match provider {
+        Provider::Plugin(plugin) => {
+            let call_cx = CallContext {
+                workspace: cx.workspace(),
+                grants: &grants,
+                budget,
+            };
+            plugin.call(&rt, &args.tool, &args.input, &call_cx).await
+        }
+        Provider::Host(_) => {
+            let shell = ShellSetup::new(cx, &rt, &grants, &args.policy).await?;
+            let bash_cx = BashContext {
+                rt: &rt,
+                chain: &shell.chain,
+                policy: &shell.policy,
+                resolver: &shell.resolver,
+            };
+            bash::call(bash_cx, &args.input).await.map(|o| o.output)
+        }
+    };
+    match result {
+        Ok(out) => {
+            if args.json {
+                print_json(&serde_json::json!({
+                    "ok": true,
+                    "tool": args.tool,
+                    "plugin": provider.name(),
+                    "output": out.content,
+                    "duration_ms": out.duration.as_secs_f64() * 1000.0,
+                }))?;
+            } else {
+                print_out(&out.content)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            if args.json {
+                print_json(&serde_json::json!({
+                    "ok": false,
+                    "tool": args.tool,
+                    "plugin": provider.name(),
+                    "error": { "code": e.code(), "message": e.to_string() },
+                }))?;
+            } else {
+                eprintln!("error: {e}");
+            }
+            Ok(ExitCode::from(if e.is_bad_input() { 2 } else { 1 }))
+        }
+    }
+}
+
+/// The built-in and installed tools, then the `--plugin` files.
+async fn tool_set(cx: &Context, rt: &Runtime, plugins: &[PathBuf]) -> anyhow::Result<ToolSet> {
+    let mut set = ToolSet::with_installed(rt, &cx.dirs.data, cx.workspace()).await?;
+    for path in plugins {
+        let wasm = std::fs::read(path)
+            .map_err(|e| BadInput::new(format!("plugin {}: {e}", path.display())))?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "plugin".into());
+        set.add(ToolPlugin::load(rt, &name, &wasm).await?);
+    }
+    Ok(set)
+}
+
+/// `tool call --agent`: the tool as a run would call it for that agent.
+async fn call_as_agent(cx: &Context, args: &CallArgs, name: &str) -> anyhow::Result<ExitCode> {
+    let agent = usable_agent(cx, name)?;
+    let trusted = cx.workspace_trust() == Trust::Trusted;
+    let rt = Rc::new(cx.runtime()?);
+    let set = tool_set(cx, &rt, &args.plugin).await?;
+    let filters = configured_filters(&cx.dirs.config, &cx.dirs.data, cx.workspace())?;
+    let chain = Chain::load(&rt, &filters).await?;
+    let tools = SessionTools::new(
+        rt.clone(),
+        cx.workspace().to_path_buf(),
+        set,
+        chain,
+        trusted,
+        args.budget(),
+    )
+    .map_err(|e| BadInput::new(e.to_string()))?;
+    let offered = tools.specs(&agent).iter().any(|s| s.name == args.tool);
+    let outcome = if !offered || !agent.may_call(&args.tool) {
+        let mut why = format!(
+            "tool `{}` is not available to the {} agent",
+            args.tool, agent.name
+        );
+        if let Some(more) = tools.withheld(&agent, &args.tool) {
+            why.push_str(": ");
+            why.push_str(&more);
+        }
+        ToolOutcome {
+            output: why,
+            is_error: true,
+            verdict: "denied: not allowed".into(),
+            decisions: Vec::new(),
+        }
+    } else {
+        tools.run(&agent, &args.tool, &args.input).await
+    };
+    if args.json {
+        print_json(&serde_json::json!({
+            "ok": !outcome.is_error,
+            "tool": args.tool,
+            "agent": agent.name,
+            "verdict": outcome.verdict,
+            "output": outcome.output,
+            "decisions": outcome.decisions,
+        }))?;
+    } else if outcome.is_error {
+        eprintln!("error: {}", outcome.output);
+    } else {
+        print_out(&outcome.output)?;
+    }
+    Ok(if outcome.is_error {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,144 @@
+//! `rawko tools list`: the tools that can be called, and which plugin provides each.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+
+use crate::cli::commands::agents::usable_agent;
+use crate::cli::{Context, print_json, print_out};
+use rawko_adapters::Trust;
+use rawko_fsm::session::{READ_ONLY_TOOLS, command_tool_spec, untrusted_agent};
+use rawko_toolset::ToolSet;
+
+/// Inspect the available tools
+#[derive(Debug, Args)]
+pub struct ToolsCmd {
+    #[command(subcommand)]
+    action: ToolsAction,
+}
+
+#[derive(Debug, Subcommand)]
+enum ToolsAction {
+    /// List every tool with the plugin that provides it
+    List(ListArgs),
+}
+
+#[derive(Debug, Args)]
+struct ListArgs {
+    /// Print JSON (name, plugin, description, input schema) instead of a table
+    #[arg(long)]
+    json: bool,
+    /// Only the tools this agent may call (with its command tools), as a run would offer them
+    #[arg(long, value_name = "NAME")]
+    agent: Option<String>,
+}
+
+impl ToolsCmd {
+    pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
+        match self.action {
+            ToolsAction::List(args) => list(cx, args).await,
+        }
+    }
+}
+
+async fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
+    let rt = cx.runtime()?;
+    let set = ToolSet::with_installed(&rt, &cx.dirs.data, cx.workspace()).await?;
+    let mut tools: Vec<(String, String, String, serde_json::Value)> = set
+        .tools()
+        .into_iter()
+        .map(|(p, t)| {
+            (
+                t.name.clone(),
+                p.name().to_string(),
+                t.description.clone(),
+                t.input_schema.clone(),
+            )
+        })
+        .collect();
+    if let Some(name) = &args.agent {
+        let agent = usable_agent(cx, name)?;
+        let trusted = cx.workspace_trust() == Trust::Trusted;
+        let restricted = untrusted_agent(&agent, trusted);
+        tools.retain(|(name, ..)| {
+            agent.may_call(name) && (!restricted || READ_ONLY_TOOLS.contains(&name.as_str()))
+        });
+        if !restricted {
+            for t in &agent.command_tools {
+                let spec = command_tool_spec(&agent, t);
+                tools.push((
+                    spec.name,
+                    "agent".into(),
+                    spec.description,
+                    spec.input_schema,
+                ));
+            }
+        }
+        if restricted && !args.json {
+            eprintln!(
+                "note: agent {} comes from this untrusted workspace: read-only tools only \
+                 (`rawko trust` to change that)",
+                agent.name
+            );
+        }
+    }
+    if args.json {
+        let items: Vec<serde_json::Value> = tools
+            .iter()
+            .map(|(name, plugin, description, schema)| {
+                serde_json::json!({
+                    "name": name,
+                    "plugin": plugin,
+                    "description": description,
+                    "input_schema": schema,
+                })
+            })
+            .collect();
+        print_json(&serde_json::Value::Array(items))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let name_w = tools
+        .iter()
+        .map(|(name, ..)| name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let plugin_w = tools
+        .iter()
+        .map(|(_, plugin, ..)| plugin.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    let mut out = format!("{:name_w$}  {:plugin_w$}  DESCRIPTION\n", "TOOL", "PLUGIN");
+    for (name, plugin, description, _) in &tools {
+        out.push_str(&format!(
+            "{name:name_w$}  {plugin:plugin_w$}  {}\n",
+            first_sentence(description)
+        ));
+    }
+    print_out(&out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The description up to its first full stop, on one line.
+fn first_sentence(description: &str) -> String {
+    let one_line = description.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one_line.find(". ") {
+        Some(i) => one_line[..=i].to_string(),
+        None => one_line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_sentence;
+
+    #[test]
+    fn first_sentence_is_one_line() {
+        assert_eq!(
+            first_sentence("Read a file.\nMore. Even more."),
+            "Read a file."
+        );
+        assert_eq!(first_sentence("No stop"), "No stop");
+    }
+}

@@ -1,0 +1,246 @@
+//! The `rawko` command line: argument parsing, logging, and exit codes.
+//!
+//! Each command lives in its own file under `commands/` with one clap struct and an `execute`
+//! method. Exit status: 0 on success, 1 when a task, check or tool call fails, 2 on bad usage
+//! or bad input.
+
+mod commands;
+mod live;
+mod output;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use std::collections::BTreeMap;
+
+use rawko_adapters::instance::resolve_all;
+use rawko_adapters::{AdapterInstance, InstalledAdapters, Trust};
+use rawko_config::Layers;
+use rawko_config::paths::Dirs;
+use rawko_runtime::Runtime;
+
+pub use output::{print_json, print_out, terminal_safe};
+
+const ABOUT: &str = "An agentic coding robot whose every tool, model adapter and shell filter is a \
+sandboxed WebAssembly plugin";
+
+const LONG_ABOUT: &str =
+    "An agentic coding robot whose every tool, model adapter and shell filter \
+is a sandboxed WebAssembly plugin.
+
+Each plugin call runs in a fresh WebAssembly instance that sees only the directories it was \
+granted, has no network (an LLM adapter reaches its own endpoint only, through rawko, which \
+holds the API key), no environment and no terminal, and is stopped when it overruns its time, \
+memory or output budget.";
+
+#[derive(Debug, Parser)]
+#[command(name = "rawko", version, about = ABOUT, long_about = LONG_ABOUT)]
+pub struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Flags every command takes.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// The workspace to work in [default: the current directory]
+    #[arg(long, global = true, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Where rawko keeps grants, trust decisions and installed plugins [default: $XDG_DATA_HOME/rawko]
+    #[arg(long, global = true, env = "RAWKO_DATA_DIR", value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Log more (-v: info, -vv: debug, -vvv: trace); RAWKO_LOG takes a tracing filter
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Run(commands::run::RunCmd),
+    Resume(commands::run::ResumeCmd),
+    Demo(commands::demo::DemoCmd),
+    Init(commands::init::InitCmd),
+    Trust(commands::trust::TrustCmd),
+    Tasks(commands::tasks::TasksCmd),
+    Agents(commands::agents::AgentsCmd),
+    Tools(commands::tools::ToolsCmd),
+    Tool(commands::tool::ToolCmd),
+    Adapters(commands::adapters::AdaptersCmd),
+    Ask(commands::ask::AskCmd),
+    Plugin(commands::plugin::PluginCmd),
+    Bash(commands::bash::BashCmd),
+}
+
+/// Everything a command needs from the global flags.
+#[derive(Debug)]
+pub struct Context {
+    /// The workspace root, absolute and canonical.
+    pub workspace: PathBuf,
+    pub dirs: Dirs,
+    pub verbose: u8,
+}
+
+impl Context {
+    fn new(global: &GlobalArgs) -> anyhow::Result<Self> {
+        let requested = match &global.workspace {
+            Some(w) => w.clone(),
+            None => std::env::current_dir()
+                .map_err(|e| BadInput::new(format!("cannot read the current directory: {e}")))?,
+        };
+        let workspace = requested
+            .canonicalize()
+            .map_err(|e| BadInput::new(format!("workspace {}: {e}", requested.display())))?;
+        if !workspace.is_dir() {
+            return Err(BadInput::new(format!(
+                "workspace {} is not a directory",
+                requested.display()
+            ))
+            .into());
+        }
+        Ok(Context {
+            workspace,
+            dirs: Dirs::resolve(global.data_dir.as_deref()),
+            verbose: global.verbose,
+        })
+    }
+
+    /// Start the plugin runtime, with compiled plugins cached in the cache directory.
+    pub fn runtime(&self) -> anyhow::Result<Runtime> {
+        Ok(Runtime::new(Some(self.dirs.cache.clone()))?)
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// The user's and the workspace's `config.yaml`, kept apart. A broken file is bad input.
+    pub fn config_layers(&self) -> anyhow::Result<Layers> {
+        Ok(Layers::load(&self.dirs.config, &self.workspace)
+            .map_err(|e| BadInput::new(e.to_string()))?)
+    }
+
+    /// Whether the user trusts the workspace's own `.rawko/` files (`rawko trust`, `rawko
+    /// init`, `--trust`, a prompt). An untrusted workspace's adapters get no credential and no
+    /// private network unless the user's own config already grants the same; a trust store
+    /// that cannot be read trusts nothing.
+    pub fn workspace_trust(&self) -> Trust {
+        match rawko_config::trust::TrustStore::new(&self.dirs.data).get(&self.workspace) {
+            Ok(Some(_)) => Trust::Trusted,
+            Ok(None) => Trust::Untrusted,
+            Err(e) => {
+                tracing::warn!("{e}");
+                Trust::Untrusted
+            }
+        }
+    }
+
+    /// Every adapter instance, checked, with what the workspace may not have withheld and with
+    /// installed adapter plugins held to their grants.
+    pub fn adapter_instances(&self) -> anyhow::Result<BTreeMap<String, AdapterInstance>> {
+        let layers = self.config_layers()?;
+        let installed = InstalledAdapters::load(&self.dirs.data, &self.workspace);
+        Ok(resolve_all(&layers, self.workspace_trust(), &installed)
+            .map_err(|e| BadInput::new(e.to_string()))?)
+    }
+}
+
+/// An error caused by what the user typed or supplied: exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(String);
+
+impl BadInput {
+    pub fn new(message: impl Into<String>) -> Self {
+        BadInput(message.into())
+    }
+}
+
+/// Run the command line and return the process exit status.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    init_tracing(cli.global.verbose);
+
+    // IO for HTTP (plugin downloads, registries), time for call deadlines.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(async {
+        let cx = Context::new(&cli.global)?;
+        cli.command.execute(&cx).await
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            if e.downcast_ref::<BadInput>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+impl Command {
+    async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
+        match self {
+            Command::Run(c) => c.execute(cx).await,
+            Command::Resume(c) => c.execute(cx).await,
+            Command::Demo(c) => c.execute(cx).await,
+            Command::Init(c) => c.execute(cx).await,
+            Command::Trust(c) => c.execute(cx).await,
+            Command::Tasks(c) => c.execute(cx).await,
+            Command::Agents(c) => c.execute(cx).await,
+            Command::Tools(c) => c.execute(cx).await,
+            Command::Tool(c) => c.execute(cx).await,
+            Command::Adapters(c) => c.execute(cx).await,
+            Command::Ask(c) => c.execute(cx).await,
+            Command::Plugin(c) => c.execute(cx).await,
+            Command::Bash(c) => c.execute(cx).await,
+        }
+    }
+}
+
+fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = std::env::var("RAWKO_LOG")
+        .ok()
+        .and_then(|f| tracing_subscriber::EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| {
+            // Our own crate at the chosen level; dependencies only at warn unless tracing.
+            let deps = if verbose >= 3 { "trace" } else { "warn" };
+            tracing_subscriber::EnvFilter::new(format!("{deps},rawko={default}"))
+        });
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(verbose >= 2)
+        .without_time()
+        .try_init();
+}

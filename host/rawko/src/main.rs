@@ -1,0 +1,7 @@
+//! The `rawko` command line.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

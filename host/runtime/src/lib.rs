@@ -1,0 +1,134 @@
+//! The plugin runtime: one wasmtime engine per process, compiled components cached on disk, and
+//! a fresh, budgeted store and instance for every call.
+//!
+//! Nothing survives from one call to the next inside a plugin: each call builds its WASI context
+//! from that call's grants, instantiates the pre-linked component into a new store, runs, and
+//! throws the store away. A trap or a broken budget ends that call only.
+
+pub mod adapter;
+pub mod bindings;
+pub mod budget;
+pub mod cache;
+pub mod engine;
+pub mod filter;
+pub mod http;
+pub mod log;
+pub mod progress;
+pub mod protect;
+pub mod sandbox;
+pub mod state;
+pub mod stdio;
+pub mod tool;
+
+use std::path::PathBuf;
+
+use wasmtime::Engine;
+use wasmtime::component::{HasSelf, InstancePre, Linker};
+
+pub use adapter::{AdapterCallError, AdapterPlugin};
+pub use budget::{Budget, BudgetKind};
+pub use filter::{FilterError, FilterPlugin};
+pub use state::HostState;
+pub use tool::{ToolCallError, ToolCallOutput, ToolInfo, ToolPlugin};
+
+/// Why the runtime could not start or a plugin could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("cannot start the WebAssembly engine: {0}")]
+    Engine(String),
+    #[error("plugin {plugin}: {message}")]
+    Load { plugin: String, message: String },
+}
+
+/// The engine, the linker for each plugin kind, and the compiled-component cache.
+pub struct Runtime {
+    engine: Engine,
+    tool_linker: Linker<HostState>,
+    adapter_linker: Linker<HostState>,
+    filter_linker: Linker<HostState>,
+    cache: cache::ComponentCache,
+    _ticker: engine::EpochTicker,
+}
+
+impl Runtime {
+    /// Start the runtime, caching compiled plugins under `cache_dir` (no caching if `None`).
+    pub fn new(cache_dir: Option<PathBuf>) -> Result<Self, RuntimeError> {
+        let engine = engine::new_engine().map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
+        let link =
+            |what: &str, e: wasmtime::Error| RuntimeError::Engine(format!("linking {what}: {e:#}"));
+        // Every kind gets the sandbox world: WASI (as narrowed per call) and the log.
+        let base = || -> Result<Linker<HostState>, RuntimeError> {
+            let mut linker = Linker::new(&engine);
+            wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| link("WASI", e))?;
+            crate::protect::add_to_linker(&mut linker).map_err(|e| link("protected paths", e))?;
+            bindings::log::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+                .map_err(|e| link("log", e))?;
+            Ok(linker)
+        };
+        let tool_linker = base()?;
+        let mut adapter_linker = base()?;
+        bindings::http::add_to_linker::<HostState, HasSelf<HostState>>(&mut adapter_linker, |s| s)
+            .map_err(|e| link("http", e))?;
+        bindings::progress::add_to_linker::<HostState, HasSelf<HostState>>(
+            &mut adapter_linker,
+            |s| s,
+        )
+        .map_err(|e| link("progress", e))?;
+        let mut filter_linker = base()?;
+        bindings::shell::add_to_linker::<HostState, HasSelf<HostState>>(&mut filter_linker, |s| s)
+            .map_err(|e| link("shell", e))?;
+        let ticker = engine::EpochTicker::start(&engine)
+            .map_err(|e| RuntimeError::Engine(format!("cannot start the epoch thread: {e}")))?;
+        let cache = cache::ComponentCache::new(&engine, cache_dir);
+        Ok(Runtime {
+            engine,
+            tool_linker,
+            adapter_linker,
+            filter_linker,
+            cache,
+            _ticker: ticker,
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn cache(&self) -> &cache::ComponentCache {
+        &self.cache
+    }
+
+    pub(crate) fn tool_linker(&self) -> &Linker<HostState> {
+        &self.tool_linker
+    }
+
+    pub(crate) fn adapter_linker(&self) -> &Linker<HostState> {
+        &self.adapter_linker
+    }
+
+    /// Compile `wasm` (or load it from the cache) and link it with `linker`: the first steps of
+    /// loading a plugin of any kind. Errors name the plugin and say what is wrong with it.
+    pub(crate) fn link(
+        &self,
+        name: &str,
+        wasm: &[u8],
+        linker: &Linker<HostState>,
+    ) -> Result<(cache::Compiled, InstancePre<HostState>), RuntimeError> {
+        let fail = |message: String| RuntimeError::Load {
+            plugin: name.to_string(),
+            message,
+        };
+        let compiled = self
+            .cache
+            .load(&self.engine, wasm)
+            .map_err(|e| fail(format!("not a valid WebAssembly component: {e:#}")))?;
+        let pre = linker
+            .instantiate_pre(&compiled.component)
+            .map_err(|e| fail(format!("needs an import rawko does not provide: {e:#}")))?;
+        Ok((compiled, pre))
+    }
+
+    pub(crate) fn filter_linker(&self) -> &Linker<HostState> {
+        &self.filter_linker
+    }
+}

@@ -1,0 +1,104 @@
+//! The kernel sandbox for the native processes rawko starts.
+//!
+//! Wasm plugins are contained by wasmtime; commands run by the Bash tool and by command tools
+//! are native processes, and this crate is what holds them: a landlock ruleset applied in the
+//! process that spawns them, an environment reduced to an allow-list, and whole process groups
+//! killed when their time is up.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// Environment variables passed through from rawko's own environment; everything else is
+/// dropped (API keys, tokens, `LD_PRELOAD`, `BASH_ENV`, ...). `PATH` is rawko's filtered one,
+/// `TERM` is `dumb` and `TMPDIR` a private directory.
+pub const ENV_ALLOWLIST: &[&str] = &[
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "GOPATH",
+    "GOROOT",
+    "GOCACHE",
+    "GOMODCACHE",
+    "JAVA_HOME",
+];
+
+/// Whether the kernel limited the commands' writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Confinement {
+    /// Landlock enforced every write restriction.
+    Full,
+    /// Landlock enforced some of them (an older kernel).
+    Partial,
+    /// Not enforced: not Linux, or landlock unavailable.
+    None,
+}
+
+/// The environment every command starts from.
+pub fn base_env(path_dirs: &[PathBuf], tmpdir: Option<&Path>) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        let Some(name) = k.to_str() else { continue };
+        if ENV_ALLOWLIST.contains(&name) || name.starts_with("LC_") {
+            env.push((k, v));
+        }
+    }
+    if let Ok(path) = std::env::join_paths(path_dirs) {
+        env.push(("PATH".into(), path));
+    }
+    env.push(("TERM".into(), "dumb".into()));
+    if let Some(t) = tmpdir {
+        env.push(("TMPDIR".into(), t.into()));
+    }
+    env
+}
+
+/// Limit the writes of this thread and every process it starts to `writable` and `/dev/null`.
+#[cfg(target_os = "linux")]
+pub fn confine(writable: &[PathBuf]) -> Confinement {
+    use landlock::{
+        ABI, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, path_beneath_rules,
+    };
+    let abi = ABI::V5;
+    let result = (|| -> Result<RulesetStatus, landlock::RulesetError> {
+        let status = Ruleset::default()
+            .handle_access(AccessFs::from_write(abi))?
+            .create()?
+            .add_rules(path_beneath_rules(writable, AccessFs::from_write(abi)))?
+            .add_rules(path_beneath_rules(["/dev/null"], AccessFs::from_write(abi)))?
+            .restrict_self()?;
+        Ok(status.ruleset)
+    })();
+    match result {
+        Ok(RulesetStatus::FullyEnforced) => Confinement::Full,
+        Ok(RulesetStatus::PartiallyEnforced) => Confinement::Partial,
+        Ok(RulesetStatus::NotEnforced) => Confinement::None,
+        Err(e) => {
+            tracing::info!("cannot set up landlock: {e}");
+            Confinement::None
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn confine(_writable: &[PathBuf]) -> Confinement {
+    Confinement::None
+}
+
+/// Kill a whole process group; `pgid` 0 and 1 are never signalled.
+pub fn kill_group(pgid: i32) {
+    if pgid > 1 {
+        // SAFETY: kill(2) with a negative pid signals a process group; it takes no pointers.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+}

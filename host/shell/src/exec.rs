@@ -1,0 +1,701 @@
+//! The `exec` capability: rawko runs a judged command line itself.
+//!
+//! No shell reads the text again. The executor walks the parsed structure and spawns each
+//! simple command's argv (the words the filters judged), wiring pipes, `&&` / `||` / `;` lists,
+//! subshells, groups and redirections itself. What it does not implement is refused before
+//! anything starts ([`runnable`]). Every run gets: the workspace as its starting directory,
+//! stdin at end of file, an environment scrubbed to [`ENV_ALLOWLIST`], a deadline after which the
+//! whole process group of the running pipeline is killed, output captured up to a cap, and on
+//! Linux a landlock ruleset that limits writes to the writable grants (plus a private temporary
+//! directory and `/dev/null`) for every process it starts. Redirections never write under the
+//! workspace's `.git` or `.rawko` ([`super::protect`]).
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::model::{Connector, ListItem, Pipeline, Script, Stage};
+use crate::{ParsedCommand, RedirectKind, SimpleCommand, Word};
+use rawko_capability::protect::Protected;
+use rawko_sandbox::{Confinement, base_env, confine, kill_group};
+
+/// Default deadline of a command line.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Longest deadline a caller may ask for.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default output cap, in characters.
+pub const DEFAULT_MAX_OUTPUT: usize = 30_000;
+
+/// How to run a command line.
+#[derive(Debug, Clone)]
+pub struct ExecOptions {
+    pub workspace: PathBuf,
+    /// Directories commands may write (landlock); empty for a read-only agent.
+    pub write_paths: Vec<PathBuf>,
+    /// The `PATH` commands see (the resolver's directories).
+    pub path_dirs: Vec<PathBuf>,
+    pub timeout: Duration,
+    /// Output cap, in characters.
+    pub max_output: usize,
+    /// Keep stderr apart from stdout (command tools) instead of interleaving them (Bash).
+    pub separate_stderr: bool,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExecOutput {
+    /// stdout and stderr interleaved (or stdout alone with `separate_stderr`), capped.
+    pub output: String,
+    /// stderr, capped, with `separate_stderr`.
+    pub stderr: String,
+    /// The exit status of the last pipeline that ran, bash-style (128 + signal when killed).
+    pub exit_code: i32,
+    pub timed_out: bool,
+    pub truncated: bool,
+    pub duration_ms: u64,
+    pub confinement: Confinement,
+}
+
+/// Why a command line was not run, or could not be.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ExecError {
+    #[error("rawko's executor does not run this command: {0}")]
+    NotRunnable(String),
+    #[error("cannot run the command: {0}")]
+    Setup(String),
+}
+
+/// Check that every part of `parsed` is something the executor implements.
+pub fn runnable(parsed: &ParsedCommand) -> Result<(), String> {
+    check_script(&parsed.script, &parsed.commands)
+}
+
+fn check_script(s: &Script, cmds: &[SimpleCommand]) -> Result<(), String> {
+    for item in &s.0 {
+        if item.background {
+            return Err("background jobs (`&`) are not supported".into());
+        }
+        for p in std::iter::once(&item.first).chain(item.rest.iter().map(|(_, p)| p)) {
+            check_pipeline(p, cmds)?;
+        }
+    }
+    Ok(())
+}
+
+fn check_pipeline(p: &Pipeline, cmds: &[SimpleCommand]) -> Result<(), String> {
+    if p.timed {
+        return Err("the `time` keyword is not supported".into());
+    }
+    let multi = p.stages.len() > 1;
+    for stage in &p.stages {
+        match stage {
+            Stage::Command(i) => {
+                let c = &cmds[*i];
+                if let Some(why) = c.not_runnable.first() {
+                    return Err(format!("`{}`: {why}", c.text));
+                }
+                for r in &c.redirects {
+                    let fd = r.fd.unwrap_or(0);
+                    if fd > 2 {
+                        return Err(format!(
+                            "`{}`: redirecting descriptor {fd} is not supported (only 0, 1 and 2)",
+                            c.text
+                        ));
+                    }
+                    if r.kind == RedirectKind::Duplicate
+                        && let Word::Literal(t) = &r.target
+                        && t != "-"
+                        && t.parse::<u32>().map_or(true, |n| n > 2)
+                    {
+                        return Err(format!(
+                            "`{}`: duplicating descriptor {t} is not supported (only 0, 1 and 2)",
+                            c.text
+                        ));
+                    }
+                }
+            }
+            Stage::Subshell { script, redirected } | Stage::Group { script, redirected } => {
+                if *redirected {
+                    return Err("redirections on a group or subshell are not supported".into());
+                }
+                if multi {
+                    return Err("a group or subshell inside a pipeline is not supported".into());
+                }
+                check_script(script, cmds)?;
+            }
+            Stage::Other(what) => return Err(format!("{what} is not supported")),
+        }
+    }
+    Ok(())
+}
+
+/// Run `parsed`, which the filters allowed and [`runnable`] accepts, on a thread of its own
+/// (landlock restricts the thread that starts the processes, so it must not be shared).
+pub async fn run(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput, ExecError> {
+    runnable(parsed).map_err(ExecError::NotRunnable)?;
+    let parsed = parsed.clone();
+    let opts = opts.clone();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("rawko-exec".into())
+        .spawn(move || {
+            let _ = tx.send(run_blocking(&parsed, &opts));
+        })
+        .map_err(|e| ExecError::Setup(format!("cannot start a thread: {e}")))?;
+    rx.await
+        .map_err(|_| ExecError::Setup("the executor thread stopped unexpectedly".into()))?
+}
+
+fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput, ExecError> {
+    let started = Instant::now();
+    let setup = |what: &str, e: std::io::Error| ExecError::Setup(format!("{what}: {e}"));
+    // A private temporary directory for agents that may write at all.
+    let tmp = if opts.write_paths.is_empty() {
+        None
+    } else {
+        Some(
+            tempfile::Builder::new()
+                .prefix("rawko-exec-")
+                .tempdir()
+                .map_err(|e| setup("temporary directory", e))?,
+        )
+    };
+    let mut writable = opts.write_paths.clone();
+    if let Some(t) = &tmp {
+        writable.push(t.path().to_path_buf());
+    }
+    let confinement = confine(&writable);
+    if confinement != Confinement::Full {
+        tracing::info!(
+            "landlock is {} on this system: the command's writes are limited by the policy filter only, not by the kernel",
+            if confinement == Confinement::None {
+                "not available"
+            } else {
+                "only partly available"
+            }
+        );
+    }
+
+    let (out_r, out_w) = std::io::pipe().map_err(|e| setup("pipe", e))?;
+    let (err_r, err_w) = if opts.separate_stderr {
+        let (r, w) = std::io::pipe().map_err(|e| setup("pipe", e))?;
+        (Some(r), w)
+    } else {
+        (None, out_w.try_clone().map_err(|e| setup("pipe", e))?)
+    };
+    let out_reader = Capture::start(out_r, opts.max_output);
+    let err_reader = err_r.map(|r| Capture::start(r, opts.max_output.min(8_000)));
+
+    let watchdog = Watchdog::start(opts.timeout);
+    let protected = Protected::new(
+        std::iter::once(opts.workspace.clone()).chain(opts.write_paths.iter().cloned()),
+    );
+    let mut exec = Exec {
+        cmds: &parsed.commands,
+        protected: &protected,
+        env: base_env(&opts.path_dirs, tmp.as_ref().map(|t| t.path())),
+        out: out_w,
+        err: err_w,
+        cwd: opts.workspace.clone(),
+        watchdog: &watchdog,
+    };
+    let outcome = exec.script(&parsed.script);
+    let exit_code = match outcome {
+        Ok(code) => code,
+        Err(Stop::Timeout) => 124,
+        Err(Stop::Error(message)) => {
+            let _ = writeln!(exec.err, "rawko: {message}");
+            1
+        }
+    };
+    drop(exec);
+    let timed_out = watchdog.stop();
+    let (mut output, truncated) = out_reader.finish();
+    let stderr = err_reader.map(|r| r.finish().0).unwrap_or_default();
+    if timed_out {
+        output.push_str(&format!(
+            "\n[rawko: timed out after {} s; the command and every process it started were killed]",
+            opts.timeout.as_secs_f64()
+        ));
+    }
+    Ok(ExecOutput {
+        output,
+        stderr,
+        exit_code: if timed_out { 124 } else { exit_code },
+        timed_out,
+        truncated,
+        duration_ms: started.elapsed().as_millis() as u64,
+        confinement,
+    })
+}
+
+/// Why a run stopped early.
+enum Stop {
+    Timeout,
+    Error(String),
+}
+
+/// Kills the running pipeline's process group when the deadline passes.
+struct Watchdog {
+    state: Arc<(Mutex<WatchState>, Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct WatchState {
+    pgid: Option<i32>,
+    fired: bool,
+    done: bool,
+}
+
+impl Watchdog {
+    fn start(timeout: Duration) -> Self {
+        let state = Arc::new((Mutex::new(WatchState::default()), Condvar::new()));
+        let s = state.clone();
+        let deadline = Instant::now() + timeout;
+        let thread = std::thread::Builder::new()
+            .name("rawko-exec-deadline".into())
+            .spawn(move || {
+                let (lock, cv) = &*s;
+                let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    if st.done {
+                        return;
+                    }
+                    let now = Instant::now();
+                    if now >= deadline {
+                        st.fired = true;
+                        if let Some(pgid) = st.pgid {
+                            kill_group(pgid);
+                        }
+                        return;
+                    }
+                    st = cv
+                        .wait_timeout(st, deadline - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            })
+            .ok();
+        Watchdog { state, thread }
+    }
+
+    /// Register the group of the pipeline about to be waited for; false if time is up.
+    fn watch(&self, pgid: Option<i32>) -> bool {
+        let mut st = self.state.0.lock().unwrap_or_else(|e| e.into_inner());
+        st.pgid = pgid;
+        if st.fired
+            && let Some(g) = pgid
+        {
+            kill_group(g);
+        }
+        !st.fired
+    }
+
+    fn fired(&self) -> bool {
+        self.state.0.lock().unwrap_or_else(|e| e.into_inner()).fired
+    }
+
+    /// Stop watching; whether the deadline passed.
+    fn stop(mut self) -> bool {
+        {
+            let mut st = self.state.0.lock().unwrap_or_else(|e| e.into_inner());
+            st.done = true;
+            self.state.1.notify_all();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.fired()
+    }
+}
+
+/// Reads one output pipe on a thread of its own, keeping the first two thirds and the last
+/// third of the cap.
+struct Capture {
+    buf: Arc<Mutex<Captured>>,
+    done: std::sync::mpsc::Receiver<()>,
+    max_chars: usize,
+}
+
+#[derive(Default)]
+struct Captured {
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
+    total: usize,
+}
+
+impl Capture {
+    fn start(mut pipe: std::io::PipeReader, max_chars: usize) -> Self {
+        let (tx, done) = std::sync::mpsc::channel();
+        let buf: Arc<Mutex<Captured>> = Arc::default();
+        let shared = buf.clone();
+        let head_cap = (max_chars * 2 / 3) * 4;
+        let tail_cap = (max_chars - max_chars * 2 / 3) * 4;
+        let _ = std::thread::Builder::new()
+            .name("rawko-exec-output".into())
+            .spawn(move || {
+                let mut chunk = [0u8; 16 * 1024];
+                loop {
+                    let n = match pipe.read(&mut chunk) {
+                        Ok(0) => break,
+                        Ok(n) => n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Err(_) => break,
+                    };
+                    let mut c = shared.lock().unwrap_or_else(|e| e.into_inner());
+                    c.total += n;
+                    let mut rest = &chunk[..n];
+                    if c.head.len() < head_cap {
+                        let take = (head_cap - c.head.len()).min(rest.len());
+                        c.head.extend_from_slice(&rest[..take]);
+                        rest = &rest[take..];
+                    }
+                    c.tail.extend(rest);
+                    while c.tail.len() > tail_cap {
+                        c.tail.pop_front();
+                    }
+                }
+                let _ = tx.send(());
+            });
+        Capture {
+            buf,
+            done,
+            max_chars,
+        }
+    }
+
+    /// The text, once every writer closed the pipe; or, if a process the command left behind
+    /// (outside its process group) still holds it, what arrived in the next two seconds.
+    fn finish(self) -> (String, bool) {
+        let complete = self.done.recv_timeout(Duration::from_secs(2)).is_ok();
+        let mut c = self.buf.lock().unwrap_or_else(|e| e.into_inner());
+        let total = c.total;
+        let head = std::mem::take(&mut c.head);
+        let (mut text, truncated) = render(&head, c.tail.make_contiguous(), total, self.max_chars);
+        if !complete {
+            text.push_str("\n[rawko: a process the command started still holds its output open; the rest is not shown]");
+        }
+        (text, truncated || !complete)
+    }
+}
+
+fn render(head: &[u8], tail: &[u8], total: usize, max_chars: usize) -> (String, bool) {
+    if tail.is_empty() {
+        let text = String::from_utf8_lossy(head);
+        if text.chars().count() <= max_chars {
+            return (text.into_owned(), false);
+        }
+    }
+    let head_chars = max_chars * 2 / 3;
+    let tail_chars = max_chars - head_chars;
+    let head_text: String = String::from_utf8_lossy(head)
+        .chars()
+        .take(head_chars)
+        .collect();
+    let tail_full = String::from_utf8_lossy(tail);
+    let skip = tail_full.chars().count().saturating_sub(tail_chars);
+    let tail_text: String = tail_full.chars().skip(skip).collect();
+    let shown = head_text.len() + tail_text.len();
+    (
+        format!(
+            "{head_text}\n[rawko: output truncated: {} bytes in all, {} omitted; showing the first {head_chars} and the last {tail_chars} characters]\n{tail_text}",
+            total,
+            total.saturating_sub(shown)
+        ),
+        true,
+    )
+}
+
+/// One run of a script.
+struct Exec<'a> {
+    cmds: &'a [SimpleCommand],
+    env: Vec<(OsString, OsString)>,
+    out: std::io::PipeWriter,
+    err: std::io::PipeWriter,
+    /// The directory the run is in now (`cd` changes it).
+    cwd: PathBuf,
+    watchdog: &'a Watchdog,
+    /// `.git` and `.rawko`: redirections never write there, whatever the filters said.
+    protected: &'a Protected,
+}
+
+impl Exec<'_> {
+    fn script(&mut self, s: &Script) -> Result<i32, Stop> {
+        let mut status = 0;
+        for item in &s.0 {
+            status = self.and_or(item)?;
+        }
+        Ok(status)
+    }
+
+    fn and_or(&mut self, item: &ListItem) -> Result<i32, Stop> {
+        let mut status = self.pipeline(&item.first)?;
+        for (connector, p) in &item.rest {
+            let run = match connector {
+                Connector::And => status == 0,
+                Connector::Or => status != 0,
+            };
+            if run {
+                status = self.pipeline(p)?;
+            }
+        }
+        Ok(status)
+    }
+
+    fn pipeline(&mut self, p: &Pipeline) -> Result<i32, Stop> {
+        if self.watchdog.fired() {
+            return Err(Stop::Timeout);
+        }
+        let status = match p.stages.as_slice() {
+            [Stage::Subshell { script, .. }] => {
+                let saved = self.cwd.clone();
+                let status = self.script(script);
+                self.cwd = saved;
+                status?
+            }
+            [Stage::Group { script, .. }] => self.script(script)?,
+            [Stage::Command(i)] if self.cmds[*i].program.name == "cd" => self.cd(&self.cmds[*i])?,
+            stages => {
+                let indexes: Vec<usize> = stages
+                    .iter()
+                    .filter_map(|s| match s {
+                        Stage::Command(i) => Some(*i),
+                        _ => None,
+                    })
+                    .collect();
+                self.spawn_pipeline(&indexes)?
+            }
+        };
+        Ok(if p.negated {
+            i32::from(status == 0)
+        } else {
+            status
+        })
+    }
+
+    fn cd(&mut self, cmd: &SimpleCommand) -> Result<i32, Stop> {
+        self.check_cwd(cmd)?;
+        let Some(dir) = cmd.argv.get(1).and_then(Word::literal) else {
+            return Err(Stop::Error("cd: no directory".into()));
+        };
+        let target = crate::resolve::resolve_path(dir, &cmd.cwd);
+        if !target.is_dir() {
+            return Err(Stop::Error(format!(
+                "cd: {dir}: not a directory (a failed cd stops the command)"
+            )));
+        }
+        self.cwd = target;
+        Ok(0)
+    }
+
+    /// Every command runs where the parse said it would; a `cd` skipped by `&&`/`||` would make
+    /// that untrue, and then the run stops rather than run somewhere unjudged.
+    fn check_cwd(&self, cmd: &SimpleCommand) -> Result<(), Stop> {
+        if cmd.cwd != self.cwd {
+            return Err(Stop::Error(format!(
+                "`{}` was checked to run in {}, but the current directory is {} (a `cd` did not run)",
+                cmd.text,
+                cmd.cwd.display(),
+                self.cwd.display()
+            )));
+        }
+        Ok(())
+    }
+
+    fn spawn_pipeline(&mut self, stages: &[usize]) -> Result<i32, Stop> {
+        let mut children = Vec::new();
+        let mut pgid: Option<i32> = None;
+        let mut prev: Option<OwnedFd> = None;
+        let mut failed: Option<i32> = None;
+        for (k, &i) in stages.iter().enumerate() {
+            let cmd = &self.cmds[i];
+            self.check_cwd(cmd)?;
+            let last = k + 1 == stages.len();
+            let (next_r, next_w) = if last {
+                (None, None)
+            } else {
+                let (r, w) = std::io::pipe().map_err(|e| Stop::Error(format!("pipe: {e}")))?;
+                (Some(OwnedFd::from(r)), Some(OwnedFd::from(w)))
+            };
+            let stdin = prev.take();
+            let stdout = match next_w {
+                Some(w) => w,
+                None => self.dup(&self.out)?,
+            };
+            let stderr = self.dup(&self.err)?;
+            match self.spawn(cmd, stdin, stdout, stderr, pgid) {
+                Ok(child) => {
+                    if pgid.is_none() {
+                        pgid = i32::try_from(child.id()).ok();
+                    }
+                    children.push(child);
+                }
+                Err(message) => {
+                    let _ = writeln!(self.err, "rawko: {message}");
+                    failed = Some(127);
+                }
+            }
+            prev = next_r;
+        }
+        drop(prev);
+        let in_time = self.watchdog.watch(pgid);
+        let mut status = failed.unwrap_or(0);
+        let n = children.len();
+        for (k, mut child) in children.into_iter().enumerate() {
+            let s = child
+                .wait()
+                .map_err(|e| Stop::Error(format!("wait: {e}")))?;
+            if k + 1 == n && failed.is_none() {
+                status = s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0));
+            }
+        }
+        // Whatever the pipeline left running in its group goes with it.
+        if let Some(g) = pgid {
+            kill_group(g);
+        }
+        self.watchdog.watch(None);
+        if !in_time || self.watchdog.fired() {
+            return Err(Stop::Timeout);
+        }
+        Ok(status)
+    }
+
+    fn dup(&self, w: &std::io::PipeWriter) -> Result<OwnedFd, Stop> {
+        w.try_clone()
+            .map(OwnedFd::from)
+            .map_err(|e| Stop::Error(format!("pipe: {e}")))
+    }
+
+    fn spawn(
+        &self,
+        cmd: &SimpleCommand,
+        stdin: Option<OwnedFd>,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+        pgid: Option<i32>,
+    ) -> Result<std::process::Child, String> {
+        let path = cmd
+            .program
+            .path
+            .as_ref()
+            .ok_or_else(|| format!("{}: not found", cmd.argv[0].text()))?;
+        let words: Vec<&str> = cmd.argv.iter().filter_map(Word::literal).collect();
+        let mut fds: [Option<OwnedFd>; 3] = [stdin, Some(stdout), Some(stderr)];
+        for r in &cmd.redirects {
+            self.redirect(r, cmd, &mut fds)?;
+        }
+        let mut c = std::process::Command::new(path);
+        c.arg0(words[0])
+            .args(&words[1..])
+            .current_dir(&cmd.cwd)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .process_group(pgid.unwrap_or(0));
+        for a in cmd.assignments.iter().filter_map(Word::literal) {
+            if let Some((k, v)) = a.split_once('=') {
+                c.env(k, v);
+            }
+        }
+        let [i, o, e] = fds;
+        c.stdin(i.map(Stdio::from).unwrap_or_else(Stdio::null));
+        c.stdout(o.map(Stdio::from).unwrap_or_else(Stdio::null));
+        c.stderr(e.map(Stdio::from).unwrap_or_else(Stdio::null));
+        c.spawn()
+            .map_err(|e| format!("cannot run `{}`: {e}", words[0]))
+    }
+
+    fn redirect(
+        &self,
+        r: &crate::Redirect,
+        cmd: &SimpleCommand,
+        fds: &mut [Option<OwnedFd>; 3],
+    ) -> Result<(), String> {
+        let open =
+            |read: bool, write: bool, append: bool, truncate: bool| -> Result<OwnedFd, String> {
+                let target = r.target.literal().unwrap_or_default();
+                let mut opts = std::fs::OpenOptions::new();
+                opts.read(read).write(write).append(append).create(write);
+                if write {
+                    // Checked where it really lands, at the moment it is opened: a symlink made
+                    // by an earlier command cannot lead the write into `.git` or `.rawko`.
+                    return self
+                        .protected
+                        .open_for_write(&cmd.cwd, target, &mut opts, truncate)
+                        .map(OwnedFd::from);
+                }
+                opts.open(cmd.cwd.join(target))
+                    .map(OwnedFd::from)
+                    .map_err(|e| format!("{target}: {e}"))
+            };
+        let slot = |default: u32| r.fd.unwrap_or(default) as usize;
+        match r.kind {
+            RedirectKind::Read => fds[slot(0)] = Some(open(true, false, false, false)?),
+            RedirectKind::Write | RedirectKind::Append => {
+                let append = r.kind == RedirectKind::Append;
+                let f = open(false, true, append, !append)?;
+                if r.both {
+                    fds[2] = Some(f.try_clone().map_err(|e| e.to_string())?);
+                    fds[1] = Some(f);
+                } else {
+                    fds[slot(1)] = Some(f);
+                }
+            }
+            RedirectKind::ReadWrite => fds[slot(0)] = Some(open(true, true, false, false)?),
+            RedirectKind::Duplicate => {
+                let to = slot(1);
+                match r.target.literal() {
+                    Some("-") => fds[to] = None,
+                    Some(n) => {
+                        let from: usize = n.parse().map_err(|_| format!("bad descriptor {n}"))?;
+                        fds[to] = match &fds[from] {
+                            Some(f) => Some(f.try_clone().map_err(|e| e.to_string())?),
+                            None => None,
+                        };
+                    }
+                    None => return Err("a dynamic descriptor".into()),
+                }
+            }
+            RedirectKind::HereString | RedirectKind::HereDoc => {
+                let mut text = r.target.literal().unwrap_or_default().to_string();
+                if r.kind == RedirectKind::HereString {
+                    text.push('\n');
+                }
+                let (rd, mut wr) = std::io::pipe().map_err(|e| e.to_string())?;
+                // A feeder thread, so a here-document larger than the pipe buffer cannot
+                // block the executor.
+                std::thread::spawn(move || {
+                    let _ = wr.write_all(text.as_bytes());
+                });
+                fds[slot(0)] = Some(OwnedFd::from(rd));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_keeps_head_and_tail_and_says_so() {
+        let text: String = (0..10_000).map(|i| format!("{i}\n")).collect();
+        let bytes = text.as_bytes();
+        let (head, tail) = bytes.split_at(400);
+        let (out, truncated) = render(head, &tail[tail.len() - 200..], bytes.len(), 300);
+        assert!(truncated);
+        assert!(out.starts_with("0\n1\n"), "{out}");
+        assert!(out.ends_with("9999\n"), "{out}");
+        assert!(out.contains("output truncated"), "{out}");
+        let (short, t) = render(b"hello", b"", 5, 300);
+        assert_eq!((short.as_str(), t), ("hello", false));
+    }
+}

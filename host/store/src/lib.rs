@@ -1,0 +1,983 @@
+//! The task store: `.rawko/state.db`, a SQLite file in WAL mode.
+//!
+//! Everything a run does is written here as it happens: the task, each FSM transition, each
+//! agent turn, every message, every tool call with its input, output, verdict and duration,
+//! every capability decision (the audit log) and token usage. Each write is its own transaction,
+//! committed before the next step begins, so a run killed at any moment can be resumed from what
+//! was committed, and nothing that was committed happens twice.
+//!
+//! The schema is versioned with `PRAGMA user_version`; `MIGRATIONS[i]` moves a database from
+//! version `i` to `i + 1`, inside one transaction.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+
+/// Where the store lives inside a workspace.
+pub const RELATIVE_PATH: &str = ".rawko/state.db";
+
+/// Where `workspace`'s task store lives.
+pub fn path_in(workspace: &Path) -> PathBuf {
+    workspace.join(RELATIVE_PATH)
+}
+
+/// Schema migrations, in order. Never edit a released entry; append a new one.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE tasks (
+    id          TEXT PRIMARY KEY,
+    prompt      TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    state       TEXT NOT NULL,
+    options     TEXT NOT NULL,
+    steps       INTEGER NOT NULL DEFAULT 0,
+    summary     TEXT,
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL
+);
+CREATE TABLE transitions (
+    id          INTEGER PRIMARY KEY,
+    task_id     TEXT NOT NULL REFERENCES tasks(id),
+    from_state  TEXT,
+    to_state    TEXT NOT NULL,
+    event       TEXT NOT NULL,
+    mode        TEXT NOT NULL,
+    reason      TEXT NOT NULL,
+    at          INTEGER NOT NULL
+);
+CREATE INDEX transitions_task ON transitions(task_id, id);
+CREATE TABLE turns (
+    id          INTEGER PRIMARY KEY,
+    task_id     TEXT NOT NULL REFERENCES tasks(id),
+    parent_id   INTEGER REFERENCES turns(id),
+    agent       TEXT NOT NULL,
+    started_at  INTEGER NOT NULL,
+    ended_at    INTEGER,
+    outcome     TEXT,
+    summary     TEXT,
+    output      TEXT,
+    iterations  INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX turns_task ON turns(task_id, id);
+CREATE TABLE messages (
+    id          INTEGER PRIMARY KEY,
+    turn_id     INTEGER NOT NULL REFERENCES turns(id),
+    role        TEXT NOT NULL,
+    content     TEXT NOT NULL,
+    at          INTEGER NOT NULL
+);
+CREATE INDEX messages_turn ON messages(turn_id, id);
+CREATE TABLE tool_calls (
+    id          INTEGER PRIMARY KEY,
+    turn_id     INTEGER NOT NULL REFERENCES turns(id),
+    call_id     TEXT NOT NULL,
+    tool        TEXT NOT NULL,
+    input       TEXT NOT NULL,
+    output      TEXT NOT NULL,
+    is_error    INTEGER NOT NULL,
+    verdict     TEXT NOT NULL,
+    duration_us INTEGER NOT NULL,
+    at          INTEGER NOT NULL,
+    UNIQUE (turn_id, call_id)
+);
+CREATE TABLE decisions (
+    id          INTEGER PRIMARY KEY,
+    task_id     TEXT NOT NULL REFERENCES tasks(id),
+    turn_id     INTEGER REFERENCES turns(id),
+    subject     TEXT NOT NULL,
+    capability  TEXT NOT NULL,
+    detail      TEXT NOT NULL,
+    decision    TEXT NOT NULL,
+    reason      TEXT NOT NULL,
+    at          INTEGER NOT NULL
+);
+CREATE INDEX decisions_task ON decisions(task_id, id);
+CREATE TABLE usage (
+    id            INTEGER PRIMARY KEY,
+    turn_id       INTEGER NOT NULL REFERENCES turns(id),
+    adapter       TEXT NOT NULL,
+    model         TEXT NOT NULL,
+    input_tokens  INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cache_read    INTEGER NOT NULL,
+    cache_write   INTEGER NOT NULL,
+    at            INTEGER NOT NULL
+);
+CREATE INDEX usage_turn ON usage(turn_id);
+"#];
+
+/// A store that could not be opened or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("task store {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error(
+        "task store {} was written by a newer rawko (schema version {found}, this rawko knows up to {known}); upgrade rawko",
+        path.display()
+    )]
+    TooNew {
+        path: PathBuf,
+        found: i64,
+        known: usize,
+    },
+    #[error("cannot create {}: {source}", path.display())]
+    Dir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("task store: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("no task `{0}` in this workspace (see `rawko tasks list`)")]
+    NoSuchTask(String),
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Where a task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskStatus {
+    /// Started and not finished: in progress, or interrupted and waiting for `rawko resume`.
+    Running,
+    Done,
+    Failed,
+    Escalated,
+    Cancelled,
+}
+
+impl TaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Running => "running",
+            TaskStatus::Done => "done",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Escalated => "escalated",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+
+    fn parse(s: &str) -> TaskStatus {
+        match s {
+            "done" => TaskStatus::Done,
+            "failed" => TaskStatus::Failed,
+            "escalated" => TaskStatus::Escalated,
+            "cancelled" => TaskStatus::Cancelled,
+            _ => TaskStatus::Running,
+        }
+    }
+
+    pub fn is_finished(self) -> bool {
+        self != TaskStatus::Running
+    }
+}
+
+/// A task row.
+#[derive(Debug, Clone, Serialize)]
+pub struct Task {
+    pub id: String,
+    pub prompt: String,
+    pub status: TaskStatus,
+    /// The current FSM state: an agent's name, or a terminal state.
+    pub state: String,
+    /// The run options, as JSON.
+    pub options: serde_json::Value,
+    pub steps: i64,
+    pub summary: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A transition row.
+#[derive(Debug, Clone, Serialize)]
+pub struct Transition {
+    pub from: Option<String>,
+    pub to: String,
+    pub event: String,
+    /// How the target was chosen: `start`, `fixed`, `llm`, `fallback`, `limit`, ...
+    pub mode: String,
+    pub reason: String,
+    pub at: i64,
+}
+
+/// A turn row: one agent's stay in one state (or a nested call of an agent as a tool).
+#[derive(Debug, Clone, Serialize)]
+pub struct Turn {
+    pub id: i64,
+    pub parent_id: Option<i64>,
+    pub agent: String,
+    pub started_at: i64,
+    pub ended_at: Option<i64>,
+    pub outcome: Option<String>,
+    pub summary: Option<String>,
+    pub output: Option<serde_json::Value>,
+    pub iterations: i64,
+}
+
+/// A message row; `content` is the provider-neutral JSON the agent loop stores.
+#[derive(Debug, Clone, Serialize)]
+pub struct Message {
+    pub id: i64,
+    pub role: String,
+    pub content: serde_json::Value,
+    pub at: i64,
+}
+
+/// A tool call row.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolCall {
+    pub turn_id: i64,
+    pub call_id: String,
+    pub tool: String,
+    pub input: String,
+    pub output: String,
+    pub is_error: bool,
+    /// `allowed`, `denied: <why>`, ... what the host decided before running it.
+    pub verdict: String,
+    pub duration_us: i64,
+    pub at: i64,
+}
+
+/// An audit-log row: one capability decision.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditEntry {
+    pub turn_id: Option<i64>,
+    /// Who asked: an agent, a tool, a plugin.
+    pub subject: String,
+    /// `tool`, `fs.read`, `fs.write`, `exec`, `net.http`, `agent`, `transition`, ...
+    pub capability: String,
+    pub detail: String,
+    /// `allow` or `deny`.
+    pub decision: String,
+    pub reason: String,
+    pub at: i64,
+}
+
+impl AuditEntry {
+    /// A decision made now, about no turn yet; long texts are cut to what the log keeps.
+    pub fn new(
+        subject: &str,
+        capability: &str,
+        detail: &str,
+        decision: &str,
+        reason: &str,
+    ) -> AuditEntry {
+        AuditEntry {
+            turn_id: None,
+            subject: subject.to_string(),
+            capability: capability.to_string(),
+            detail: detail.chars().take(500).collect(),
+            decision: decision.to_string(),
+            reason: reason.chars().take(1000).collect(),
+            at: now_ms(),
+        }
+    }
+
+    /// The same decision, made in `turn`.
+    pub fn in_turn(self, turn: i64) -> AuditEntry {
+        AuditEntry {
+            turn_id: Some(turn),
+            ..self
+        }
+    }
+}
+
+/// Tokens one model call used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cache_read: i64,
+    pub cache_write: i64,
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, o: Usage) {
+        self.input_tokens += o.input_tokens;
+        self.output_tokens += o.output_tokens;
+        self.cache_read += o.cache_read;
+        self.cache_write += o.cache_write;
+    }
+}
+
+/// An open task store.
+pub struct TaskStore {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for TaskStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskStore")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl TaskStore {
+    /// Open (creating if needed) the store of `workspace`.
+    pub fn open_workspace(workspace: &Path) -> Result<TaskStore> {
+        TaskStore::open(&path_in(workspace))
+    }
+
+    /// Open (creating if needed) the store at `path`, and bring its schema up to date.
+    pub fn open(path: &Path) -> Result<TaskStore> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::Dir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let open_err = |source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut conn = Connection::open(path).map_err(open_err)?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(open_err)?;
+        // WAL: readers (`rawko tasks show` during a run) never block the writer, and a commit
+        // is one append. NORMAL synchronisation keeps every commit across a process crash or
+        // kill; only a power failure can lose the last few, never corrupt the file.
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(open_err)?;
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(open_err)?;
+        if version as usize > MIGRATIONS.len() {
+            return Err(StoreError::TooNew {
+                path: path.to_path_buf(),
+                found: version,
+                known: MIGRATIONS.len(),
+            });
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let tx = conn.transaction().map_err(open_err)?;
+            tx.execute_batch(sql).map_err(open_err)?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)
+                .map_err(open_err)?;
+            tx.commit().map_err(open_err)?;
+        }
+        Ok(TaskStore {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `PRAGMA integrity_check`: `Ok(())` when the file is sound.
+    pub fn integrity_check(&self) -> Result<std::result::Result<(), String>> {
+        let report: String = self
+            .conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+        Ok(if report == "ok" { Ok(()) } else { Err(report) })
+    }
+
+    // ---- tasks ----
+
+    /// Create a task in `state` with a fresh id, and return the id.
+    pub fn create_task(
+        &self,
+        prompt: &str,
+        state: &str,
+        options: &serde_json::Value,
+    ) -> Result<String> {
+        let now = now_ms();
+        loop {
+            let id = new_task_id();
+            let inserted = self.conn.execute(
+                "INSERT OR IGNORE INTO tasks (id, prompt, status, state, options, created_at, updated_at)
+                 VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?5)",
+                params![id, prompt, state, options.to_string(), now],
+            )?;
+            if inserted == 1 {
+                return Ok(id);
+            }
+        }
+    }
+
+    /// The task `id`, or the unique task whose id starts with `id`.
+    pub fn task(&self, id: &str) -> Result<Task> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, prompt, status, state, options, steps, summary, created_at, updated_at
+             FROM tasks WHERE id = ?1 OR id LIKE ?2 ESCAPE '\\' ORDER BY id = ?1 DESC LIMIT 2",
+        )?;
+        let pattern = format!(
+            "{}%",
+            id.replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_")
+        );
+        let rows: Vec<Task> = stmt
+            .query_map(params![id, pattern], task_row)?
+            .collect::<std::result::Result<_, _>>()?;
+        match rows.as_slice() {
+            [t] => Ok(t.clone()),
+            [t, _] if t.id == id => Ok(t.clone()),
+            _ => Err(StoreError::NoSuchTask(id.to_string())),
+        }
+    }
+
+    /// Every task, newest first.
+    pub fn tasks(&self) -> Result<Vec<Task>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, prompt, status, state, options, steps, summary, created_at, updated_at
+             FROM tasks ORDER BY created_at DESC, id DESC",
+        )?;
+        let rows = stmt
+            .query_map([], task_row)?
+            .collect::<std::result::Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    /// Move a task to `to`, recording the transition, in one transaction.
+    pub fn transition(&self, task: &str, t: &Transition, status: TaskStatus) -> Result<()> {
+        self.transition_after(task, t, status, None)
+    }
+
+    /// Commit a transition together with what deciding it cost: `(turn, adapter, model,
+    /// usage)` of the arbiter's completion, so a resumed task counts exactly the completions
+    /// whose decisions it kept.
+    pub fn transition_after(
+        &self,
+        task: &str,
+        t: &Transition,
+        status: TaskStatus,
+        usage: Option<(i64, &str, &str, &Usage)>,
+    ) -> Result<()> {
+        let tx = self.conn.unchecked_transaction()?;
+        if let Some((turn, adapter, model, u)) = usage {
+            self.record_usage(turn, adapter, model, u)?;
+        }
+        tx.execute(
+            "INSERT INTO transitions (task_id, from_state, to_state, event, mode, reason, at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![task, t.from, t.to, t.event, t.mode, t.reason, t.at],
+        )?;
+        tx.execute(
+            "UPDATE tasks SET state = ?2, status = ?3, steps = steps + 1, updated_at = ?4 WHERE id = ?1",
+            params![task, t.to, status.as_str(), t.at],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Set a task's status and closing summary (e.g. cancelled by the user).
+    /// Take a cancelled task up again where it stopped (`rawko resume`).
+    pub fn reopen(&self, task: &str) -> Result<bool> {
+        let n = self.conn.execute(
+            "UPDATE tasks SET status = 'running', summary = NULL, updated_at = ?2
+             WHERE id = ?1 AND status = 'cancelled'",
+            params![task, now_ms()],
+        )?;
+        Ok(n == 1)
+    }
+
+    pub fn finish_task(&self, task: &str, status: TaskStatus, summary: &str) -> Result<()> {
+        self.conn.execute(
+            "UPDATE tasks SET status = ?2, summary = ?3, updated_at = ?4 WHERE id = ?1",
+            params![task, status.as_str(), summary, now_ms()],
+        )?;
+        Ok(())
+    }
+
+    pub fn transitions(&self, task: &str) -> Result<Vec<Transition>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT from_state, to_state, event, mode, reason, at FROM transitions
+             WHERE task_id = ?1 ORDER BY id",
+        )?;
+        let rows = stmt
+            .query_map([task], |r| {
+                Ok(Transition {
+                    from: r.get(0)?,
+                    to: r.get(1)?,
+                    event: r.get(2)?,
+                    mode: r.get(3)?,
+                    reason: r.get(4)?,
+                    at: r.get(5)?,
+                })
+            })?
+            .collect::<std::result::Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    // ---- turns ----
+
+    /// Start a turn of `agent` (nested under `parent` when an agent is called as a tool).
+    pub fn start_turn(&self, task: &str, agent: &str, parent: Option<i64>) -> Result<i64> {
+        self.conn.execute(
+            "INSERT INTO turns (task_id, parent_id, agent, started_at) VALUES (?1, ?2, ?3, ?4)",
+            params![task, parent, agent, now_ms()],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Close a turn with its outcome.
+    pub fn end_turn(
+        &self,
+        turn: i64,
+        outcome: &str,
+        summary: &str,
+        output: Option<&serde_json::Value>,
+    ) -> Result<()> {
+        self.conn.execute(
+            "UPDATE turns SET ended_at = ?2, outcome = ?3, summary = ?4, output = ?5 WHERE id = ?1",
+            params![
+                turn,
+                now_ms(),
+                outcome,
+                summary,
+                output.map(|o| o.to_string())
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Count one more model round trip in a turn.
+    pub fn bump_iterations(&self, turn: i64) -> Result<i64> {
+        self.conn.execute(
+            "UPDATE turns SET iterations = iterations + 1 WHERE id = ?1",
+            [turn],
+        )?;
+        Ok(self
+            .conn
+            .query_row("SELECT iterations FROM turns WHERE id = ?1", [turn], |r| {
+                r.get(0)
+            })?)
+    }
+
+    /// The turns of a task, in order.
+    pub fn turns(&self, task: &str) -> Result<Vec<Turn>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, parent_id, agent, started_at, ended_at, outcome, summary, output, iterations
+             FROM turns WHERE task_id = ?1 ORDER BY id",
+        )?;
+        let rows = stmt
+            .query_map([task], turn_row)?
+            .collect::<std::result::Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    /// The unfinished top-level turn of a task, if a run stopped inside one.
+    pub fn open_turn(&self, task: &str, agent: &str) -> Result<Option<Turn>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, parent_id, agent, started_at, ended_at, outcome, summary, output, iterations
+             FROM turns WHERE task_id = ?1 AND agent = ?2 AND parent_id IS NULL AND ended_at IS NULL
+             ORDER BY id DESC LIMIT 1",
+        )?;
+        Ok(stmt.query_row(params![task, agent], turn_row).optional()?)
+    }
+
+    /// The unfinished turn of `agent` called as a tool from turn `parent`, if a run stopped
+    /// inside it.
+    pub fn open_child_turn(&self, parent: i64, agent: &str) -> Result<Option<Turn>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, parent_id, agent, started_at, ended_at, outcome, summary, output, iterations
+             FROM turns WHERE parent_id = ?1 AND agent = ?2 AND ended_at IS NULL
+             ORDER BY id DESC LIMIT 1",
+        )?;
+        Ok(stmt
+            .query_row(params![parent, agent], turn_row)
+            .optional()?)
+    }
+
+    // ---- messages ----
+
+    pub fn append_message(
+        &self,
+        turn: i64,
+        role: &str,
+        content: &serde_json::Value,
+    ) -> Result<i64> {
+        self.conn.execute(
+            "INSERT INTO messages (turn_id, role, content, at) VALUES (?1, ?2, ?3, ?4)",
+            params![turn, role, content.to_string(), now_ms()],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Commit a model's reply and the tokens it cost together, so a resumed task counts exactly
+    /// the completions whose replies it kept.
+    pub fn append_reply(
+        &self,
+        turn: i64,
+        content: &serde_json::Value,
+        adapter: &str,
+        model: &str,
+        u: &Usage,
+    ) -> Result<i64> {
+        let tx = self.conn.unchecked_transaction()?;
+        let id = self.append_message(turn, "assistant", content)?;
+        self.record_usage(turn, adapter, model, u)?;
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// How many completions of adapter instance `adapter` task `task` has kept.
+    pub fn completions(&self, task: &str, adapter: &str) -> Result<u32> {
+        let n: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM usage u JOIN turns t ON t.id = u.turn_id
+             WHERE t.task_id = ?1 AND u.adapter = ?2",
+            params![task, adapter],
+            |r| r.get(0),
+        )?;
+        Ok(n.max(0) as u32)
+    }
+
+    pub fn messages(&self, turn: i64) -> Result<Vec<Message>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, role, content, at FROM messages WHERE turn_id = ?1 ORDER BY id",
+        )?;
+        let rows = stmt
+            .query_map([turn], |r| {
+                let content: String = r.get(2)?;
+                Ok(Message {
+                    id: r.get(0)?,
+                    role: r.get(1)?,
+                    content: serde_json::from_str(&content)
+                        .unwrap_or(serde_json::Value::String(content)),
+                    at: r.get(3)?,
+                })
+            })?
+            .collect::<std::result::Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    // ---- tool calls ----
+
+    /// Record a finished tool call. A call id already recorded for the turn is kept as it was:
+    /// a call runs at most once.
+    pub fn record_tool_call(&self, c: &ToolCall) -> Result<bool> {
+        let inserted = self.conn.execute(
+            "INSERT OR IGNORE INTO tool_calls
+             (turn_id, call_id, tool, input, output, is_error, verdict, duration_us, at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![
+                c.turn_id,
+                c.call_id,
+                c.tool,
+                c.input,
+                c.output,
+                c.is_error,
+                c.verdict,
+                c.duration_us,
+                c.at
+            ],
+        )?;
+        Ok(inserted == 1)
+    }
+
+    /// The recorded result of call `call_id` in `turn`, if it ran.
+    pub fn tool_call(&self, turn: i64, call_id: &str) -> Result<Option<ToolCall>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT turn_id, call_id, tool, input, output, is_error, verdict, duration_us, at
+             FROM tool_calls WHERE turn_id = ?1 AND call_id = ?2",
+        )?;
+        Ok(stmt
+            .query_row(params![turn, call_id], tool_call_row)
+            .optional()?)
+    }
+
+    /// Every tool call of a task, in order.
+    pub fn tool_calls(&self, task: &str) -> Result<Vec<ToolCall>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT c.turn_id, c.call_id, c.tool, c.input, c.output, c.is_error, c.verdict, c.duration_us, c.at
+             FROM tool_calls c JOIN turns t ON t.id = c.turn_id WHERE t.task_id = ?1 ORDER BY c.id",
+        )?;
+        let rows = stmt
+            .query_map([task], tool_call_row)?
+            .collect::<std::result::Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    // ---- audit log ----
+
+    pub fn record_decision(&self, task: &str, d: &AuditEntry) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO decisions (task_id, turn_id, subject, capability, detail, decision, reason, at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![task, d.turn_id, d.subject, d.capability, d.detail, d.decision, d.reason, d.at],
+        )?;
+        Ok(())
+    }
+
+    pub fn decisions(&self, task: &str) -> Result<Vec<AuditEntry>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT turn_id, subject, capability, detail, decision, reason, at
+             FROM decisions WHERE task_id = ?1 ORDER BY id",
+        )?;
+        let rows = stmt
+            .query_map([task], |r| {
+                Ok(AuditEntry {
+                    turn_id: r.get(0)?,
+                    subject: r.get(1)?,
+                    capability: r.get(2)?,
+                    detail: r.get(3)?,
+                    decision: r.get(4)?,
+                    reason: r.get(5)?,
+                    at: r.get(6)?,
+                })
+            })?
+            .collect::<std::result::Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    // ---- usage ----
+
+    pub fn record_usage(&self, turn: i64, adapter: &str, model: &str, u: &Usage) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO usage (turn_id, adapter, model, input_tokens, output_tokens, cache_read, cache_write, at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![turn, adapter, model, u.input_tokens, u.output_tokens, u.cache_read, u.cache_write, now_ms()],
+        )?;
+        Ok(())
+    }
+
+    /// Total tokens a task used.
+    pub fn task_usage(&self, task: &str) -> Result<Usage> {
+        Ok(self.conn.query_row(
+            "SELECT COALESCE(SUM(u.input_tokens),0), COALESCE(SUM(u.output_tokens),0),
+                    COALESCE(SUM(u.cache_read),0), COALESCE(SUM(u.cache_write),0)
+             FROM usage u JOIN turns t ON t.id = u.turn_id WHERE t.task_id = ?1",
+            [task],
+            |r| {
+                Ok(Usage {
+                    input_tokens: r.get(0)?,
+                    output_tokens: r.get(1)?,
+                    cache_read: r.get(2)?,
+                    cache_write: r.get(3)?,
+                })
+            },
+        )?)
+    }
+}
+
+fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
+    let status: String = r.get(2)?;
+    let options: String = r.get(4)?;
+    Ok(Task {
+        id: r.get(0)?,
+        prompt: r.get(1)?,
+        status: TaskStatus::parse(&status),
+        state: r.get(3)?,
+        options: serde_json::from_str(&options).unwrap_or(serde_json::Value::Null),
+        steps: r.get(5)?,
+        summary: r.get(6)?,
+        created_at: r.get(7)?,
+        updated_at: r.get(8)?,
+    })
+}
+
+fn turn_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Turn> {
+    let output: Option<String> = r.get(7)?;
+    Ok(Turn {
+        id: r.get(0)?,
+        parent_id: r.get(1)?,
+        agent: r.get(2)?,
+        started_at: r.get(3)?,
+        ended_at: r.get(4)?,
+        outcome: r.get(5)?,
+        summary: r.get(6)?,
+        output: output.and_then(|o| serde_json::from_str(&o).ok()),
+        iterations: r.get(8)?,
+    })
+}
+
+fn tool_call_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ToolCall> {
+    Ok(ToolCall {
+        turn_id: r.get(0)?,
+        call_id: r.get(1)?,
+        tool: r.get(2)?,
+        input: r.get(3)?,
+        output: r.get(4)?,
+        is_error: r.get(5)?,
+        verdict: r.get(6)?,
+        duration_us: r.get(7)?,
+        at: r.get(8)?,
+    })
+}
+
+/// A short id that sorts by creation time: seconds since 2024 in base 36, then four random
+/// base-36 characters. Easy to type, unique within a workspace in practice, and checked.
+fn new_task_id() -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let secs = (now_ms() / 1000 - 1_704_067_200).max(0) as u64;
+    let mut out = Vec::new();
+    let mut v = secs;
+    loop {
+        out.push(DIGITS[(v % 36) as usize]);
+        v /= 36;
+        if v == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    for _ in 0..4 {
+        out.push(DIGITS[fastrand::usize(..36)]);
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, TaskStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = TaskStore::open_workspace(dir.path()).unwrap();
+        (dir, s)
+    }
+
+    #[test]
+    fn a_task_goes_through_its_transitions() {
+        let (_d, s) = store();
+        let id = s
+            .create_task(
+                "add a flag",
+                "planner",
+                &serde_json::json!({"max_steps": 5}),
+            )
+            .unwrap();
+        let t = s.task(&id).unwrap();
+        assert_eq!(
+            (t.status, t.state.as_str()),
+            (TaskStatus::Running, "planner")
+        );
+        s.transition(
+            &id,
+            &Transition {
+                from: Some("planner".into()),
+                to: "done".into(),
+                event: "succeeded".into(),
+                mode: "fixed".into(),
+                reason: "onSuccess".into(),
+                at: now_ms(),
+            },
+            TaskStatus::Done,
+        )
+        .unwrap();
+        let t = s.task(&id).unwrap();
+        assert_eq!(
+            (t.status, t.state.as_str(), t.steps),
+            (TaskStatus::Done, "done", 1)
+        );
+        assert_eq!(s.transitions(&id).unwrap().len(), 1);
+        assert_eq!(s.tasks().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn tasks_are_found_by_unique_prefix() {
+        let (_d, s) = store();
+        let id = s
+            .create_task("x", "planner", &serde_json::json!({}))
+            .unwrap();
+        assert_eq!(s.task(&id[..id.len() - 2]).unwrap().id, id);
+        assert!(matches!(
+            s.task("zzzz-nope"),
+            Err(StoreError::NoSuchTask(_))
+        ));
+        assert!(
+            matches!(s.task("%"), Err(StoreError::NoSuchTask(_))),
+            "LIKE wildcards are literal"
+        );
+    }
+
+    #[test]
+    fn a_tool_call_is_recorded_once() {
+        let (_d, s) = store();
+        let id = s
+            .create_task("x", "developer", &serde_json::json!({}))
+            .unwrap();
+        let turn = s.start_turn(&id, "developer", None).unwrap();
+        let call = ToolCall {
+            turn_id: turn,
+            call_id: "c1".into(),
+            tool: "Write".into(),
+            input: "{}".into(),
+            output: "ok".into(),
+            is_error: false,
+            verdict: "allowed".into(),
+            duration_us: 10,
+            at: now_ms(),
+        };
+        assert!(s.record_tool_call(&call).unwrap());
+        let again = ToolCall {
+            output: "second".into(),
+            ..call.clone()
+        };
+        assert!(!s.record_tool_call(&again).unwrap());
+        assert_eq!(s.tool_call(turn, "c1").unwrap().unwrap().output, "ok");
+        assert_eq!(s.tool_calls(&id).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn reopening_keeps_everything_and_checks_integrity() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = {
+            let s = TaskStore::open_workspace(dir.path()).unwrap();
+            let id = s
+                .create_task("x", "planner", &serde_json::json!({}))
+                .unwrap();
+            let turn = s.start_turn(&id, "planner", None).unwrap();
+            s.append_message(turn, "user", &serde_json::json!([{"text": "hi"}]))
+                .unwrap();
+            s.record_usage(
+                turn,
+                "default",
+                "m",
+                &Usage {
+                    input_tokens: 3,
+                    output_tokens: 4,
+                    ..Usage::default()
+                },
+            )
+            .unwrap();
+            id
+        };
+        let s = TaskStore::open_workspace(dir.path()).unwrap();
+        let turn = s.open_turn(&id, "planner").unwrap().expect("the open turn");
+        assert_eq!(s.messages(turn.id).unwrap().len(), 1);
+        assert_eq!(s.task_usage(&id).unwrap().output_tokens, 4);
+        assert_eq!(s.integrity_check().unwrap(), Ok(()));
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.pragma_update(None, "user_version", 99).unwrap();
+        }
+        let e = TaskStore::open(&path).unwrap_err();
+        assert!(e.to_string().contains("newer rawko"), "{e}");
+    }
+
+    #[test]
+    fn ids_sort_by_time() {
+        let a = new_task_id();
+        assert!(
+            a.len() >= 9 && a.chars().all(|c| c.is_ascii_alphanumeric()),
+            "{a}"
+        );
+    }
+}

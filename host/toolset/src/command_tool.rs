@@ -1,0 +1,285 @@
+//! Command tools (DocLoom `spec.tools[]`): a fixed program and argument list, with `${PARAM}`
+//! replaced by the model's input and no shell in between.
+//!
+//! The argv is built word by word, so a parameter value is always exactly one argument, never
+//! a second command. Parameters are also passed as `PARAM_<NAME>` environment variables. The
+//! program runs through the same executor as `Bash` (scrubbed environment, closed stdin,
+//! deadline killing the process group, capped output, landlock on writes); stdout is the result
+//! (as JSON when it parses), and a non-zero exit status is a tool error.
+
+use std::time::Duration;
+
+use rawko_shell::exec::{self, ExecOptions};
+use rawko_shell::model::{ListItem, Pipeline, Program, Script, SimpleCommand, Stage};
+use rawko_shell::{ParsedCommand, Resolver, Word};
+
+/// One command tool, as an agent definition declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandTool {
+    pub name: String,
+    /// The program: a name looked up on `PATH`, or a path relative to the workspace.
+    pub command: String,
+    /// Its arguments, each of which may contain `${PARAM}` references.
+    pub args: Vec<String>,
+    /// Deadline; [`exec::DEFAULT_TIMEOUT`] when unset.
+    pub timeout: Option<Duration>,
+}
+
+/// Why a command tool call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandToolError {
+    #[error("{tool}: missing parameter `{param}`")]
+    MissingParam { tool: String, param: String },
+    #[error("{tool}: `{command}` is not a program on PATH")]
+    NotFound { tool: String, command: String },
+    #[error("{tool} exited with status {status}: {stderr}")]
+    Failed {
+        tool: String,
+        status: i32,
+        stderr: String,
+    },
+    #[error("{tool} timed out after {secs} s")]
+    Timeout { tool: String, secs: u64 },
+    #[error("{tool}: {message}")]
+    Setup { tool: String, message: String },
+}
+
+/// A successful call: stdout, and its JSON value when it is JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandToolOutput {
+    pub text: String,
+    pub json: Option<serde_json::Value>,
+}
+
+/// Where and with what a command tool runs.
+#[derive(Debug, Clone)]
+pub struct CommandToolContext<'a> {
+    pub resolver: &'a Resolver,
+    pub workspace: &'a std::path::Path,
+    pub write_paths: &'a [std::path::PathBuf],
+}
+
+fn value_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+impl CommandTool {
+    /// The argv for `params`: each `${NAME}` replaced by the parameter's value.
+    pub fn argv(
+        &self,
+        params: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Vec<String>, CommandToolError> {
+        let mut argv = vec![self.command.clone()];
+        for a in &self.args {
+            let mut out = String::new();
+            let mut rest = a.as_str();
+            while let Some(start) = rest.find("${") {
+                let Some(len) = rest[start + 2..].find('}') else {
+                    break;
+                };
+                let name = &rest[start + 2..start + 2 + len];
+                let value = params
+                    .get(name)
+                    .ok_or_else(|| CommandToolError::MissingParam {
+                        tool: self.name.clone(),
+                        param: name.to_string(),
+                    })?;
+                out.push_str(&rest[..start]);
+                out.push_str(&value_text(value));
+                rest = &rest[start + 3 + len..];
+            }
+            out.push_str(rest);
+            argv.push(out);
+        }
+        Ok(argv)
+    }
+
+    /// `PARAM_<NAME>` for every parameter (upper case, other characters as `_`).
+    pub fn env(&self, params: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
+        params
+            .iter()
+            .map(|(k, v)| {
+                let name: String = k
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() {
+                            c.to_ascii_uppercase()
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                format!("PARAM_{name}={}", value_text(v))
+            })
+            .collect()
+    }
+
+    /// Run the tool with `params`.
+    pub async fn run(
+        &self,
+        params: &serde_json::Map<String, serde_json::Value>,
+        cx: &CommandToolContext<'_>,
+    ) -> Result<CommandToolOutput, CommandToolError> {
+        let argv = self.argv(params)?;
+        let program: Program = cx.resolver.program(&self.command, cx.workspace);
+        if program.path.is_none() {
+            return Err(CommandToolError::NotFound {
+                tool: self.name.clone(),
+                command: self.command.clone(),
+            });
+        }
+        let command = SimpleCommand {
+            argv: argv.iter().cloned().map(Word::Literal).collect(),
+            program,
+            assignments: self.env(params).into_iter().map(Word::Literal).collect(),
+            redirects: Vec::new(),
+            cwd: cx.workspace.to_path_buf(),
+            nesting: Vec::new(),
+            text: argv.join(" "),
+            not_runnable: Vec::new(),
+        };
+        let parsed = ParsedCommand {
+            raw: command.text.clone(),
+            commands: vec![command],
+            unsupported: Vec::new(),
+            script: Script(vec![ListItem {
+                first: Pipeline {
+                    negated: false,
+                    timed: false,
+                    stages: vec![Stage::Command(0)],
+                },
+                rest: Vec::new(),
+                background: false,
+            }]),
+        };
+        let timeout = self
+            .timeout
+            .unwrap_or(exec::DEFAULT_TIMEOUT)
+            .min(exec::MAX_TIMEOUT);
+        let opts = ExecOptions {
+            workspace: cx.workspace.to_path_buf(),
+            write_paths: cx.write_paths.to_vec(),
+            path_dirs: cx.resolver.path_dirs().to_vec(),
+            timeout,
+            max_output: exec::DEFAULT_MAX_OUTPUT,
+            separate_stderr: true,
+        };
+        let run = exec::run(&parsed, &opts)
+            .await
+            .map_err(|e| CommandToolError::Setup {
+                tool: self.name.clone(),
+                message: e.to_string(),
+            })?;
+        if run.timed_out {
+            return Err(CommandToolError::Timeout {
+                tool: self.name.clone(),
+                secs: timeout.as_secs(),
+            });
+        }
+        if run.exit_code != 0 {
+            return Err(CommandToolError::Failed {
+                tool: self.name.clone(),
+                status: run.exit_code,
+                stderr: run.stderr.trim().to_string(),
+            });
+        }
+        let json = serde_json::from_str(run.output.trim()).ok();
+        Ok(CommandToolOutput {
+            text: run.output,
+            json,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    fn tool(command: &str, args: &[&str]) -> CommandTool {
+        CommandTool {
+            name: "t".into(),
+            command: command.into(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            timeout: Some(Duration::from_secs(5)),
+        }
+    }
+
+    #[test]
+    fn parameters_are_substituted_as_whole_words() {
+        let t = tool("echo", &["--name=${NAME}", "${NAME}", "plain"]);
+        let p = params(serde_json::json!({"NAME": "a; rm -rf x", "n": 3}));
+        assert_eq!(
+            t.argv(&p).unwrap(),
+            ["echo", "--name=a; rm -rf x", "a; rm -rf x", "plain"]
+        );
+        assert!(t.env(&p).contains(&"PARAM_N=3".to_string()));
+        assert!(matches!(
+            tool("echo", &["${MISSING}"]).argv(&p),
+            Err(CommandToolError::MissingParam { .. })
+        ));
+    }
+
+    fn run(t: &CommandTool, p: serde_json::Value) -> Result<CommandToolOutput, CommandToolError> {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        let resolver = Resolver::from_env(&[&ws]);
+        let cx = CommandToolContext {
+            resolver: &resolver,
+            workspace: &ws,
+            write_paths: &[],
+        };
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+            .block_on(t.run(&params(p), &cx))
+    }
+
+    #[test]
+    fn stdout_is_the_result_and_json_is_parsed() {
+        let out = run(
+            &tool("printf", &["{\"n\": ${N}}"]),
+            serde_json::json!({"N": 4}),
+        )
+        .unwrap();
+        assert_eq!(out.json, Some(serde_json::json!({"n": 4})));
+        let out = run(
+            &tool("sh", &["-c", "echo \"$PARAM_WHO\""]),
+            serde_json::json!({"who": "x y"}),
+        )
+        .unwrap();
+        assert_eq!(out.text, "x y\n");
+        assert_eq!(out.json, None);
+    }
+
+    #[test]
+    fn failure_and_timeout_are_tool_errors() {
+        let e = run(
+            &tool("sh", &["-c", "echo oops >&2; exit 3"]),
+            serde_json::json!({}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            CommandToolError::Failed {
+                tool: "t".into(),
+                status: 3,
+                stderr: "oops".into()
+            }
+        );
+        let mut slow = tool("sleep", &["10"]);
+        slow.timeout = Some(Duration::from_millis(200));
+        assert!(matches!(
+            run(&slow, serde_json::json!({})),
+            Err(CommandToolError::Timeout { .. })
+        ));
+    }
+}

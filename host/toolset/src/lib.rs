@@ -1,0 +1,176 @@
+//! The set of tools a command can call: tools from wasm plugins (the built-in ones and those
+//! installed) and tools the host provides itself (`Bash`, DocLoom command tools), and the bash
+//! filter chain every shell command goes through.
+
+pub mod bash;
+pub mod chain;
+pub mod command_tool;
+
+use std::path::Path;
+
+use rawko_builtins::{BUILTIN_TOOL_PLUGINS, HOST};
+use rawko_distribution::{Kind, PluginStore, fs_limit};
+use rawko_runtime::{Runtime, RuntimeError, ToolInfo, ToolPlugin};
+
+/// A tool the host implements itself rather than a plugin.
+#[derive(Debug)]
+pub struct HostTool {
+    pub info: ToolInfo,
+}
+
+/// Where a tool comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Provider<'a> {
+    Plugin(&'a ToolPlugin),
+    Host(&'a HostTool),
+}
+
+impl Provider<'_> {
+    /// The plugin's name, or `host`.
+    pub fn name(&self) -> &str {
+        match self {
+            Provider::Plugin(p) => p.name(),
+            Provider::Host(_) => HOST,
+        }
+    }
+}
+
+/// Loaded tool plugins and host tools, and which one provides each tool name.
+#[derive(Debug, Default)]
+pub struct ToolSet {
+    plugins: Vec<ToolPlugin>,
+    host: Vec<HostTool>,
+}
+
+impl ToolSet {
+    /// The built-in tool plugins and the host's own tools.
+    pub async fn builtin(rt: &Runtime) -> Result<Self, RuntimeError> {
+        let mut set = ToolSet::default();
+        for b in BUILTIN_TOOL_PLUGINS {
+            set.add(ToolPlugin::load(rt, b.name, b.wasm).await?);
+        }
+        set.host.push(HostTool {
+            info: crate::bash::info(),
+        });
+        Ok(set)
+    }
+
+    /// Load the built-in tool plugins, then every installed tool plugin in `data_dir`, each held
+    /// to the filesystem the user granted it in `workspace`. Built-in tools keep their names; an
+    /// installed plugin that cannot be loaded is reported and left out.
+    pub async fn with_installed(
+        rt: &Runtime,
+        data_dir: &Path,
+        workspace: &Path,
+    ) -> Result<Self, RuntimeError> {
+        let mut set = ToolSet::builtin(rt).await?;
+        let installed = match PluginStore::new(data_dir).installed() {
+            Ok(list) => list,
+            Err(e) => {
+                tracing::warn!("installed plugins are not loaded: {e}");
+                return Ok(set);
+            }
+        };
+        for p in installed.iter().filter(|p| p.kinds().contains(&Kind::Tool)) {
+            let loaded = match p.wasm() {
+                Ok(wasm) => ToolPlugin::load(rt, &p.name, &wasm)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match loaded {
+                Ok(plugin) => set.add(plugin.with_fs_limit(fs_limit(p.grants(), workspace))),
+                Err(e) => tracing::warn!("installed plugin {} is not loaded: {e}", p.name),
+            }
+        }
+        Ok(set)
+    }
+
+    /// Add a plugin. Tool names already provided (by an earlier plugin or the host) keep their
+    /// provider; the later duplicate is reported and ignored.
+    pub fn add(&mut self, plugin: ToolPlugin) {
+        for t in plugin.tools() {
+            if let Some((other, _)) = self.find(&t.name) {
+                tracing::warn!(
+                    "plugin {} also provides tool `{}`; using the one from {}",
+                    plugin.name(),
+                    t.name,
+                    other.name()
+                );
+            }
+        }
+        self.plugins.push(plugin);
+    }
+
+    /// The provider of tool `name`, and the tool. Host tools come first: a plugin cannot
+    /// replace `Bash` with a tool of its own.
+    pub fn find(&self, name: &str) -> Option<(Provider<'_>, &ToolInfo)> {
+        self.host
+            .iter()
+            .find(|h| h.info.name == name)
+            .map(|h| (Provider::Host(h), &h.info))
+            .or_else(|| {
+                self.plugins
+                    .iter()
+                    .find_map(|p| p.tool(name).map(|t| (Provider::Plugin(p), t)))
+            })
+    }
+
+    /// Every callable tool with its provider, first provider winning.
+    pub fn tools(&self) -> Vec<(Provider<'_>, &ToolInfo)> {
+        let mut seen: std::collections::HashSet<&str> =
+            self.host.iter().map(|h| h.info.name.as_str()).collect();
+        let mut out: Vec<(Provider<'_>, &ToolInfo)> = Vec::new();
+        for p in &self.plugins {
+            for t in p.tools() {
+                if seen.insert(&t.name) {
+                    out.push((Provider::Plugin(p), t));
+                }
+            }
+        }
+        out.extend(self.host.iter().map(|h| (Provider::Host(h), &h.info)));
+        out
+    }
+
+    /// Names of every callable tool, for error messages.
+    pub fn names(&self) -> Vec<String> {
+        self.tools()
+            .into_iter()
+            .map(|(_, t)| t.name.clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rawko_builtins::{ANTHROPIC, BASH_FILTER, OPENAI, REPLAY, is_builtin_name};
+
+    /// The first-party plugins carry manifests that hold against their components, as any
+    /// installed plugin must.
+    #[test]
+    fn builtin_plugins_carry_valid_manifests() {
+        for b in BUILTIN_TOOL_PLUGINS {
+            let examined =
+                rawko_distribution::examine(b.wasm).unwrap_or_else(|e| panic!("{}: {e}", b.name));
+            assert_eq!(examined.manifest.name, b.name);
+            assert_eq!(examined.manifest.kinds, vec![Kind::Tool]);
+        }
+        let examined = rawko_distribution::examine(BASH_FILTER.wasm).unwrap();
+        assert_eq!(examined.manifest.name, BASH_FILTER.name);
+        assert_eq!(examined.manifest.kinds, vec![Kind::BashFilter]);
+        // Config names a built-in adapter plugin by its short name; its manifest names it as the
+        // plugin it is when installed, which must not take the short name.
+        for b in [OPENAI, ANTHROPIC, REPLAY] {
+            let examined =
+                rawko_distribution::examine(b.wasm).unwrap_or_else(|e| panic!("{}: {e}", b.name));
+            assert_eq!(examined.manifest.name, format!("rawko-{}", b.name));
+            assert_eq!(examined.manifest.kinds, vec![Kind::Adapter]);
+            assert_eq!(
+                examined.manifest.provides.adapters,
+                vec![b.name.to_string()]
+            );
+            assert!(is_builtin_name(b.name) && !is_builtin_name(&examined.manifest.name));
+        }
+    }
+}
