@@ -657,24 +657,12 @@ fn inside_workspace(config_file: &Path, path: &Path) -> bool {
     let Some(root) = config_file.parent().and_then(Path::parent) else {
         return false;
     };
-    let real = |p: &Path| p.canonicalize().unwrap_or_else(|_| normalize(p));
+    let real = |p: &Path| {
+        p.canonicalize()
+            .unwrap_or_else(|_| rawko_plugin_sdk::path::normalize(p))
+    };
     let dir = path.parent().unwrap_or(path);
     real(dir).starts_with(real(root))
-}
-
-/// `.` and `..` resolved without the filesystem.
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::CurDir => {}
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }
 
 /// The origin of a base URL, which must be a plain http(s) URL: no credentials, no query.

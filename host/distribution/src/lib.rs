@@ -189,21 +189,12 @@ pub fn parse_digest(s: &str) -> Result<String, String> {
     }
 }
 
-/// A relative path in its plain form: no `.` components, no trailing `/`; `.` for the workspace.
+/// A granted path in its plain form: `.` and `..` resolved lexically, no trailing `/`; `.` for
+/// the workspace (the one lexical normaliser, shared with the guest SDK and the shell resolver).
 pub fn normalize_rel(p: &str) -> String {
-    let path = Path::new(p);
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            std::path::Component::CurDir => {}
-            other => out.push(other.as_os_str()),
-        }
-    }
-    if out.as_os_str().is_empty() {
-        ".".into()
-    } else {
-        out.to_string_lossy().into_owned()
-    }
+    rawko_plugin_sdk::path::normalize(Path::new(p))
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// The filesystem an installed plugin may ever reach in `workspace`: its `fs.read` and

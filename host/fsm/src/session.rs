@@ -36,7 +36,7 @@ use rawko_shell::{Policy, Resolver};
 use rawko_store::{AuditEntry, Usage};
 use rawko_toolset::bash::{self, BashContext};
 use rawko_toolset::chain::Chain;
-use rawko_toolset::command_tool::{self, CommandToolContext};
+use rawko_toolset::command_tool::{CommandToolContext, RunCommandTool};
 use rawko_toolset::{Provider, ToolSet};
 
 /// Tools an agent from an untrusted workspace may still call: they only read.
@@ -198,12 +198,6 @@ impl SessionTools {
                     );
                 }
             };
-            let runner = command_tool::CommandTool {
-                name: tool.name.clone(),
-                command: tool.command.clone(),
-                args: tool.args.clone(),
-                timeout: None,
-            };
             let write_paths: Vec<PathBuf> = grants
                 .iter()
                 .filter(|g| g.access() == Access::ReadWrite)
@@ -211,10 +205,11 @@ impl SessionTools {
                 .collect();
             let cx = CommandToolContext {
                 resolver: &self.resolver,
+                timeout: None,
                 workspace: &self.workspace,
                 write_paths: &write_paths,
             };
-            return match runner.run(&params, &cx).await {
+            return match tool.run(&params, &cx).await {
                 Ok(out) => ok(out.text, decisions),
                 Err(e) => failed(e.to_string(), decisions),
             };

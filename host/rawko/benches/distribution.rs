@@ -6,7 +6,7 @@
 //! ```
 
 use rawko_builtins::TOOLS;
-use rawko_distribution::{self, ComponentInfo};
+use rawko_distribution::{self as distribution, ComponentInfo};
 
 fn main() {
     divan::main();

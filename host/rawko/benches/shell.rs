@@ -16,8 +16,9 @@ use std::sync::LazyLock;
 use divan::Bencher;
 use rawko_capability::{Access, FsGrants};
 use rawko_runtime::Runtime;
+use rawko_shell::verdict::Decision;
 use rawko_shell::{ParseOptions, Policy, Resolver, parse};
-use rawko_toolset::chain::{Chain, Decision};
+use rawko_toolset::chain::Chain;
 
 fn main() {
     divan::main();

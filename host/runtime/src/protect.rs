@@ -327,7 +327,7 @@ mod tests {
     /// The guard wraps exactly what [`GUARDED`] lists (it refuses to link otherwise).
     #[test]
     fn the_guard_links() {
-        let engine = wasmtime::Engine::new(wasmtime::Config::new().async_support(true)).unwrap();
+        let engine = wasmtime::Engine::new(&wasmtime::Config::new()).unwrap();
         let mut linker = Linker::<HostState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
         add_to_linker(&mut linker).unwrap();

@@ -102,3 +102,55 @@ pub fn kill_group(pgid: i32) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_environment_is_reduced_to_the_allow_list() {
+        let env = base_env(&[PathBuf::from("/usr/bin")], Some(Path::new("/tmp/x")));
+        let names: Vec<String> = env
+            .iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        for name in &names {
+            assert!(
+                ENV_ALLOWLIST.contains(&name.as_str())
+                    || name.starts_with("LC_")
+                    || ["PATH", "TERM", "TMPDIR"].contains(&name.as_str()),
+                "{name} passed through"
+            );
+        }
+        let get = |n: &str| env.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+        assert_eq!(get("PATH"), Some("/usr/bin".into()));
+        assert_eq!(get("TERM"), Some("dumb".into()));
+        assert_eq!(get("TMPDIR"), Some("/tmp/x".into()));
+    }
+
+    #[test]
+    fn a_confined_process_cannot_write_outside_its_grant() {
+        let dir = tempfile::tempdir().unwrap();
+        let allowed = dir.path().join("ok");
+        std::fs::create_dir(&allowed).unwrap();
+        let outside = dir.path().join("outside.txt");
+        // Confine a thread of its own: landlock applies to the calling thread and its children.
+        let (allowed2, outside2) = (allowed.clone(), outside.clone());
+        let (conf, inside_ok, outside_ok) = std::thread::spawn(move || {
+            let conf = confine(std::slice::from_ref(&allowed2));
+            let inside_ok = std::fs::write(allowed2.join("f"), "x").is_ok();
+            let outside_ok = std::fs::write(&outside2, "x").is_ok();
+            (conf, inside_ok, outside_ok)
+        })
+        .join()
+        .unwrap();
+        assert!(inside_ok);
+        if conf == Confinement::Full {
+            assert!(
+                !outside_ok,
+                "landlock let a write outside the grant through"
+            );
+            assert!(!outside.exists());
+        }
+    }
+}

@@ -9,21 +9,10 @@
 
 use std::time::Duration;
 
+pub use rawko_agents::model::CommandTool;
 use rawko_shell::exec::{self, ExecOptions};
 use rawko_shell::model::{ListItem, Pipeline, Program, Script, SimpleCommand, Stage};
 use rawko_shell::{ParsedCommand, Resolver, Word};
-
-/// One command tool, as an agent definition declares it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommandTool {
-    pub name: String,
-    /// The program: a name looked up on `PATH`, or a path relative to the workspace.
-    pub command: String,
-    /// Its arguments, each of which may contain `${PARAM}` references.
-    pub args: Vec<String>,
-    /// Deadline; [`exec::DEFAULT_TIMEOUT`] when unset.
-    pub timeout: Option<Duration>,
-}
 
 /// Why a command tool call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -55,6 +44,8 @@ pub struct CommandToolOutput {
 #[derive(Debug, Clone)]
 pub struct CommandToolContext<'a> {
     pub resolver: &'a Resolver,
+    /// Deadline; [`exec::DEFAULT_TIMEOUT`] when unset.
+    pub timeout: Option<Duration>,
     pub workspace: &'a std::path::Path,
     pub write_paths: &'a [std::path::PathBuf],
 }
@@ -67,9 +58,26 @@ fn value_text(v: &serde_json::Value) -> String {
     }
 }
 
-impl CommandTool {
+/// Running a command tool declared by an agent ([`CommandTool`]).
+pub trait RunCommandTool {
     /// The argv for `params`: each `${NAME}` replaced by the parameter's value.
-    pub fn argv(
+    fn argv(
+        &self,
+        params: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Vec<String>, CommandToolError>;
+    /// `PARAM_<NAME>` for every parameter (upper case, other characters as `_`).
+    fn env(&self, params: &serde_json::Map<String, serde_json::Value>) -> Vec<String>;
+    /// Run the tool with `params`.
+    fn run(
+        &self,
+        params: &serde_json::Map<String, serde_json::Value>,
+        cx: &CommandToolContext<'_>,
+    ) -> impl std::future::Future<Output = Result<CommandToolOutput, CommandToolError>>;
+}
+
+impl RunCommandTool for CommandTool {
+    /// The argv for `params`: each `${NAME}` replaced by the parameter's value.
+    fn argv(
         &self,
         params: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<Vec<String>, CommandToolError> {
@@ -99,7 +107,7 @@ impl CommandTool {
     }
 
     /// `PARAM_<NAME>` for every parameter (upper case, other characters as `_`).
-    pub fn env(&self, params: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
+    fn env(&self, params: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
         params
             .iter()
             .map(|(k, v)| {
@@ -119,7 +127,7 @@ impl CommandTool {
     }
 
     /// Run the tool with `params`.
-    pub async fn run(
+    async fn run(
         &self,
         params: &serde_json::Map<String, serde_json::Value>,
         cx: &CommandToolContext<'_>,
@@ -156,7 +164,7 @@ impl CommandTool {
                 background: false,
             }]),
         };
-        let timeout = self
+        let timeout = cx
             .timeout
             .unwrap_or(exec::DEFAULT_TIMEOUT)
             .min(exec::MAX_TIMEOUT);
@@ -206,9 +214,9 @@ mod tests {
     fn tool(command: &str, args: &[&str]) -> CommandTool {
         CommandTool {
             name: "t".into(),
+            description: String::new(),
             command: command.into(),
             args: args.iter().map(|s| s.to_string()).collect(),
-            timeout: Some(Duration::from_secs(5)),
         }
     }
 
@@ -228,11 +236,20 @@ mod tests {
     }
 
     fn run(t: &CommandTool, p: serde_json::Value) -> Result<CommandToolOutput, CommandToolError> {
+        run_within(t, p, Duration::from_secs(5))
+    }
+
+    fn run_within(
+        t: &CommandTool,
+        p: serde_json::Value,
+        timeout: Duration,
+    ) -> Result<CommandToolOutput, CommandToolError> {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().canonicalize().unwrap();
         let resolver = Resolver::from_env(&[&ws]);
         let cx = CommandToolContext {
             resolver: &resolver,
+            timeout: Some(timeout),
             workspace: &ws,
             write_paths: &[],
         };
@@ -275,10 +292,9 @@ mod tests {
                 stderr: "oops".into()
             }
         );
-        let mut slow = tool("sleep", &["10"]);
-        slow.timeout = Some(Duration::from_millis(200));
+        let slow = tool("sleep", &["10"]);
         assert!(matches!(
-            run(&slow, serde_json::json!({})),
+            run_within(&slow, serde_json::json!({}), Duration::from_millis(200)),
             Err(CommandToolError::Timeout { .. })
         ));
     }

@@ -530,47 +530,11 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     if let Ok(secs) = v.parse::<f64>() {
         return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
     }
-    let at = httpdate(v)?;
+    let at = httpdate::parse_http_date(v).ok()?;
     Some(
         at.duration_since(std::time::SystemTime::now())
             .unwrap_or(Duration::ZERO),
     )
-}
-
-/// Parse an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the only form servers send today.
-fn httpdate(s: &str) -> Option<std::time::SystemTime> {
-    let parts: Vec<&str> = s.split_whitespace().collect();
-    let [_, day, month, year, time, "GMT"] = parts.as_slice() else {
-        return None;
-    };
-    let day: u64 = day.parse().ok()?;
-    let month = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ]
-    .iter()
-    .position(|m| m == month)? as u64
-        + 1;
-    let year: u64 = year.parse().ok()?;
-    let hms: Vec<u64> = time.split(':').filter_map(|p| p.parse().ok()).collect();
-    let [h, m, sec] = hms.as_slice() else {
-        return None;
-    };
-    if year < 1970 || !(1..=31).contains(&day) {
-        return None;
-    }
-    // Days from the civil date (Howard Hinnant's algorithm), from 1970-01-01.
-    let (y, mo) = if month <= 2 {
-        (year - 1, month + 9)
-    } else {
-        (year, month - 3)
-    };
-    let era = y / 400;
-    let yoe = y - era * 400;
-    let doy = (153 * mo + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3600 + m * 60 + sec;
-    Some(std::time::UNIX_EPOCH + Duration::from_secs(secs))
 }
 
 /// A number in [0, 1) that differs between calls; jitter needs no better randomness.
@@ -696,7 +660,7 @@ mod tests {
             Some(Duration::ZERO)
         );
         assert_eq!(
-            httpdate("Sun, 06 Nov 1994 08:49:37 GMT"),
+            httpdate::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").ok(),
             Some(std::time::UNIX_EPOCH + Duration::from_secs(784_111_777))
         );
         assert_eq!(retry_after(&h("retry-after", "soon")), None);
