@@ -58,7 +58,7 @@ fn instance(server: &ModelServer, extra: &str) -> String {
 }
 
 #[test]
-fn an_installed_adapter_answers_through_its_granted_host_with_its_granted_key() {
+pub(crate) fn an_installed_adapter_answers_through_its_granted_host_with_its_granted_key() {
     let ws = Workspace::new();
     let server = ModelServer::start();
     install_openai(&ws, &["net.http=127.0.0.1", "env=OPENAI_API_KEY"]);

@@ -41,3 +41,5 @@ mod run_crash;
 mod run_scenarios;
 mod sandbox;
 mod shell;
+mod snapshots;
+mod test_plugins;

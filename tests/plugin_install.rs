@@ -54,7 +54,7 @@ fn sha256(path: &Path) -> String {
 }
 
 #[test]
-fn an_installed_tool_runs_with_only_what_was_granted() {
+pub(crate) fn an_installed_tool_runs_with_only_what_was_granted() {
     let ws = Workspace::new();
     ws.write("public/hi.txt", "from public\n");
     ws.write("secret.txt", "the secret\n");
@@ -176,7 +176,7 @@ fn without_a_terminal_consent_must_be_explicit() {
 }
 
 #[test]
-fn plugins_that_exceed_or_lack_their_manifest_are_refused() {
+pub(crate) fn plugins_that_exceed_or_lack_their_manifest_are_refused() {
     let ws = Workspace::new();
     let cases = [
         (rawko_test_artifacts::GREEDY_TOOL, "imports `wasi:sockets/"),
@@ -577,7 +577,7 @@ fn a_kill_while_the_install_waits_to_commit_leaves_nothing() {
 }
 
 #[test]
-fn updates_ask_again_for_new_capabilities_and_refuse_new_signers() {
+pub(crate) fn updates_ask_again_for_new_capabilities_and_refuse_new_signers() {
     let ws = Workspace::new();
     let keys = tempfile::tempdir().unwrap();
     let alice = Minisign::generate(keys.path(), "alice");

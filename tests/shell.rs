@@ -433,7 +433,7 @@ fn marker_filter() -> (String, Vec<u8>) {
 }
 
 #[test]
-fn plugin_filters_run_after_the_builtin_and_any_deny_wins() {
+pub(crate) fn plugin_filters_run_after_the_builtin_and_any_deny_wins() {
     let f = Fixture::new(&[marker_filter()]);
     assert_eq!(f.chain.names(), ["rawko-policy", "marker"]);
     let p = f.policy(&["echo"], false);
