@@ -1,5 +1,5 @@
 // Shared by the build scripts that compile plugin crates to WebAssembly components
-// (`host/build.rs` for the plugins embedded in rawko, `plugins/test-plugins/artifacts/build.rs`
+// (`host/builtins/build.rs` for the plugins embedded in rawko, `plugins/test-plugins/artifacts/build.rs`
 // for the ones tests use). Included with `include!`, so it is plain items, no module.
 //
 // Each plugin is built by a nested `cargo build --target wasm32-wasip2` in its own target

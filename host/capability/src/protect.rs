@@ -7,7 +7,7 @@
 //!
 //! The rule is enforced by the host where the write happens, so no plugin or filter has to get
 //! it right: the WASI filesystem functions that create, open for writing, rename, link, remove
-//! or retime a path are wrapped ([`add_to_linker`]) to refuse when the path, with its symlinks
+//! or retime a path are wrapped (by `rawko_runtime::protect::add_to_linker`) to refuse when the path, with its symlinks
 //! resolved as the operation would resolve them, lands in a protected place; and rawko's shell
 //! executor checks each file it opens for a redirection ([`Protected::open_for_write`]).
 //!

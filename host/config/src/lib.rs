@@ -58,7 +58,7 @@ pub struct PluginsConfig {
 }
 
 /// A named adapter instance: a plugin, the model it asks, where, with which credential, and
-/// the defaults of its requests. Checked and resolved by [`rawko_adapters::instance`].
+/// the defaults of its requests. Checked and resolved by `rawko_adapters::instance`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdapterConfig {

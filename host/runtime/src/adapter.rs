@@ -5,7 +5,7 @@
 //! provider-neutral ones in [`rawko_plugin_sdk::llm`]. It also checks every reply before anyone
 //! acts on it: a tool call must name a tool from the request and carry a JSON object, and a
 //! reply must say something. Which grant, credential and timeout a call gets is decided by the
-//! adapter instance (see [`rawko_adapters`]).
+//! adapter instance (see the `rawko-adapters` crate).
 
 use std::sync::Arc;
 use std::time::Instant;

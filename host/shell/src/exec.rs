@@ -4,11 +4,11 @@
 //! simple command's argv (the words the filters judged), wiring pipes, `&&` / `||` / `;` lists,
 //! subshells, groups and redirections itself. What it does not implement is refused before
 //! anything starts ([`runnable`]). Every run gets: the workspace as its starting directory,
-//! stdin at end of file, an environment scrubbed to [`ENV_ALLOWLIST`], a deadline after which the
+//! stdin at end of file, an environment scrubbed to [`rawko_sandbox::ENV_ALLOWLIST`], a deadline after which the
 //! whole process group of the running pipeline is killed, output captured up to a cap, and on
 //! Linux a landlock ruleset that limits writes to the writable grants (plus a private temporary
 //! directory and `/dev/null`) for every process it starts. Redirections never write under the
-//! workspace's `.git` or `.rawko` ([`super::protect`]).
+//! workspace's `.git` or `.rawko` ([`rawko_capability::protect`]).
 
 use std::ffi::OsString;
 use std::io::{Read, Write};

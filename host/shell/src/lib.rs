@@ -2,11 +2,12 @@
 //! rawko itself exactly as judged.
 //!
 //! Matching command strings is how shell permissions get talked around (`ls && rm -rf x`,
-//! `ls $(rm -rf x)`, `env rm`, `r''m`). Here a real bash parser ([`parse`]) turns the text into
+//! `ls $(rm -rf x)`, `env rm`, `r''m`). Here a real bash parser ([`parse`](mod@parse)) turns the text into
 //! every simple command it contains, with words after quote removal and programs resolved to
-//! the files they run; filters ([`chain`]) judge that structure; and the executor
-//! (`capability::exec`) spawns those very argv vectors, wiring pipes and redirections itself, so
-//! no second reading of the text by a shell can differ from what was judged.
+//! the files they run; filters (the chain in `rawko-toolset`) judge that structure, giving
+//! [`verdict`]s; and the executor ([`exec`]) spawns those very argv vectors, wiring pipes and
+//! redirections itself, so no second reading of the text by a shell can differ from what was
+//! judged.
 
 pub mod exec;
 pub mod glob;

@@ -1,4 +1,4 @@
-//! Adapter plugins: the [`Adapter`] trait, [`export_adapter!`], and the host's HTTP and progress
+//! Adapter plugins: the [`Adapter`] trait, [`export_adapter!`](crate::export_adapter), and the host's HTTP and progress
 //! capabilities in a form that is pleasant to call.
 //!
 //! An adapter turns a provider-neutral [`Request`] into one provider's wire format, sends it
@@ -36,7 +36,7 @@
 pub use crate::llm::{AdapterError, Request, Response};
 
 /// An LLM provider client. Implement it on a unit struct and name the struct in
-/// [`export_adapter!`].
+/// [`export_adapter!`](crate::export_adapter).
 pub trait Adapter {
     /// Ask the model for its next message. Malformed provider output is an
     /// [`AdapterError::Malformed`], never a panic: a panic is reported by the host as a crash.

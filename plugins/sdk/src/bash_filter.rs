@@ -1,4 +1,4 @@
-//! Bash-filter plugins: the [`Filter`] trait, the parsed-command types, and [`export_filter!`].
+//! Bash-filter plugins: the [`Filter`] trait, the parsed-command types, and [`export_filter!`](crate::export_filter).
 //!
 //! A filter judges a command line the host has already parsed: every simple command in it with
 //! its words, program, redirections and working directory. When a command hides another script
@@ -31,7 +31,7 @@ pub use crate::__private::bash_filter::bindings::exports::rawko::plugin::filter:
 };
 pub use host::{Command, Context, Program, Redirect, RedirectKind, SimpleCommand, Word};
 
-/// A bash filter. Implement it on a unit struct and name the struct in [`export_filter!`].
+/// A bash filter. Implement it on a unit struct and name the struct in [`export_filter!`](crate::export_filter).
 pub trait Filter {
     /// Judge `command` under `policy`. Deny what you cannot judge.
     fn check(command: &Command, policy: &Policy) -> Verdict;

@@ -2,7 +2,7 @@
 //!
 //! A rawko plugin is a WebAssembly component built for `wasm32-wasip2` against the
 //! `rawko:plugin` WIT package. This crate hides the generated bindings: a tool plugin is a set of
-//! types implementing [`tool::Tool`] plus one [`export_tools!`] line; a bash filter is a type
+//! types implementing [`tool::Tool`] plus one [`export_tools!`](crate::export_tools) line; a bash filter is a type
 //! implementing `bash_filter::Filter` plus one `export_filter!` line.
 //!
 //! ```ignore
@@ -33,7 +33,7 @@
 //! ```
 //!
 //! An adapter plugin implements [`adapter::Adapter`] on provider-neutral [`llm`] types and
-//! registers it with [`export_adapter!`]; [`sse`] parses streamed replies. The [`llm`],
+//! registers it with [`export_adapter!`](crate::export_adapter); [`sse`] parses streamed replies. The [`llm`],
 //! [`recording`] and [`sse`] modules need no feature, so the host shares them.
 //!
 //! Each plugin kind is behind a cargo feature (`tool`, `adapter`, `bash-filter`) because a

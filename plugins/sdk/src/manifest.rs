@@ -2,7 +2,7 @@
 //!
 //! rawko decides whether to install a plugin from what the plugin says it is and needs (name,
 //! version, kinds, the `rawko:plugin` WIT versions it supports, each capability with a reason),
-//! before running any of its code. [`manifest!`] copies the crate's `rawko-plugin.yaml` into a
+//! before running any of its code. [`manifest!`](macro@crate::manifest) copies the crate's `rawko-plugin.yaml` into a
 //! custom section of the compiled module; componentization keeps custom sections of the core
 //! module, so `rawko plugin inspect` and `install` read it straight from the `.wasm`.
 

@@ -1,4 +1,4 @@
-//! Tool plugins: the [`Tool`] trait, the [`Context`] a call runs in, and [`export_tools!`].
+//! Tool plugins: the [`Tool`] trait, the [`Context`] a call runs in, and [`export_tools!`](crate::export_tools).
 //!
 //! A tool's input is a Rust type: its JSON Schema (what the model is shown and what the host
 //! checks inputs against) is derived from the same type that parses it, so the two cannot
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
-/// One tool. Implement it on a unit struct and list the struct in [`export_tools!`].
+/// One tool. Implement it on a unit struct and list the struct in [`export_tools!`](crate::export_tools).
 pub trait Tool {
     /// What a model calls the tool: letters, digits, `_` and `-`, starting with a letter.
     const NAME: &'static str;

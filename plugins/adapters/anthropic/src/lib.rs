@@ -1,8 +1,8 @@
 //! rawko's adapter for the Anthropic Messages API.
 //!
-//! [`wire`] turns the provider-neutral request into a `POST {base_url}/messages` body (system
+//! `wire` turns the provider-neutral request into a `POST {base_url}/messages` body (system
 //! prompt, content blocks, `tool_use` / `tool_result`, `max_tokens`, extended thinking) and a
-//! JSON reply back; [`stream`] assembles a streamed reply from its events. The host adds the
+//! JSON reply back; `stream` assembles a streamed reply from its events. The host adds the
 //! `x-api-key` header; this code never sees the key.
 //!
 //! Adapter options (`options:` in the adapter instance's config):

@@ -1,8 +1,8 @@
 //! rawko's adapter for the OpenAI Chat Completions API, and every server that speaks it
 //! (Ollama, vLLM, the llama.cpp server, LM Studio, OpenRouter) through `base_url`.
 //!
-//! The plugin only translates: [`wire`] turns the provider-neutral request into a
-//! `POST {base_url}/chat/completions` body and a JSON reply back, [`stream`] assembles a
+//! The plugin only translates: `wire` turns the provider-neutral request into a
+//! `POST {base_url}/chat/completions` body and a JSON reply back, `stream` assembles a
 //! streamed reply from its server-sent events. The host sends the request, adds the API key and
 //! enforces the grant; this code never sees the key.
 //!
