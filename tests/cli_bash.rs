@@ -456,3 +456,21 @@ fn a_skipped_cd_stops_the_run_instead_of_running_where_nothing_was_judged() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(ws.path().join("src/made-here").exists(), "{r:?}");
 }
+
+/// A file-descriptor number too large for 32 bits made the shell parser (brush-parser) panic
+/// and took the whole process down; a model could send it as a Bash command. It must be denied
+/// with a reason, and the Bash tool must report it as a refused call.
+#[test]
+fn regression_fd_number_over_32_bits_panicked_the_parser() {
+    let ws = Workspace::new();
+    for command in ["4294967296>", "echo hi 99999999999>&1"] {
+        let r = bash_check(&ws, &["--agent", "developer", "--json"], command);
+        assert_eq!(r.code, 1, "{command}: {r:?}");
+        let v = r.json();
+        assert_eq!(v["decision"], "deny", "{command}: {v}");
+        assert_eq!(v["decided_by"], "parser", "{command}: {v}");
+        let r = bash(&ws, &["--agent", "developer", "--json"], command);
+        assert_ne!(r.code, 101, "{command}: the Bash tool panicked: {r:?}");
+        assert!(r.stdout.contains("parser"), "{command}: {r:?}");
+    }
+}

@@ -32,6 +32,8 @@ pub enum ParseError {
     Empty,
     #[error("not valid shell syntax: {0}")]
     Syntax(String),
+    #[error("the shell parser failed on this command, so it is refused")]
+    ParserFailed,
 }
 
 /// What a parse needs to know about where the command will run.
@@ -72,7 +74,14 @@ pub fn parse(raw: &str, cwd: &Path, opts: &ParseOptions<'_>) -> Result<ParsedCom
         depth: 0,
     };
     let mut cwd = cwd.to_path_buf();
-    let script = w.source(raw, &mut cwd, &[]).map_err(ParseError::Syntax)?;
+    // brush-parser panics on some inputs (an `unwrap` on a file-descriptor number too large for
+    // 32 bits); a command a model sends must never take rawko down, so a panic inside the parser
+    // is a refusal like any syntax error.
+    let script = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        w.source(raw, &mut cwd, &[])
+    }))
+    .map_err(|_| ParseError::ParserFailed)?
+    .map_err(ParseError::Syntax)?;
     if w.commands.is_empty() && w.unsupported.is_empty() {
         return Err(ParseError::Empty);
     }
