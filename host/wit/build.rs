@@ -20,35 +20,24 @@ fn main() {
         })
         .collect();
     versions.sort();
-    let (_, newest) = versions
-        .last()
-        .expect("at least one wit/since_v* directory");
+    assert!(!versions.is_empty(), "no wit/since_v* directory");
 
     let mut out = String::new();
     let mut supported = Vec::new();
-    for (_, dir) in &versions {
-        let (resolve, pkg) = load(dir);
-        let version = resolve.packages[pkg]
-            .name
-            .version
-            .as_ref()
-            .unwrap_or_else(|| panic!("{}: the package has no version", dir.display()))
-            .to_string();
-        let dir_version = dir
-            .file_name()
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .trim_start_matches("since_v");
+    let mut newest = None;
+    for (dir_version, dir) in versions {
+        let (resolve, pkg) = load(&dir);
+        let declared = resolve.packages[pkg].name.version.as_ref();
         assert_eq!(
-            version,
-            dir_version,
-            "{} declares rawko:plugin@{version}",
+            declared,
+            Some(&dir_version),
+            "{} declares rawko:plugin@{declared:?}",
             dir.display()
         );
-        supported.push(version);
+        supported.push(dir_version.to_string());
+        newest = Some((resolve, pkg));
     }
-    let (resolve, pkg) = load(newest);
+    let (resolve, pkg) = newest.expect("checked above");
     writeln!(
         out,
         "/// The `rawko:plugin` version this rawko's bindings are generated from."

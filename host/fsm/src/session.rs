@@ -36,7 +36,7 @@ use rawko_shell::{Policy, Resolver};
 use rawko_store::{AuditEntry, Usage};
 use rawko_toolset::bash::{self, BashContext};
 use rawko_toolset::chain::Chain;
-use rawko_toolset::command_tool::{CommandToolContext, RunCommandTool};
+use rawko_toolset::command_tool::{self, CommandToolContext};
 use rawko_toolset::{Provider, ToolSet};
 
 /// Tools an agent from an untrusted workspace may still call: they only read.
@@ -209,7 +209,7 @@ impl SessionTools {
                 workspace: &self.workspace,
                 write_paths: &write_paths,
             };
-            return match tool.run(&params, &cx).await {
+            return match command_tool::run(tool, &params, &cx).await {
                 Ok(out) => ok(out.text, decisions),
                 Err(e) => failed(e.to_string(), decisions),
             };

@@ -58,149 +58,130 @@ fn value_text(v: &serde_json::Value) -> String {
     }
 }
 
-/// Running a command tool declared by an agent ([`CommandTool`]).
-pub trait RunCommandTool {
-    /// The argv for `params`: each `${NAME}` replaced by the parameter's value.
-    fn argv(
-        &self,
-        params: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<Vec<String>, CommandToolError>;
-    /// `PARAM_<NAME>` for every parameter (upper case, other characters as `_`).
-    fn env(&self, params: &serde_json::Map<String, serde_json::Value>) -> Vec<String>;
-    /// Run the tool with `params`.
-    fn run(
-        &self,
-        params: &serde_json::Map<String, serde_json::Value>,
-        cx: &CommandToolContext<'_>,
-    ) -> impl std::future::Future<Output = Result<CommandToolOutput, CommandToolError>>;
+/// The argv for `params`: each `${NAME}` replaced by the parameter's value.
+pub fn argv(
+    tool: &CommandTool,
+    params: &serde_json::Map<String, serde_json::Value>,
+) -> Result<Vec<String>, CommandToolError> {
+    let mut argv = vec![tool.command.clone()];
+    for a in &tool.args {
+        let mut out = String::new();
+        let mut rest = a.as_str();
+        while let Some(start) = rest.find("${") {
+            let Some(len) = rest[start + 2..].find('}') else {
+                break;
+            };
+            let name = &rest[start + 2..start + 2 + len];
+            let value = params
+                .get(name)
+                .ok_or_else(|| CommandToolError::MissingParam {
+                    tool: tool.name.clone(),
+                    param: name.to_string(),
+                })?;
+            out.push_str(&rest[..start]);
+            out.push_str(&value_text(value));
+            rest = &rest[start + 3 + len..];
+        }
+        out.push_str(rest);
+        argv.push(out);
+    }
+    Ok(argv)
 }
 
-impl RunCommandTool for CommandTool {
-    /// The argv for `params`: each `${NAME}` replaced by the parameter's value.
-    fn argv(
-        &self,
-        params: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<Vec<String>, CommandToolError> {
-        let mut argv = vec![self.command.clone()];
-        for a in &self.args {
-            let mut out = String::new();
-            let mut rest = a.as_str();
-            while let Some(start) = rest.find("${") {
-                let Some(len) = rest[start + 2..].find('}') else {
-                    break;
-                };
-                let name = &rest[start + 2..start + 2 + len];
-                let value = params
-                    .get(name)
-                    .ok_or_else(|| CommandToolError::MissingParam {
-                        tool: self.name.clone(),
-                        param: name.to_string(),
-                    })?;
-                out.push_str(&rest[..start]);
-                out.push_str(&value_text(value));
-                rest = &rest[start + 3 + len..];
-            }
-            out.push_str(rest);
-            argv.push(out);
-        }
-        Ok(argv)
-    }
-
-    /// `PARAM_<NAME>` for every parameter (upper case, other characters as `_`).
-    fn env(&self, params: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
-        params
-            .iter()
-            .map(|(k, v)| {
-                let name: String = k
-                    .chars()
-                    .map(|c| {
-                        if c.is_ascii_alphanumeric() {
-                            c.to_ascii_uppercase()
-                        } else {
-                            '_'
-                        }
-                    })
-                    .collect();
-                format!("PARAM_{name}={}", value_text(v))
-            })
-            .collect()
-    }
-
-    /// Run the tool with `params`.
-    async fn run(
-        &self,
-        params: &serde_json::Map<String, serde_json::Value>,
-        cx: &CommandToolContext<'_>,
-    ) -> Result<CommandToolOutput, CommandToolError> {
-        let argv = self.argv(params)?;
-        let program: Program = cx.resolver.program(&self.command, cx.workspace);
-        if program.path.is_none() {
-            return Err(CommandToolError::NotFound {
-                tool: self.name.clone(),
-                command: self.command.clone(),
-            });
-        }
-        let command = SimpleCommand {
-            argv: argv.iter().cloned().map(Word::Literal).collect(),
-            program,
-            assignments: self.env(params).into_iter().map(Word::Literal).collect(),
-            redirects: Vec::new(),
-            cwd: cx.workspace.to_path_buf(),
-            nesting: Vec::new(),
-            text: argv.join(" "),
-            not_runnable: Vec::new(),
-        };
-        let parsed = ParsedCommand {
-            raw: command.text.clone(),
-            commands: vec![command],
-            unsupported: Vec::new(),
-            script: Script(vec![ListItem {
-                first: Pipeline {
-                    negated: false,
-                    timed: false,
-                    stages: vec![Stage::Command(0)],
-                },
-                rest: Vec::new(),
-                background: false,
-            }]),
-        };
-        let timeout = cx
-            .timeout
-            .unwrap_or(exec::DEFAULT_TIMEOUT)
-            .min(exec::MAX_TIMEOUT);
-        let opts = ExecOptions {
-            workspace: cx.workspace.to_path_buf(),
-            write_paths: cx.write_paths.to_vec(),
-            path_dirs: cx.resolver.path_dirs().to_vec(),
-            timeout,
-            max_output: exec::DEFAULT_MAX_OUTPUT,
-            separate_stderr: true,
-        };
-        let run = exec::run(&parsed, &opts)
-            .await
-            .map_err(|e| CommandToolError::Setup {
-                tool: self.name.clone(),
-                message: e.to_string(),
-            })?;
-        if run.timed_out {
-            return Err(CommandToolError::Timeout {
-                tool: self.name.clone(),
-                secs: timeout.as_secs(),
-            });
-        }
-        if run.exit_code != 0 {
-            return Err(CommandToolError::Failed {
-                tool: self.name.clone(),
-                status: run.exit_code,
-                stderr: run.stderr.trim().to_string(),
-            });
-        }
-        let json = serde_json::from_str(run.output.trim()).ok();
-        Ok(CommandToolOutput {
-            text: run.output,
-            json,
+/// `PARAM_<NAME>` for every parameter (upper case, other characters as `_`).
+pub fn env(params: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
+    params
+        .iter()
+        .map(|(k, v)| {
+            let name: String = k
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() {
+                        c.to_ascii_uppercase()
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            format!("PARAM_{name}={}", value_text(v))
         })
+        .collect()
+}
+
+/// Run the tool with `params`.
+pub async fn run(
+    tool: &CommandTool,
+    params: &serde_json::Map<String, serde_json::Value>,
+    cx: &CommandToolContext<'_>,
+) -> Result<CommandToolOutput, CommandToolError> {
+    let argv = argv(tool, params)?;
+    let program: Program = cx.resolver.program(&tool.command, cx.workspace);
+    if program.path.is_none() {
+        return Err(CommandToolError::NotFound {
+            tool: tool.name.clone(),
+            command: tool.command.clone(),
+        });
     }
+    let command = SimpleCommand {
+        argv: argv.iter().cloned().map(Word::Literal).collect(),
+        program,
+        assignments: env(params).into_iter().map(Word::Literal).collect(),
+        redirects: Vec::new(),
+        cwd: cx.workspace.to_path_buf(),
+        nesting: Vec::new(),
+        text: argv.join(" "),
+        not_runnable: Vec::new(),
+    };
+    let parsed = ParsedCommand {
+        raw: command.text.clone(),
+        commands: vec![command],
+        unsupported: Vec::new(),
+        script: Script(vec![ListItem {
+            first: Pipeline {
+                negated: false,
+                timed: false,
+                stages: vec![Stage::Command(0)],
+            },
+            rest: Vec::new(),
+            background: false,
+        }]),
+    };
+    let timeout = cx
+        .timeout
+        .unwrap_or(exec::DEFAULT_TIMEOUT)
+        .min(exec::MAX_TIMEOUT);
+    let opts = ExecOptions {
+        workspace: cx.workspace.to_path_buf(),
+        write_paths: cx.write_paths.to_vec(),
+        path_dirs: cx.resolver.path_dirs().to_vec(),
+        timeout,
+        max_output: exec::DEFAULT_MAX_OUTPUT,
+        separate_stderr: true,
+    };
+    let run = exec::run(&parsed, &opts)
+        .await
+        .map_err(|e| CommandToolError::Setup {
+            tool: tool.name.clone(),
+            message: e.to_string(),
+        })?;
+    if run.timed_out {
+        return Err(CommandToolError::Timeout {
+            tool: tool.name.clone(),
+            secs: timeout.as_secs(),
+        });
+    }
+    if run.exit_code != 0 {
+        return Err(CommandToolError::Failed {
+            tool: tool.name.clone(),
+            status: run.exit_code,
+            stderr: run.stderr.trim().to_string(),
+        });
+    }
+    let json = serde_json::from_str(run.output.trim()).ok();
+    Ok(CommandToolOutput {
+        text: run.output,
+        json,
+    })
 }
 
 #[cfg(test)]
@@ -225,12 +206,12 @@ mod tests {
         let t = tool("echo", &["--name=${NAME}", "${NAME}", "plain"]);
         let p = params(serde_json::json!({"NAME": "a; rm -rf x", "n": 3}));
         assert_eq!(
-            t.argv(&p).unwrap(),
+            argv(&t, &p).unwrap(),
             ["echo", "--name=a; rm -rf x", "a; rm -rf x", "plain"]
         );
-        assert!(t.env(&p).contains(&"PARAM_N=3".to_string()));
+        assert!(env(&p).contains(&"PARAM_N=3".to_string()));
         assert!(matches!(
-            tool("echo", &["${MISSING}"]).argv(&p),
+            argv(&tool("echo", &["${MISSING}"]), &p),
             Err(CommandToolError::MissingParam { .. })
         ));
     }
@@ -257,7 +238,7 @@ mod tests {
             .enable_time()
             .build()
             .unwrap()
-            .block_on(t.run(&params(p), &cx))
+            .block_on(super::run(t, &params(p), &cx))
     }
 
     #[test]
