@@ -11,6 +11,12 @@
 //! `RAWKO_REGISTRY_PASSWORD`), a `Basic` one with those credentials. Every manifest and blob is
 //! checked against its digest; a tag is resolved to a manifest digest once and everything after
 //! that is fetched by digest.
+//!
+//! This is rawko's own client rather than the `oci-client` crate because every request must go
+//! through [`fetch`]'s hardened HTTP client, and `oci-client` builds its own: it follows redirects
+//! from HTTPS to plain HTTP (reqwest's default policy), reads manifests, token responses and
+//! error bodies without a size cap, and sends the registry credentials to whatever token realm a
+//! registry names. None of these can be changed from outside that crate.
 
 use std::collections::BTreeMap;
 
@@ -600,29 +606,9 @@ fn parse_challenge(header: &str) -> (String, BTreeMap<String, String>) {
     (scheme.to_string(), params)
 }
 
-/// Now, as RFC 3339 in UTC (`2024-01-02T03:04:05Z`).
+/// Now, as RFC 3339 in UTC (`2024-01-02T03:04:05Z`), as the wasm config's `created` wants it.
 fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    // Civil-from-days (proleptic Gregorian), after Howard Hinnant's algorithm.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
 #[cfg(test)]
