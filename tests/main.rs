@@ -37,6 +37,7 @@ mod http_attacks;
 mod http_faults;
 mod installed_plugins;
 mod plugin_install;
+mod regressions;
 mod run_crash;
 mod run_scenarios;
 mod sandbox;

@@ -174,11 +174,53 @@ pub enum ConfigError {
 /// Largest config file read; a config is a page of YAML.
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
+/// Deepest nesting a config may have; a config needs four levels. Checked on the parser's event
+/// stream before serde builds anything, because the deserializer's cost grows with the square of
+/// the depth, and a workspace's config is read before it is trusted.
+const MAX_DEPTH: usize = 32;
+
+/// Where `text` first nests deeper than [`MAX_DEPTH`], as (line, column). Syntax errors are left
+/// to the deserializer, which reports them with more context.
+fn too_deep(text: &str) -> Option<(usize, usize)> {
+    use saphyr_parser::{Event, Parser};
+    let mut depth = 0usize;
+    let mut parser = Parser::new_from_str(text);
+    while let Some(next) = parser.next_event() {
+        let (event, span) = match next {
+            Ok(e) => e,
+            // The parser's own guard against deep recursion.
+            Err(e) if e.info().contains("recursion limit") => {
+                return Some((e.marker().line(), e.marker().col() + 1));
+            }
+            Err(_) => return None,
+        };
+        match event {
+            Event::SequenceStart(..) | Event::MappingStart(..) => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Some((span.start.line(), span.start.col() + 1));
+                }
+            }
+            Event::SequenceEnd | Event::MappingEnd => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
 impl Config {
     /// Parse `text`, naming `path` in errors.
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         if text.trim().is_empty() {
             return Ok(Config::default());
+        }
+        if let Some((line, column)) = too_deep(text) {
+            return Err(ConfigError::Parse {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message: format!("nested more than {MAX_DEPTH} levels deep"),
+            });
         }
         yaml_serde::from_str(text).map_err(|e| {
             let (line, column) = e

@@ -21,7 +21,7 @@ use rawko_config::Layers;
 use rawko_config::paths::Dirs;
 use rawko_runtime::Runtime;
 
-pub use output::{print_json, print_out, terminal_safe};
+pub use output::{Table, print_json, print_out, terminal_safe};
 
 const ABOUT: &str = "An agentic coding robot whose every tool, model adapter and shell filter is a \
 sandboxed WebAssembly plugin";

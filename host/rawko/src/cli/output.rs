@@ -37,3 +37,122 @@ fn ignore_broken_pipe(result: std::io::Result<()>) -> std::io::Result<()> {
         other => other,
     }
 }
+
+/// Widest a table cell is shown, in characters; longer text is cut with `…`. Names, paths and
+/// descriptions in a table come from files a stranger may have written.
+pub const MAX_CELL_CHARS: usize = 80;
+
+/// `text` as one table cell: control characters (tabs and line breaks too) shown escaped, and at
+/// most `max` characters, the last of them `…` when cut.
+pub fn cell(text: &str, max: usize) -> String {
+    let clean = rawko_runtime::log::sanitize(text, usize::MAX).replace('\t', "\\t");
+    if clean.chars().count() <= max {
+        return clean;
+    }
+    let mut cut: String = clean.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// A table for a terminal: a header and rows of cells, each cell made safe and capped with
+/// [`cell`], columns padded by characters (not bytes), trailing blanks trimmed. A row is never
+/// wider than the columns times [`MAX_CELL_CHARS`] plus their gaps, whatever the cells held.
+#[derive(Debug)]
+pub struct Table {
+    rows: Vec<Vec<String>>,
+    /// Free lines after a row: (the row's index, columns to indent past, text).
+    notes: Vec<(usize, usize, String)>,
+}
+
+impl Table {
+    pub fn new(header: &[&str]) -> Self {
+        Table {
+            rows: vec![header.iter().map(|h| h.to_string()).collect()],
+            notes: Vec::new(),
+        }
+    }
+
+    /// A line under the last row, starting in column `skip` (its text made safe and capped).
+    pub fn note(&mut self, skip: usize, text: &str) {
+        let at = self.rows.len() - 1;
+        self.notes.push((at, skip, cell(text, MAX_CELL_CHARS * 2)));
+    }
+
+    /// Add a row; missing cells are blank, extra cells are dropped.
+    pub fn row<S: AsRef<str>>(&mut self, cells: impl IntoIterator<Item = S>) {
+        let n = self.rows[0].len();
+        let mut row: Vec<String> = cells
+            .into_iter()
+            .take(n)
+            .map(|c| cell(c.as_ref(), MAX_CELL_CHARS))
+            .collect();
+        row.resize(n, String::new());
+        self.rows.push(row);
+    }
+
+    pub fn render(&self) -> String {
+        let n = self.rows[0].len();
+        let widths: Vec<usize> = (0..n)
+            .map(|i| {
+                self.rows
+                    .iter()
+                    .map(|r| r[i].chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let mut out = String::new();
+        for (at, r) in self.rows.iter().enumerate() {
+            let mut line = String::new();
+            for (i, (c, w)) in r.iter().zip(&widths).enumerate() {
+                if i > 0 {
+                    line.push_str("  ");
+                }
+                line.push_str(c);
+                if i + 1 < n {
+                    line.extend(std::iter::repeat_n(' ', w - c.chars().count()));
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+            for (_, skip, text) in self.notes.iter().filter(|(row, ..)| *row == at) {
+                let indent: usize = widths.iter().take(*skip).map(|w| w + 2).sum();
+                out.extend(std::iter::repeat_n(' ', indent));
+                out.push_str(text);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_are_escaped_and_capped() {
+        assert_eq!(cell("a\x1b[2Jb\tc\nd", 80), "a\\u{1b}[2Jb\\tc\\nd");
+        let long = "é".repeat(100_000);
+        let c = cell(&long, 10);
+        assert_eq!(c.chars().count(), 10);
+        assert!(c.ends_with('…'));
+    }
+
+    #[test]
+    fn rows_are_bounded_and_aligned_by_characters() {
+        let mut t = Table::new(&["NAME", "X"]);
+        t.row(["é".repeat(100_000), "1".into()]);
+        t.row(["ab".to_string(), "2".into()]);
+        let out = t.render();
+        for line in out.lines() {
+            assert!(line.chars().count() <= 2 * MAX_CELL_CHARS + 2, "{line}");
+        }
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[0],
+            format!("NAME{}  X", " ".repeat(MAX_CELL_CHARS - 4))
+        );
+        assert_eq!(lines[2], format!("ab{}  2", " ".repeat(MAX_CELL_CHARS - 2)));
+    }
+}

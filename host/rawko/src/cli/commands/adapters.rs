@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use crate::cli::{BadInput, Context, print_json, print_out};
+use crate::cli::{BadInput, Context, Table, print_json, print_out};
 use rawko_adapters::check::{Report, check};
 use rawko_adapters::{AdapterInstance, AdapterOrigin, CredentialSpec, OpenOptions};
 
@@ -119,31 +119,18 @@ fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
             ]
         })
         .collect();
-    let header = [
+    let mut table = Table::new(&[
         "NAME",
         "PLUGIN",
         "MODEL",
         "ENDPOINT",
         "CREDENTIAL",
         "SOURCE",
-    ]
-    .map(String::from);
-    let mut widths = header.clone().map(|h| h.len());
+    ]);
     for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
+        table.row(r);
     }
-    let mut out = String::new();
-    for r in std::iter::once(&header).chain(&rows) {
-        let line: Vec<String> = r
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:w$}"))
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
+    let out = table.render();
     print_out(&out)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, mpsc};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::cli::{BadInput, Context, print_json, print_out};
+use crate::cli::{BadInput, Context, Table, print_json, print_out};
 use rawko_agents::diag::{did_you_mean, printable};
 use rawko_agents::registry::{Entry, Registry, SearchPath, discover};
 use rawko_agents::watch::{ChangeKind, Report, Watcher};
@@ -144,37 +144,22 @@ fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
         note_problems(&registry);
         return Ok(ExitCode::SUCCESS);
     }
-    let entries: Vec<&Entry> = registry.entries().collect();
-    let w = |f: &dyn Fn(&Entry) -> usize, min: usize| {
-        entries.iter().map(|e| f(e)).max().unwrap_or(0).max(min)
-    };
-    let name_w = w(&|e| e.name.len(), 4);
-    let origin_w = w(&|e| e.file.origin.as_str().len(), 6);
-    let dialect_w = w(&|e| e.file.dialect.map_or(1, |d| d.as_str().len()), 7);
-    let mut out = format!(
-        "{:name_w$}  {:7}  {:origin_w$}  {:dialect_w$}  FILE\n",
-        "NAME", "STATUS", "ORIGIN", "DIALECT"
-    );
-    for e in &entries {
-        out.push_str(&format!(
-            "{:name_w$}  {:7}  {:origin_w$}  {:dialect_w$}  {}\n",
-            printable(&e.name, false),
+    let mut table = Table::new(&["NAME", "STATUS", "ORIGIN", "DIALECT", "FILE"]);
+    for e in registry.entries() {
+        table.row([
+            e.name.as_str(),
             e.status.as_str(),
             e.file.origin.as_str(),
             e.file.dialect.map_or("-", |d| d.as_str()),
-            e.file.display
-        ));
+            e.file.display.as_str(),
+        ]);
         if verbose {
             for s in &e.shadows {
-                out.push_str(&format!(
-                    "{:name_w$}  shadows {} ({})\n",
-                    "",
-                    s.display,
-                    s.origin.as_str()
-                ));
+                table.note(1, &format!("shadows {} ({})", s.display, s.origin.as_str()));
             }
         }
     }
+    let out = table.render();
     print_out(&out)?;
     note_problems(&registry);
     Ok(ExitCode::SUCCESS)

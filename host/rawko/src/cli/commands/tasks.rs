@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::cli::{BadInput, Context, print_json, print_out, terminal_safe};
+use crate::cli::{BadInput, Context, Table, print_json, print_out, terminal_safe};
 use rawko_store::{StoreError, Task, TaskStore};
 
 /// Inspect persisted tasks
@@ -80,10 +80,7 @@ fn list(tasks: &[Task], json: bool) -> std::io::Result<()> {
     if tasks.is_empty() {
         return print_out("No tasks in this workspace yet (start one with `rawko run`).");
     }
-    let mut out = format!(
-        "{:<12} {:<10} {:<12} {:>5}  TASK\n",
-        "ID", "STATUS", "STATE", "STEPS"
-    );
+    let mut table = Table::new(&["ID", "STATUS", "STATE", "STEPS", "TASK"]);
     for t in tasks {
         let prompt: String = t
             .prompt
@@ -93,16 +90,17 @@ fn list(tasks: &[Task], json: bool) -> std::io::Result<()> {
             .chars()
             .take(60)
             .collect();
-        out.push_str(&format!(
-            "{:<12} {:<10} {:<12} {:>5}  {prompt}\n",
-            t.id,
+        table.row([
+            t.id.as_str(),
             t.status.as_str(),
-            t.state,
-            t.steps
-        ));
+            t.state.as_str(),
+            &t.steps.to_string(),
+            &prompt,
+        ]);
     }
-    // Prompts, states and ids come from a store that may have come with the repository.
-    print_out(&terminal_safe(&out))
+    // Prompts, states and ids come from a store that may have come with the repository; the
+    // table makes every cell safe.
+    print_out(&table.render())
 }
 
 fn show(store: &TaskStore, id: &str, json: bool) -> anyhow::Result<()> {

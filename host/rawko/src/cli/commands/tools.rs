@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use crate::cli::commands::agents::usable_agent;
-use crate::cli::{Context, print_json, print_out};
+use crate::cli::{Context, Table, print_json, print_out};
 use rawko_adapters::Trust;
 use rawko_fsm::session::{READ_ONLY_TOOLS, command_tool_spec, untrusted_agent};
 use rawko_toolset::ToolSet;
@@ -97,25 +97,11 @@ async fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
         print_json(&serde_json::Value::Array(items))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let name_w = tools
-        .iter()
-        .map(|(name, ..)| name.len())
-        .max()
-        .unwrap_or(4)
-        .max(4);
-    let plugin_w = tools
-        .iter()
-        .map(|(_, plugin, ..)| plugin.len())
-        .max()
-        .unwrap_or(6)
-        .max(6);
-    let mut out = format!("{:name_w$}  {:plugin_w$}  DESCRIPTION\n", "TOOL", "PLUGIN");
+    let mut table = Table::new(&["TOOL", "PLUGIN", "DESCRIPTION"]);
     for (name, plugin, description, _) in &tools {
-        out.push_str(&format!(
-            "{name:name_w$}  {plugin:plugin_w$}  {}\n",
-            first_sentence(description)
-        ));
+        table.row([name.as_str(), plugin.as_ref(), &first_sentence(description)]);
     }
+    let out = table.render();
     print_out(&out)?;
     Ok(ExitCode::SUCCESS)
 }

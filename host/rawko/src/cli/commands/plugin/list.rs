@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::cli::{Context, print_json, print_out};
+use crate::cli::{Context, Table, print_json, print_out};
 use rawko_distribution::PluginStore;
 
 /// List installed plugins
@@ -52,34 +52,11 @@ pub fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
             ]
         })
         .collect();
-    let header = ["NAME", "VERSION", "KINDS", "SIGNER", "GRANTS"];
-    let widths: Vec<usize> = (0..4)
-        .map(|i| {
-            rows.iter()
-                .map(|r| r[i].len())
-                .chain([header[i].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |r: [&str; 5]| {
-        format!(
-            "{:w0$}  {:w1$}  {:w2$}  {:w3$}  {}\n",
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            r[4],
-            w0 = widths[0],
-            w1 = widths[1],
-            w2 = widths[2],
-            w3 = widths[3]
-        )
-    };
-    let mut out = line(header);
+    let mut table = Table::new(&["NAME", "VERSION", "KINDS", "SIGNER", "GRANTS"]);
     for r in &rows {
-        out.push_str(&line([&r[0], &r[1], &r[2], &r[3], &r[4]]));
+        table.row(r);
     }
+    let out = table.render();
     print_out(&out)?;
     Ok(ExitCode::SUCCESS)
 }
