@@ -32,6 +32,8 @@ use rawko_capability::{Access, FsGrants, GrantError};
 use rawko_runtime::progress::ProgressSink;
 use rawko_runtime::tool::CallContext;
 use rawko_runtime::{AdapterCallError, Budget, Runtime, ToolCallError};
+use rawko_sandbox::Policy as SandboxPolicy;
+use rawko_shell::exec::Launch;
 use rawko_shell::{Policy, Resolver};
 use rawko_store::{AuditEntry, Usage};
 use rawko_toolset::bash::{self, BashContext};
@@ -87,6 +89,8 @@ pub struct SessionTools {
     read_write: FsGrants,
     /// Each agent's shell policy (its blocked patterns compiled), made on its first `Bash`.
     policies: RefCell<HashMap<String, Rc<Policy>>>,
+    /// How native commands start: through the kernel sandbox unless the user said otherwise.
+    launch: Launch,
 }
 
 impl SessionTools {
@@ -99,6 +103,7 @@ impl SessionTools {
         chain: Chain,
         workspace_trusted: bool,
         budget: Budget,
+        launch: Launch,
     ) -> Result<Self, GrantError> {
         let grant = |access| {
             let mut g = FsGrants::none();
@@ -115,6 +120,7 @@ impl SessionTools {
             workspace_trusted,
             budget,
             policies: RefCell::new(HashMap::new()),
+            launch,
         })
     }
 
@@ -146,6 +152,31 @@ impl SessionTools {
             .borrow_mut()
             .insert(agent.name.clone(), policy.clone());
         Ok(policy)
+    }
+
+    /// The audit entry for the kernel sandbox a native command ran under: its mode, network,
+    /// limits and paths, or that it ran unconfined.
+    fn sandbox_decision(agent: &Agent, policy: &Option<SandboxPolicy>) -> AuditEntry {
+        match policy {
+            Some(p) => Self::decision(
+                agent,
+                "sandbox",
+                &serde_json::to_string(p).unwrap_or_default(),
+                true,
+                &format!(
+                    "{}, network {}",
+                    p.mode,
+                    if p.network { "on" } else { "off" }
+                ),
+            ),
+            None => Self::decision(
+                agent,
+                "sandbox",
+                "none",
+                true,
+                "no kernel sandbox (--no-sandbox)",
+            ),
+        }
     }
 
     fn decision(
@@ -206,11 +237,15 @@ impl SessionTools {
             let cx = CommandToolContext {
                 resolver: &self.resolver,
                 timeout: None,
+                launch: &self.launch,
                 workspace: &self.workspace,
                 write_paths: &write_paths,
             };
             return match command_tool::run(tool, &params, &cx).await {
-                Ok(out) => ok(out.text, decisions),
+                Ok(out) => {
+                    decisions.push(Self::sandbox_decision(agent, &out.sandbox));
+                    ok(out.text, decisions)
+                }
                 Err(e) => failed(e.to_string(), decisions),
             };
         }
@@ -250,6 +285,7 @@ impl SessionTools {
                     chain: &self.chain,
                     policy: &policy,
                     resolver: &self.resolver,
+                    launch: &self.launch,
                 };
                 let command = serde_json::from_str::<serde_json::Value>(input)
                     .ok()
@@ -268,6 +304,7 @@ impl SessionTools {
                             true,
                             &format!("{}: {}", outcome.check.decided_by, outcome.check.reason),
                         ));
+                        decisions.push(Self::sandbox_decision(agent, &outcome.run.sandbox));
                         Ok(outcome.output)
                     }
                     Err(e) => {

@@ -238,6 +238,7 @@ fn main() {
             Chain::load(&runtime, &[]).await.unwrap(),
             true,
             tool_budget(),
+            rawko_shell::exec::Launch::Unconfined,
         )
         .unwrap()
     });

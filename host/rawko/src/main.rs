@@ -3,5 +3,17 @@
 mod cli;
 
 fn main() -> std::process::ExitCode {
+    // The same binary is the kernel sandbox's helper (`rawko __sandbox POLICY PROGRAM ...`). It
+    // must start before anything else, while the process has a single thread.
+    #[cfg(target_os = "linux")]
+    {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        if args
+            .get(1)
+            .is_some_and(|a| a == rawko_sandbox::policy::HELPER_ARG)
+        {
+            rawko_sandbox::helper::main(&args[2..]);
+        }
+    }
     cli::main()
 }

@@ -1,9 +1,19 @@
 //! The kernel sandbox for the native processes rawko starts.
 //!
 //! Wasm plugins are contained by wasmtime; commands run by the Bash tool and by command tools
-//! are native processes, and this crate is what holds them: a landlock ruleset applied in the
-//! process that spawns them, an environment reduced to an allow-list, and whole process groups
+//! are native processes, and this crate is what holds them. A [`Policy`] (data: what the command
+//! may read, write and reach, and its limits) is enforced by the kernel in the sandbox helper
+//! ([`helper`]): namespaces, read-only bind mounts, resource limits and a landlock ruleset. Around
+//! that: an environment reduced to an allow-list, a landlock ruleset on the thread that starts
+//! commands (for the files rawko itself opens for their redirections), and whole process groups
 //! killed when their time is up.
+
+#[cfg(target_os = "linux")]
+pub mod helper;
+pub mod policy;
+pub mod probe;
+
+pub use policy::{Limits, Mode, Policy};
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

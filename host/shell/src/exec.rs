@@ -14,7 +14,7 @@ use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -24,7 +24,7 @@ use serde::Serialize;
 use crate::model::{Connector, ListItem, Pipeline, Script, Stage};
 use crate::{ParsedCommand, RedirectKind, SimpleCommand, Word};
 use rawko_capability::protect::Protected;
-use rawko_sandbox::{Confinement, base_env, confine, kill_group};
+use rawko_sandbox::{Confinement, Mode, Policy as SandboxPolicy, base_env, confine, kill_group};
 
 /// Default deadline of a command line.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -46,6 +46,19 @@ pub struct ExecOptions {
     pub max_output: usize,
     /// Keep stderr apart from stdout (command tools) instead of interleaving them (Bash).
     pub separate_stderr: bool,
+    /// How each program is started: through the kernel sandbox, or not.
+    pub launch: Launch,
+}
+
+/// How the executor starts programs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Launch {
+    /// Through the sandbox helper `launcher` (the `rawko` binary), under a policy of mode
+    /// read-only (no `write_paths`) or workspace-write, with the network only if `network`.
+    Sandboxed { launcher: PathBuf, network: bool },
+    /// Directly, without kernel confinement beyond the write limits of the starting thread:
+    /// mode `full`, `--no-sandbox`, or tests of the executor itself.
+    Unconfined,
 }
 
 /// What a run produced.
@@ -61,6 +74,8 @@ pub struct ExecOutput {
     pub truncated: bool,
     pub duration_ms: u64,
     pub confinement: Confinement,
+    /// The kernel sandbox policy every program ran under; `None` when unconfined.
+    pub sandbox: Option<SandboxPolicy>,
 }
 
 /// Why a command line was not run, or could not be.
@@ -156,8 +171,10 @@ pub async fn run(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutpu
 fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput, ExecError> {
     let started = Instant::now();
     let setup = |what: &str, e: std::io::Error| ExecError::Setup(format!("{what}: {e}"));
-    // A private temporary directory for agents that may write at all.
-    let tmp = if opts.write_paths.is_empty() {
+    // A private temporary directory for agents that may write at all, and for every sandboxed
+    // run.
+    let sandboxed = matches!(opts.launch, Launch::Sandboxed { .. });
+    let tmp = if opts.write_paths.is_empty() && !sandboxed {
         None
     } else {
         Some(
@@ -171,7 +188,14 @@ fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput
     if let Some(t) = &tmp {
         writable.push(t.path().to_path_buf());
     }
-    let confinement = confine(&writable);
+    // Sandboxed programs get the helper's full confinement. A landlock domain on this thread
+    // would be inherited by the helper and forbid the mounts it needs, so only an unconfined
+    // run limits this thread's writes (and those of what it starts) here.
+    let confinement = if sandboxed {
+        Confinement::Full
+    } else {
+        confine(&writable)
+    };
     if confinement != Confinement::Full {
         tracing::info!(
             "landlock is {} on this system: the command's writes are limited by the policy filter only, not by the kernel",
@@ -197,7 +221,31 @@ fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput
     let protected = Protected::new(
         std::iter::once(opts.workspace.clone()).chain(opts.write_paths.iter().cloned()),
     );
+    let sandbox = match (&opts.launch, &tmp) {
+        (Launch::Sandboxed { launcher, network }, Some(tmp)) => {
+            let mode = if opts.write_paths.is_empty() {
+                Mode::ReadOnly
+            } else {
+                Mode::WorkspaceWrite
+            };
+            let home = std::env::home_dir();
+            let mut policy = SandboxPolicy::new(mode, &opts.workspace, tmp.path(), home.as_deref());
+            // Directories granted besides the workspace.
+            if mode == Mode::WorkspaceWrite {
+                for w in &opts.write_paths {
+                    if !policy.write.contains(w) {
+                        policy.write.push(w.clone());
+                        policy.read.push(w.clone());
+                    }
+                }
+            }
+            policy.network = *network;
+            Some((launcher.clone(), policy))
+        }
+        _ => None,
+    };
     let mut exec = Exec {
+        sandbox: sandbox.as_ref().map(|(l, p)| (l.as_path(), p)),
         cmds: &parsed.commands,
         protected: &protected,
         env: base_env(&opts.path_dirs, tmp.as_ref().map(|t| t.path())),
@@ -233,6 +281,7 @@ fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput
         truncated,
         duration_ms: started.elapsed().as_millis() as u64,
         confinement,
+        sandbox: sandbox.map(|(_, p)| p),
     })
 }
 
@@ -416,6 +465,8 @@ fn render(head: &[u8], tail: &[u8], total: usize, max_chars: usize) -> (String, 
 
 /// One run of a script.
 struct Exec<'a> {
+    /// The helper and the policy each program starts under, when sandboxed.
+    sandbox: Option<(&'a Path, &'a SandboxPolicy)>,
     cmds: &'a [SimpleCommand],
     env: Vec<(OsString, OsString)>,
     out: std::io::PipeWriter,
@@ -592,10 +643,15 @@ impl Exec<'_> {
         for r in &cmd.redirects {
             self.redirect(r, cmd, &mut fds)?;
         }
-        let mut c = std::process::Command::new(path);
-        c.arg0(words[0])
-            .args(&words[1..])
-            .current_dir(&cmd.cwd)
+        let mut c = match self.sandbox {
+            Some((launcher, policy)) => policy.command(launcher, path, words[0], &words[1..]),
+            None => {
+                let mut c = std::process::Command::new(path);
+                c.arg0(words[0]).args(&words[1..]);
+                c
+            }
+        };
+        c.current_dir(&cmd.cwd)
             .env_clear()
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .process_group(pgid.unwrap_or(0));

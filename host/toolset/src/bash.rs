@@ -8,7 +8,7 @@ use serde::Deserialize;
 use crate::chain::{Chain, settle_ask};
 use rawko_runtime::tool::GuestErrorKind;
 use rawko_runtime::{Runtime, ToolCallError, ToolCallOutput, ToolInfo};
-use rawko_shell::exec::{self, ExecOptions, ExecOutput};
+use rawko_shell::exec::{self, ExecOptions, ExecOutput, Launch};
 use rawko_shell::verdict::{CheckReport, Decision};
 use rawko_shell::{Policy, Resolver};
 
@@ -61,6 +61,8 @@ pub struct BashContext<'a> {
     pub chain: &'a Chain,
     pub policy: &'a Policy,
     pub resolver: &'a Resolver,
+    /// How the command's programs are started (the kernel sandbox, or not).
+    pub launch: &'a Launch,
 }
 
 /// A finished call: the text for the model, the run's details, and the check that allowed it.
@@ -123,6 +125,7 @@ pub async fn call(cx: BashContext<'_>, input: &str) -> Result<BashOutcome, ToolC
         timeout,
         max_output: exec::DEFAULT_MAX_OUTPUT,
         separate_stderr: false,
+        launch: cx.launch.clone(),
     };
     let run = exec::run(parsed, &opts).await.map_err(|e| match e {
         exec::ExecError::NotRunnable(_) => tool_error(GuestErrorKind::Denied, e.to_string()),

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 pub use rawko_agents::model::CommandTool;
-use rawko_shell::exec::{self, ExecOptions};
+use rawko_shell::exec::{self, ExecOptions, Launch};
 use rawko_shell::model::{ListItem, Pipeline, Program, Script, SimpleCommand, Stage};
 use rawko_shell::{ParsedCommand, Resolver, Word};
 
@@ -38,6 +38,8 @@ pub enum CommandToolError {
 pub struct CommandToolOutput {
     pub text: String,
     pub json: Option<serde_json::Value>,
+    /// The kernel sandbox policy the program ran under; `None` when unconfined.
+    pub sandbox: Option<rawko_sandbox::Policy>,
 }
 
 /// Where and with what a command tool runs.
@@ -46,6 +48,8 @@ pub struct CommandToolContext<'a> {
     pub resolver: &'a Resolver,
     /// Deadline; [`exec::DEFAULT_TIMEOUT`] when unset.
     pub timeout: Option<Duration>,
+    /// How the tool's program is started (the kernel sandbox, or not).
+    pub launch: &'a Launch,
     pub workspace: &'a std::path::Path,
     pub write_paths: &'a [std::path::PathBuf],
 }
@@ -157,6 +161,7 @@ pub async fn run(
         timeout,
         max_output: exec::DEFAULT_MAX_OUTPUT,
         separate_stderr: true,
+        launch: cx.launch.clone(),
     };
     let run = exec::run(&parsed, &opts)
         .await
@@ -181,6 +186,7 @@ pub async fn run(
     Ok(CommandToolOutput {
         text: run.output,
         json,
+        sandbox: run.sandbox,
     })
 }
 
@@ -231,6 +237,7 @@ mod tests {
         let cx = CommandToolContext {
             resolver: &resolver,
             timeout: Some(timeout),
+            launch: &Launch::Unconfined,
             workspace: &ws,
             write_paths: &[],
         };

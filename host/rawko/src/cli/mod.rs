@@ -20,6 +20,7 @@ use rawko_adapters::{AdapterInstance, InstalledAdapters, Trust};
 use rawko_config::Layers;
 use rawko_config::paths::Dirs;
 use rawko_runtime::Runtime;
+use rawko_shell::exec::Launch;
 
 pub use output::{Table, print_json, print_out, terminal_safe};
 
@@ -56,6 +57,10 @@ pub struct GlobalArgs {
     /// Log more (-v: info, -vv: debug, -vvv: trace); RAWKO_LOG takes a tracing filter
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Run native commands (Bash, command tools) without the kernel sandbox: they can read your
+    /// home directory, use the network and write anywhere you can. Recorded in the audit log
+    #[arg(long, global = true)]
+    no_sandbox: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -82,6 +87,8 @@ pub struct Context {
     pub workspace: PathBuf,
     pub dirs: Dirs,
     pub verbose: u8,
+    /// `--no-sandbox`: native commands run without kernel confinement.
+    pub no_sandbox: bool,
 }
 
 impl Context {
@@ -105,6 +112,25 @@ impl Context {
             workspace,
             dirs: Dirs::resolve(global.data_dir.as_deref()),
             verbose: global.verbose,
+            no_sandbox: global.no_sandbox,
+        })
+    }
+
+    /// How native commands start: through the kernel sandbox (this binary is its helper), or,
+    /// with `--no-sandbox`, directly, with a warning each time.
+    pub fn launch(&self) -> anyhow::Result<Launch> {
+        if self.no_sandbox {
+            eprintln!(
+                "warning: --no-sandbox: native commands run without the kernel sandbox; they can \
+                 read your home directory, use the network and write anywhere you can"
+            );
+            return Ok(Launch::Unconfined);
+        }
+        let launcher = std::env::current_exe()
+            .map_err(|e| anyhow::anyhow!("cannot find the rawko binary to run the sandbox: {e}"))?;
+        Ok(Launch::Sandboxed {
+            launcher,
+            network: false,
         })
     }
 

@@ -92,6 +92,7 @@ impl DemoCmd {
             output: self.output.clone(),
             instances: Some(instances),
             max_steps: 20,
+            launch: cx.launch()?,
         };
         let options = serde_json::json!({ "adapter": ADAPTER, "max_steps": 20, "demo": true });
         let start = Start::New {

@@ -26,6 +26,7 @@ use rawko_fsm::{
     CancelFlag, DEFAULT_MAX_ITERATIONS, DEFAULT_TIMEOUT, Engine, StateLimits, TaskEnd,
 };
 use rawko_runtime::log::sanitize;
+use rawko_shell::exec::Launch;
 use rawko_store::{self as store, TaskStatus, TaskStore};
 use rawko_toolset::ToolSet;
 use rawko_toolset::chain::Chain;
@@ -122,7 +123,7 @@ impl RunCmd {
             adapter: self.adapter.clone(),
             recorder,
             max_steps: self.max_steps,
-            ..Setup::new(cx, trusted, &self.output)
+            ..Setup::new(cx, trusted, &self.output)?
         };
         let options = serde_json::json!({
             "adapter": self.adapter,
@@ -189,7 +190,7 @@ impl ResumeCmd {
         let setup = Setup {
             adapter,
             max_steps,
-            ..Setup::new(cx, trusted, &self.output)
+            ..Setup::new(cx, trusted, &self.output)?
         };
         if task.status == TaskStatus::Cancelled {
             store.reopen(&task.id)?;
@@ -282,6 +283,8 @@ pub struct Setup {
     /// Adapter instances to use instead of the config's (the demo brings its own).
     pub instances: Option<BTreeMap<String, AdapterInstance>>,
     pub max_steps: u32,
+    /// How native commands start (the kernel sandbox, unless `--no-sandbox`).
+    pub launch: Launch,
 }
 
 /// A run, assembled and ready to drive.
@@ -300,8 +303,8 @@ pub struct Prepared {
 impl Setup {
     /// A run in `cx`'s workspace with its directories, the config's adapters and the default
     /// step limit.
-    pub fn new(cx: &Context, trusted: bool, output: &OutputFlags) -> Setup {
-        Setup {
+    pub fn new(cx: &Context, trusted: bool, output: &OutputFlags) -> anyhow::Result<Setup> {
+        Ok(Setup {
             workspace: cx.workspace().to_path_buf(),
             data_dir: cx.dirs.data.clone(),
             config_dir: cx.dirs.config.clone(),
@@ -312,7 +315,8 @@ impl Setup {
             output: output.clone(),
             instances: None,
             max_steps: DEFAULT_MAX_STEPS,
-        }
+            launch: cx.launch()?,
+        })
     }
 
     fn events(&self) -> SharedSink {
@@ -419,6 +423,7 @@ impl Setup {
             chain,
             self.trusted,
             tool_budget(),
+            self.launch.clone(),
         )
         .map_err(|e| BadInput::new(e.to_string()))?;
 

@@ -129,11 +129,13 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
         }
         Provider::Host(_) => {
             let shell = ShellSetup::new(cx, &rt, &grants, &args.policy).await?;
+            let launch = cx.launch()?;
             let bash_cx = BashContext {
                 rt: &rt,
                 chain: &shell.chain,
                 policy: &shell.policy,
                 resolver: &shell.resolver,
+                launch: &launch,
             };
             bash::call(bash_cx, &args.input).await.map(|o| o.output)
         }
@@ -199,6 +201,7 @@ async fn call_as_agent(cx: &Context, args: &CallArgs, name: &str) -> anyhow::Res
         chain,
         trusted,
         args.budget(),
+        cx.launch()?,
     )
     .map_err(|e| BadInput::new(e.to_string()))?;
     let offered = tools.specs(&agent).iter().any(|s| s.name == args.tool);

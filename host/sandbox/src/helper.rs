@@ -1,0 +1,310 @@
+//! The sandbox helper: the `rawko` binary run as `rawko __sandbox POLICY PROGRAM ARG0 ARGS...`,
+//! which confines itself and then becomes the program.
+//!
+//! A helper process rather than setup between `fork` and `exec` in rawko, because the pieces
+//! need a process of their own: a new PID namespace only takes effect for the children of the
+//! process that made it, and mounting a `/proc` for it, bind mounts and building a landlock
+//! ruleset all allocate. The helper runs single-threaded, before anything else in `main`.
+//!
+//! In order: die with rawko (parent-death signal); new user, mount and PID namespaces (and a
+//! network namespace with nothing in it when the network is off); fork, so the program is PID 1
+//! of its namespace, sees only its own processes in a fresh `/proc`, and takes every process it
+//! starts down with it when it ends; `.git` internals and `.rawko` bind-mounted read-only over
+//! themselves; resource limits; a landlock ruleset over every read, write and TCP connection
+//! (and, where the kernel has it, signals and abstract sockets outside the sandbox); exec.
+
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, Scope, path_beneath_rules,
+};
+
+use crate::policy::Policy;
+
+/// Exit status when the sandbox cannot be set up (as `env` uses 125 for its own failures).
+pub const SETUP_FAILED: i32 = 125;
+
+/// Run the helper with the arguments after [`crate::policy::HELPER_ARG`]; never returns.
+pub fn main(args: &[OsString]) -> ! {
+    let code = match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("rawko sandbox: {e}");
+            SETUP_FAILED
+        }
+    };
+    std::process::exit(code)
+}
+
+fn run(args: &[OsString]) -> Result<i32, String> {
+    let (policy, program, argv) = Policy::from_args(args)?;
+    // Die with the rawko thread that started us.
+    prctl_death_signal()?;
+    enter_namespaces(policy.network)?;
+    // SAFETY: the helper is single-threaded (it runs first thing in `main`), so the child may
+    // do anything the parent could.
+    let pid = unsafe { libc::fork() };
+    match pid {
+        -1 => Err(format!("fork: {}", std::io::Error::last_os_error())),
+        0 => {
+            let e = confine_and_exec(&policy, &program, &argv);
+            eprintln!("rawko sandbox: {e}");
+            // SAFETY: leaving the forked child without running the parent's exit handlers.
+            unsafe {
+                libc::_exit(if e.starts_with("cannot run") {
+                    127
+                } else {
+                    SETUP_FAILED
+                })
+            }
+        }
+        child => wait_for(child),
+    }
+}
+
+fn prctl_death_signal() -> Result<(), String> {
+    // SAFETY: prctl(2) with integer arguments.
+    let r = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    if r != 0 {
+        return Err(format!("prctl: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// New user, mount and PID namespaces, and a network namespace unless `network`.
+fn enter_namespaces(network: bool) -> Result<(), String> {
+    // SAFETY: getuid/getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID;
+    if !network {
+        flags |= libc::CLONE_NEWNET;
+    }
+    // SAFETY: unshare(2) with flags only.
+    if unsafe { libc::unshare(flags | libc::CLONE_NEWUSER) } == 0 {
+        let write = |file: &str, text: String| {
+            std::fs::write(file, text).map_err(|e| format!("{file}: {e}"))
+        };
+        write("/proc/self/setgroups", "deny".into())?;
+        write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
+        write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
+        return Ok(());
+    }
+    let userns = std::io::Error::last_os_error();
+    // Root may make the other namespaces without a user namespace.
+    // SAFETY: as above.
+    if uid == 0 && unsafe { libc::unshare(flags) } == 0 {
+        return Ok(());
+    }
+    Err(format!(
+        "cannot create a user namespace ({userns}); the kernel sandbox needs them \
+         (see `rawko doctor`)"
+    ))
+}
+
+fn wait_for(child: libc::pid_t) -> Result<i32, String> {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid(2) writes the status into a local.
+        let r = unsafe { libc::waitpid(child, &mut status, 0) };
+        if r == -1 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(format!("waitpid: {e}"));
+        }
+        if libc::WIFEXITED(status) {
+            return Ok(libc::WEXITSTATUS(status));
+        }
+        if libc::WIFSIGNALED(status) {
+            return Ok(128 + libc::WTERMSIG(status));
+        }
+    }
+}
+
+/// In the forked child, PID 1 of the new namespace: confine, then exec. Returns only on error.
+fn confine_and_exec(policy: &Policy, program: &Path, argv: &[OsString]) -> String {
+    if let Err(e) = confine(policy) {
+        return e;
+    }
+    let c = |s: &[u8]| CString::new(s).map_err(|_| "an argument holds a NUL byte".to_string());
+    let prog = match c(program.as_os_str().as_bytes()) {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    let args: Result<Vec<CString>, String> = argv.iter().map(|a| c(a.as_bytes())).collect();
+    let args = match args {
+        Ok(a) => a,
+        Err(e) => return e,
+    };
+    let mut ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    // SAFETY: `prog` and every pointer in `ptrs` point at NUL-terminated strings that outlive
+    // the call, and `ptrs` ends with a null pointer; the environment is the helper's own.
+    unsafe { libc::execv(prog.as_ptr(), ptrs.as_ptr()) };
+    format!(
+        "cannot run {}: {}",
+        program.display(),
+        std::io::Error::last_os_error()
+    )
+}
+
+fn confine(policy: &Policy) -> Result<(), String> {
+    prctl_death_signal()?;
+    mounts(policy)?;
+    limits(policy)?;
+    landlock(policy)
+}
+
+fn mount(
+    source: Option<&str>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+) -> Result<(), String> {
+    let cs = |s: &str| CString::new(s).expect("no NUL");
+    let source = source.map(cs);
+    let fstype = fstype.map(cs);
+    let target_c = CString::new(target.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: every pointer is a NUL-terminated string or null, and lives across the call.
+    let r = unsafe {
+        libc::mount(
+            source.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            target_c.as_ptr(),
+            fstype.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            flags,
+            std::ptr::null(),
+        )
+    };
+    if r != 0 {
+        return Err(format!(
+            "mount {}: {}",
+            target.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// This namespace's mounts: nothing propagates back, a `/proc` that shows only the sandbox's
+/// processes, and the protected places read-only.
+fn mounts(policy: &Policy) -> Result<(), String> {
+    mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE)?;
+    mount(
+        Some("proc"),
+        Path::new("/proc"),
+        Some("proc"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+    )?;
+    for p in &policy.read_only {
+        mount(
+            Some(&p.to_string_lossy()),
+            p,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+        )?;
+        // A remount keeps the flags the mount is locked with in a user namespace.
+        let kept = statvfs_flags(p);
+        mount(
+            None,
+            p,
+            None,
+            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | kept,
+        )?;
+    }
+    Ok(())
+}
+
+/// The mount flags of the filesystem at `p` that a remount must repeat.
+fn statvfs_flags(p: &Path) -> libc::c_ulong {
+    let Ok(c) = CString::new(p.as_os_str().as_bytes()) else {
+        return 0;
+    };
+    // SAFETY: statvfs(2) fills a zeroed local struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return 0;
+    }
+    let mut flags = 0;
+    for (st_flag, ms_flag) in [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if st.f_flag & st_flag != 0 {
+            flags |= ms_flag;
+        }
+    }
+    flags
+}
+
+fn limits(policy: &Policy) -> Result<(), String> {
+    let l = policy.limits;
+    for (resource, value, name) in [
+        (libc::RLIMIT_CPU, l.cpu_secs, "CPU time"),
+        (libc::RLIMIT_FSIZE, l.file_size, "file size"),
+        (libc::RLIMIT_NOFILE, l.open_files, "open files"),
+        (libc::RLIMIT_NPROC, l.processes, "processes"),
+        (libc::RLIMIT_CORE, 0, "core dumps"),
+    ] {
+        let mut cur = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit/setrlimit(2) read and write a local struct.
+        unsafe { libc::getrlimit(resource, &mut cur) };
+        // Never raise a limit the user already set lower.
+        let v = value.min(cur.rlim_max);
+        let new = libc::rlimit {
+            rlim_cur: v,
+            rlim_max: v,
+        };
+        if unsafe { libc::setrlimit(resource, &new) } != 0 {
+            return Err(format!(
+                "setrlimit {name}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn landlock(policy: &Policy) -> Result<(), String> {
+    let abi = ABI::V6;
+    let err = |e: landlock::RulesetError| format!("landlock: {e}");
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(err)?;
+    if !policy.network {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(err)?;
+    }
+    let status = ruleset
+        .scope(Scope::from_all(abi))
+        .map_err(err)?
+        .create()
+        .map_err(err)?
+        .add_rules(path_beneath_rules(&policy.read, AccessFs::from_read(abi)))
+        .map_err(err)?
+        .add_rules(path_beneath_rules(&policy.write, AccessFs::from_all(abi)))
+        .map_err(err)?
+        .add_rules(path_beneath_rules(
+            ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"],
+            AccessFs::from_all(abi),
+        ))
+        .map_err(err)?
+        .restrict_self()
+        .map_err(err)?;
+    if status.ruleset == landlock::RulesetStatus::NotEnforced {
+        return Err("landlock is not enabled in this kernel (see `rawko doctor`)".into());
+    }
+    Ok(())
+}

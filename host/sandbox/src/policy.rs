@@ -1,0 +1,257 @@
+//! A sandbox policy: what one native command may read, write and reach, as data. It is built in
+//! rawko, handed to the sandbox helper on its command line, recorded in the audit log, and
+//! enforced by the kernel in the helper ([`crate::helper`]).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+/// How much of the machine a native command sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Reads limited to the workspace and the system and toolchain paths a build needs; writes
+    /// only to a private temporary directory.
+    ReadOnly,
+    /// The same reads; writes inside the workspace too, except `.git` internals and `.rawko`.
+    WorkspaceWrite,
+    /// No kernel confinement. Only from the user's own config or a command-line flag.
+    Full,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::ReadOnly, Mode::WorkspaceWrite, Mode::Full];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::ReadOnly => "read-only",
+            Mode::WorkspaceWrite => "workspace-write",
+            Mode::Full => "full",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown sandbox mode `{s}` (expected read-only, workspace-write or full)")
+            })
+    }
+}
+
+/// Resource limits of a sandboxed command (`setrlimit`, inherited by everything it starts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// CPU seconds.
+    pub cpu_secs: u64,
+    /// Largest file it may write, in bytes.
+    pub file_size: u64,
+    /// Open file descriptors.
+    pub open_files: u64,
+    /// Processes of the user (enforced by the kernel for unprivileged users only).
+    pub processes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            cpu_secs: 600,
+            file_size: 4 << 30,
+            open_files: 4096,
+            processes: 4096,
+        }
+    }
+}
+
+/// Everything the helper needs to confine one command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    pub mode: Mode,
+    /// Directories and files it may read (and run from).
+    pub read: Vec<PathBuf>,
+    /// Directories it may write.
+    pub write: Vec<PathBuf>,
+    /// Places under `write` that stay read-only (`.git` internals, `.rawko`), bind-mounted
+    /// read-only over themselves.
+    pub read_only: Vec<PathBuf>,
+    /// Whether it may use the network; without it the command gets a network namespace of its
+    /// own with nothing in it.
+    pub network: bool,
+    pub limits: Limits,
+}
+
+/// Files under `/etc` no sandboxed command reads: password hashes, sudo rules, host keys.
+const ETC_SECRETS: &[&str] = &[
+    "shadow",
+    "shadow-",
+    "gshadow",
+    "gshadow-",
+    "sudoers",
+    "sudoers.d",
+    "ssh",
+    "security",
+    "ssl/private",
+];
+
+/// Names in the home directory a toolchain keeps its installs and caches under.
+const HOME_TOOLCHAINS: &[&str] = &[
+    ".cargo",
+    ".rustup",
+    ".npm",
+    ".nvm",
+    ".node-gyp",
+    ".pyenv",
+    ".local/lib",
+    ".local/bin",
+    ".m2",
+    ".gradle",
+    "go",
+];
+
+impl Policy {
+    /// The policy for `mode` in `workspace`, with `tmp` as the command's private temporary
+    /// directory and `home` the user's home. `protected` are rawko's own directories (config,
+    /// data, cache): never readable, even where they sit under a readable directory.
+    pub fn new(mode: Mode, workspace: &Path, tmp: &Path, home: Option<&Path>) -> Policy {
+        let mut read: Vec<PathBuf> = [
+            "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc",
+            "/sys", "/dev",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
+        .collect();
+        if let Ok(entries) = std::fs::read_dir("/etc") {
+            for e in entries.flatten() {
+                let name = e.file_name();
+                if !ETC_SECRETS.contains(&name.to_string_lossy().as_ref()) {
+                    read.push(e.path());
+                }
+            }
+            if let Ok(ssl) = std::fs::read_dir("/etc/ssl") {
+                read.retain(|p| p != Path::new("/etc/ssl"));
+                read.extend(
+                    ssl.flatten()
+                        .map(|e| e.path())
+                        .filter(|p| p != Path::new("/etc/ssl/private")),
+                );
+            }
+        }
+        if let Some(home) = home {
+            read.extend(HOME_TOOLCHAINS.iter().map(|t| home.join(t)));
+        }
+        for var in ["CARGO_HOME", "RUSTUP_HOME", "GOPATH", "GOROOT", "JAVA_HOME"] {
+            if let Some(v) = std::env::var_os(var).filter(|v| Path::new(v).is_absolute()) {
+                read.push(PathBuf::from(v));
+            }
+        }
+        read.push(workspace.to_path_buf());
+        read.push(tmp.to_path_buf());
+        read.retain(|p| p.exists());
+        read.sort();
+        read.dedup();
+        let mut write = vec![tmp.to_path_buf()];
+        let mut read_only = Vec::new();
+        if mode == Mode::WorkspaceWrite {
+            write.push(workspace.to_path_buf());
+            read_only = [".git/hooks", ".git/config", ".git/info", ".rawko"]
+                .iter()
+                .map(|p| workspace.join(p))
+                .filter(|p| p.exists())
+                .collect();
+        }
+        Policy {
+            mode,
+            read,
+            write,
+            read_only,
+            network: false,
+            limits: Limits::default(),
+        }
+    }
+
+    /// The command that runs `program` with `args` under this policy: `launcher` (the `rawko`
+    /// binary) as the sandbox helper, which confines itself and then runs the program.
+    pub fn command(&self, launcher: &Path, program: &Path, arg0: &str, args: &[&str]) -> Command {
+        let mut c = Command::new(launcher);
+        c.arg(HELPER_ARG)
+            .arg(serde_json::to_string(self).expect("a policy serializes"))
+            .arg(program)
+            .arg(arg0)
+            .args(args);
+        c
+    }
+
+    /// The helper's arguments after [`HELPER_ARG`], read back.
+    pub fn from_args(args: &[OsString]) -> Result<(Policy, PathBuf, Vec<OsString>), String> {
+        let [policy, program, rest @ ..] = args else {
+            return Err("usage: rawko __sandbox POLICY PROGRAM ARG0 [ARGS...]".into());
+        };
+        let policy: Policy = serde_json::from_str(&policy.to_string_lossy())
+            .map_err(|e| format!("bad sandbox policy: {e}"))?;
+        Ok((policy, PathBuf::from(program), rest.to_vec()))
+    }
+}
+
+/// The first argument that makes the `rawko` binary act as the sandbox helper.
+pub const HELPER_ARG: &str = "__sandbox";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_never_readable() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".cargo")).unwrap();
+        std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let p = Policy::new(Mode::ReadOnly, ws.path(), tmp.path(), Some(home.path()));
+        assert!(p.read.contains(&home.path().join(".cargo")));
+        for secret in ["/etc/shadow", "/etc/sudoers", "/etc/ssl/private"] {
+            assert!(
+                !p.read.iter().any(|r| Path::new(secret).starts_with(r)),
+                "{secret} is readable under {:?}",
+                p.read
+            );
+        }
+        assert!(
+            !p.read
+                .iter()
+                .any(|r| home.path().join(".ssh").starts_with(r))
+        );
+        assert!(!p.read.contains(&home.path().to_path_buf()));
+        assert_eq!(p.write, vec![tmp.path().to_path_buf()]);
+    }
+
+    #[test]
+    fn workspace_write_keeps_git_internals_read_only() {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(ws.path().join(".git/hooks")).unwrap();
+        std::fs::write(ws.path().join(".git/config"), "").unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let p = Policy::new(Mode::WorkspaceWrite, ws.path(), tmp.path(), None);
+        assert!(p.write.contains(&ws.path().to_path_buf()));
+        assert!(p.read_only.contains(&ws.path().join(".git/hooks")));
+        assert!(p.read_only.contains(&ws.path().join(".git/config")));
+        let json = serde_json::to_string(&p).unwrap();
+        let args: Vec<OsString> = vec![json.into(), "/bin/true".into(), "true".into()];
+        let (back, program, rest) = Policy::from_args(&args).unwrap();
+        assert_eq!(back, p);
+        assert_eq!(program, PathBuf::from("/bin/true"));
+        assert_eq!(rest, vec![OsString::from("true")]);
+    }
+}
