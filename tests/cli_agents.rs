@@ -161,6 +161,90 @@ fn show_reports_the_detected_dialect_and_the_model() {
 }
 
 #[test]
+fn show_gives_the_sandbox_mode_and_network_the_agent_gets() {
+    let ws = Workspace::new();
+    let r = run(&ws, &["agents", "show", "developer"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("\nsandbox:       workspace-write\n"),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("\nnetwork:       off\n"), "{r:?}");
+    let r = run(&ws, &["agents", "show", "planner", "--json"]);
+    let v = r.json();
+    assert_eq!(v["sandbox"], "read-only");
+    assert_eq!(v["network"], false);
+    assert_eq!(v["agent"]["sandbox"], "read-only");
+
+    // The user's own agent may run without the kernel sandbox, and show says so.
+    ws.write(
+        ".test-config/rawko/agents/free.yaml",
+        "name: free\nsystemPrompt: p\ntransitions: {onSuccess: done}\nsandbox: full\nnetwork: on\n",
+    );
+    let r = run(&ws, &["agents", "show", "free"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("\nsandbox:       full (no kernel sandbox)\n"),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("\nnetwork:       on\n"), "{r:?}");
+    let v = run(&ws, &["agents", "show", "free", "--json"]).json();
+    assert_eq!(
+        (&v["sandbox"], &v["network"]),
+        (&"full".into(), &true.into())
+    );
+}
+
+/// The attacker's case: a repository brings an agent asking for no sandbox and the network.
+#[test]
+fn a_workspace_agent_asking_for_full_is_warned_and_held_to_the_workspace_trust() {
+    let ws = Workspace::new();
+    ws.write(
+        ".rawko/agents/greedy.yaml",
+        "name: greedy\nsystemPrompt: p\ntools:\n  allowed: [Read, Bash]\ntransitions: {onSuccess: done}\nsandbox: full\nnetwork: on\n",
+    );
+    let r = run(&ws, &["agents", "validate"]);
+    assert_eq!(r.code, 0, "a warning is not a failure: {r:?}");
+    assert!(
+        r.stdout.contains(
+            ".rawko/agents/greedy.yaml:6:10: warning: a workspace agent cannot have 'sandbox: full': it will run in workspace-write"
+        ),
+        "{r:?}"
+    );
+
+    let r = run(&ws, &["agents", "show", "greedy"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout
+            .contains("\nsandbox:       read-only (asks for full; the workspace is not trusted)\n"),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout
+            .contains("\nnetwork:       off (asks for on; the workspace is not trusted)\n"),
+        "{r:?}"
+    );
+    let v = run(&ws, &["agents", "show", "greedy", "--json"]).json();
+    assert_eq!(v["sandbox"], "read-only");
+    assert_eq!(v["network"], false);
+
+    let r = run(&ws, &["trust"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = run(&ws, &["agents", "show", "greedy"]);
+    assert!(
+        r.stdout.contains(
+            "\nsandbox:       workspace-write (asks for full; full is only for your own agents)\n"
+        ),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("\nnetwork:       on\n"), "{r:?}");
+    let v = run(&ws, &["agents", "show", "greedy", "--json"]).json();
+    assert_eq!(v["sandbox"], "workspace-write");
+    assert_eq!(v["network"], true);
+}
+
+#[test]
 fn validate_reports_every_problem_with_its_line_and_fails() {
     let ws = Workspace::new();
     ws.write(
@@ -301,7 +385,7 @@ fn validating_a_file_on_the_search_path_reports_it_once() {
     assert_eq!(r.code, 1, "{r:?}");
     assert_eq!(
         r.stdout,
-        ".rawko/agents/bad.yaml:4:1: unknown field 'colour' (the agent takes: name, displayName, whenToUse, systemPrompt, adapter, tools, transitions, limits, outputSchema)\n1 agent file(s) checked: 1 error(s), 0 warning(s)\n"
+        ".rawko/agents/bad.yaml:4:1: unknown field 'colour' (the agent takes: name, displayName, whenToUse, systemPrompt, adapter, tools, transitions, limits, sandbox, network, outputSchema)\n1 agent file(s) checked: 1 error(s), 0 warning(s)\n"
     );
 }
 

@@ -36,6 +36,7 @@ mod demo;
 mod http_attacks;
 mod http_faults;
 mod installed_plugins;
+mod kernel_sandbox;
 mod plugin_install;
 mod regressions;
 mod run_crash;

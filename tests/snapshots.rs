@@ -19,6 +19,7 @@ const COMMANDS: &[&str] = &[
     "run",
     "resume",
     "demo",
+    "doctor",
     "init",
     "trust",
     "tasks",

@@ -148,6 +148,30 @@ impl<'n> Fields<'n> {
         None
     }
 
+    /// A switch: `on` or `off`, or true or false.
+    pub fn on_off(&mut self, key: &'static str, p: &mut Problems) -> Option<Spanned<bool>> {
+        let e = self.entry(key)?;
+        let node = &e.value;
+        if let Value::Scalar(s) = &node.value {
+            match s.resolve() {
+                Resolved::Bool(b) => return Some(Spanned::new(b, node.pos)),
+                Resolved::Str("on") => return Some(Spanned::new(true, node.pos)),
+                Resolved::Str("off") => return Some(Spanned::new(false, node.pos)),
+                _ => {}
+            }
+        }
+        let found = match node.as_str() {
+            Some(t) => format!("'{}'", t.escape_debug()),
+            None => node.kind().to_string(),
+        };
+        p.error(
+            node.pos,
+            format!("'{key}' must be on or off, found {found}"),
+            Some(format!("write '{key}: on' or '{key}: off'")),
+        );
+        None
+    }
+
     /// A list of text items; with `comma_string`, a single `a, b, c` string is accepted too.
     pub fn string_list(
         &mut self,

@@ -87,6 +87,8 @@ pub fn decode(root: &Node, file: &FileInfo<'_>, p: &mut Problems) -> Option<Agen
         parameters,
         transitions: Transitions::default(),
         limits: Limits::default(),
+        sandbox: None,
+        network: false,
         output_schema: None,
         source: file.source(Dialect::Docloom, spans),
     })

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+use rawko_sandbox::Mode;
 use serde::{Serialize, Serializer};
 
 use super::diag::Pos;
@@ -48,6 +49,13 @@ pub struct Agent {
     pub parameters: Vec<Parameter>,
     pub transitions: Transitions,
     pub limits: Limits,
+    /// The kernel sandbox mode the definition asks for (rawko's `sandbox:`); `None` leaves it
+    /// to what the agent's tools need. What it gets is [`Agent::sandbox_mode`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Mode>,
+    /// Whether the definition asks for network access for the programs it runs (rawko's
+    /// `network: on`). What it gets is [`Agent::network_allowed`].
+    pub network: bool,
     /// A JSON Schema the finish payload's structured output must satisfy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<serde_json::Value>,
@@ -86,6 +94,8 @@ impl Agent {
             parameters: Vec::new(),
             transitions: Transitions::default(),
             limits: Limits::default(),
+            sandbox: None,
+            network: false,
             output_schema: None,
             source,
         }
@@ -115,6 +125,39 @@ impl Agent {
     /// filesystem grants for every tool it calls.
     pub fn can_write(&self) -> bool {
         WRITE_TOOLS.iter().any(|t| self.may_call(t)) || !self.command_tools.is_empty()
+    }
+
+    /// The kernel sandbox mode the programs this agent runs (Bash, command tools) get: the
+    /// mode the definition asks for, else `workspace-write` for an agent that can write and
+    /// `read-only` for one that cannot. `full` is honoured only for the user's own and the
+    /// built-in agents: from the workspace or a file named on the command line it falls back
+    /// as if unset. An agent of a workspace the user has not trusted (`trusted` false) gets
+    /// `read-only` whatever it asks for.
+    pub fn sandbox_mode(&self, trusted: bool) -> Mode {
+        let by_tools = if self.can_write() {
+            Mode::WorkspaceWrite
+        } else {
+            Mode::ReadOnly
+        };
+        if self.is_untrusted(trusted) {
+            return Mode::ReadOnly;
+        }
+        match self.sandbox {
+            Some(Mode::Full) if !self.source.origin.is_users_own() => by_tools,
+            Some(mode) => mode,
+            None => by_tools,
+        }
+    }
+
+    /// Whether the programs this agent runs may use the network: only when the definition says
+    /// `network: on`, and never for an agent of a workspace the user has not trusted.
+    pub fn network_allowed(&self, trusted: bool) -> bool {
+        self.network && !self.is_untrusted(trusted)
+    }
+
+    /// Whether the definition comes from a workspace the user has not trusted.
+    fn is_untrusted(&self, trusted: bool) -> bool {
+        self.source.origin == AgentOrigin::Workspace && !trusted
     }
 
     /// Every state this agent's transitions may lead to.
@@ -484,6 +527,12 @@ pub enum AgentOrigin {
 }
 
 impl AgentOrigin {
+    /// Whether the definition is the user's own or shipped with rawko, rather than brought by a
+    /// workspace or named on the command line: only these may ask for `sandbox: full`.
+    pub fn is_users_own(self) -> bool {
+        matches!(self, AgentOrigin::User | AgentOrigin::Builtin)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             AgentOrigin::File => "file",
@@ -515,6 +564,8 @@ pub struct Spans {
     pub on_success: Pos,
     pub on_failure: Pos,
     pub on_max_iterations: Pos,
+    /// Where `sandbox:` was written, for the warning about `full` from a workspace.
+    pub sandbox: Pos,
 }
 
 impl Spans {
@@ -549,6 +600,8 @@ mod tests {
             parameters: Vec::new(),
             transitions: Transitions::default(),
             limits: Limits::default(),
+            sandbox: None,
+            network: false,
             output_schema: None,
             source: AgentFile {
                 path: "a.yaml".into(),
@@ -576,6 +629,117 @@ mod tests {
         assert!(agent(Some(&["Read", "Bash"]), &[]).can_write());
         assert!(agent(None, &[]).can_write());
         assert!(!agent(None, &["Write", "Edit", "Bash"]).can_write());
+    }
+
+    /// An agent from `origin` asking for `sandbox` and `network`; `writes` picks its tools.
+    fn asking(origin: AgentOrigin, writes: bool, sandbox: Option<Mode>, network: bool) -> Agent {
+        let tools: &[&str] = if writes {
+            &["Read", "Edit", "Bash"]
+        } else {
+            &["Read", "Grep"]
+        };
+        let mut a = agent(Some(tools), &[]);
+        a.source.origin = origin;
+        a.sandbox = sandbox;
+        a.network = network;
+        a
+    }
+
+    const ORIGINS: [AgentOrigin; 4] = [
+        AgentOrigin::File,
+        AgentOrigin::Workspace,
+        AgentOrigin::User,
+        AgentOrigin::Builtin,
+    ];
+
+    #[test]
+    fn an_unset_sandbox_follows_the_tools() {
+        for origin in ORIGINS {
+            for trusted in [true, false] {
+                let untrusted = origin == AgentOrigin::Workspace && !trusted;
+                let w = asking(origin, true, None, false).sandbox_mode(trusted);
+                let r = asking(origin, false, None, false).sandbox_mode(trusted);
+                let want_w = if untrusted {
+                    Mode::ReadOnly
+                } else {
+                    Mode::WorkspaceWrite
+                };
+                assert_eq!(w, want_w, "{origin:?} trusted={trusted}");
+                assert_eq!(r, Mode::ReadOnly, "{origin:?} trusted={trusted}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_agent_may_narrow_its_sandbox_below_what_its_tools_need() {
+        for origin in ORIGINS {
+            let a = asking(origin, true, Some(Mode::ReadOnly), false);
+            assert_eq!(a.sandbox_mode(true), Mode::ReadOnly, "{origin:?}");
+            assert_eq!(a.sandbox_mode(false), Mode::ReadOnly, "{origin:?}");
+        }
+        // Asking for workspace-write is honoured even without write tools (command tools
+        // aside, it changes nothing the agent could not already do).
+        let a = asking(AgentOrigin::User, false, Some(Mode::WorkspaceWrite), false);
+        assert_eq!(a.sandbox_mode(false), Mode::WorkspaceWrite);
+    }
+
+    #[test]
+    fn full_is_only_for_the_users_own_and_built_in_agents() {
+        for origin in [AgentOrigin::User, AgentOrigin::Builtin] {
+            for trusted in [true, false] {
+                let a = asking(origin, false, Some(Mode::Full), false);
+                assert_eq!(a.sandbox_mode(trusted), Mode::Full, "{origin:?}");
+            }
+        }
+        // A file named on the command line falls back as if it had asked for nothing.
+        let a = asking(AgentOrigin::File, true, Some(Mode::Full), false);
+        assert_eq!(a.sandbox_mode(true), Mode::WorkspaceWrite);
+        assert_eq!(a.sandbox_mode(false), Mode::WorkspaceWrite);
+        let a = asking(AgentOrigin::File, false, Some(Mode::Full), false);
+        assert_eq!(a.sandbox_mode(true), Mode::ReadOnly);
+    }
+
+    /// The attacker's cases: a repository that brings an agent asking for everything.
+    #[test]
+    fn a_workspace_agent_never_gets_full_and_untrusted_gets_read_only() {
+        let a = asking(AgentOrigin::Workspace, true, Some(Mode::Full), true);
+        assert_eq!(a.sandbox_mode(true), Mode::WorkspaceWrite);
+        assert_eq!(a.sandbox_mode(false), Mode::ReadOnly);
+        let a = asking(AgentOrigin::Workspace, false, Some(Mode::Full), true);
+        assert_eq!(a.sandbox_mode(true), Mode::ReadOnly);
+        assert_eq!(a.sandbox_mode(false), Mode::ReadOnly);
+        let a = asking(
+            AgentOrigin::Workspace,
+            true,
+            Some(Mode::WorkspaceWrite),
+            false,
+        );
+        assert_eq!(a.sandbox_mode(true), Mode::WorkspaceWrite);
+        assert_eq!(a.sandbox_mode(false), Mode::ReadOnly);
+    }
+
+    #[test]
+    fn network_needs_the_agent_to_ask_and_an_untrusted_workspace_never_gets_it() {
+        for origin in ORIGINS {
+            for trusted in [true, false] {
+                let off = asking(origin, true, None, false);
+                assert!(
+                    !off.network_allowed(trusted),
+                    "{origin:?} trusted={trusted}"
+                );
+                let on = asking(origin, true, None, true);
+                let untrusted = origin == AgentOrigin::Workspace && !trusted;
+                assert_eq!(
+                    on.network_allowed(trusted),
+                    !untrusted,
+                    "{origin:?} trusted={trusted}"
+                );
+            }
+        }
+        // The attacker's case, spelt out: `network: on` from an untrusted workspace is ignored.
+        let a = asking(AgentOrigin::Workspace, true, Some(Mode::Full), true);
+        assert!(!a.network_allowed(false));
+        assert!(a.network_allowed(true));
     }
 
     #[test]

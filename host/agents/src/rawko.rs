@@ -7,14 +7,15 @@
 //! an unknown field is an error, since a misspelt key silently ignored is a setting the user
 //! believes in and does not have.
 
+use rawko_sandbox::Mode;
 use schemars::JsonSchema;
 
 use super::FileInfo;
 use super::decode::{Fields, Spanned, Strictness};
-use super::diag::{Pos, Problems};
+use super::diag::{Pos, Problems, did_you_mean};
 use super::markdown;
 use super::model::{
-    Agent, BashPolicy, Dialect, Limits, ModelSettings, Spans, ToolPolicy, Transitions,
+    Agent, AgentOrigin, BashPolicy, Dialect, Limits, ModelSettings, Spans, ToolPolicy, Transitions,
 };
 use super::validate;
 use super::yaml::Node;
@@ -45,8 +46,51 @@ pub struct AgentFile {
     pub tools: Option<ToolsSection>,
     pub transitions: TransitionsSection,
     pub limits: Option<LimitsSection>,
+    /// How far the kernel confines the programs this agent runs (Bash, command tools).
+    /// Default: workspace-write when the agent may write, else read-only.
+    #[schemars(with = "Option<SandboxSetting>")]
+    pub sandbox: Option<Mode>,
+    /// Whether the programs this agent runs may use the network (default: off). Ignored for
+    /// the agents of a workspace you have not trusted.
+    #[schemars(with = "Option<NetworkSetting>")]
+    pub network: Option<bool>,
     /// A JSON Schema the structured output of the agent's finish call must satisfy.
     pub output_schema: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+// The schema's view of `sandbox` and `network`: the loader reads `Mode` and a switch, and a
+// test keeps the mode names here in step with `Mode::ALL`.
+
+/// A kernel sandbox mode.
+#[derive(JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+#[allow(dead_code)] // only describes the schema
+enum SandboxSetting {
+    /// Reads limited to the workspace and the system and toolchain paths a build needs; no
+    /// writes except a private temporary directory.
+    ReadOnly,
+    /// The same reads; writes inside the workspace too, never to `.git` internals or `.rawko`.
+    WorkspaceWrite,
+    /// No kernel confinement. Only for your own agents ($XDG_CONFIG_HOME/rawko/agents): from
+    /// a workspace it runs as workspace-write (read-only if it may not write).
+    Full,
+}
+
+/// `on` or `off` (or true or false).
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // only describes the schema
+enum NetworkSetting {
+    Bool(bool),
+    Word(OnOff),
+}
+
+#[derive(JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)] // only describes the schema
+enum OnOff {
+    On,
+    Off,
 }
 
 /// Which tools the agent may call.
@@ -198,6 +242,11 @@ fn decode_fields(
         }
     };
     let limits = f.node("limits").and_then(|n| decode_limits(n, p));
+    let sandbox = f.node("sandbox").and_then(|n| {
+        spans.sandbox = n.pos;
+        decode_sandbox(n, p)
+    });
+    let network = f.on_off("network", p).map(|s| s.value);
     let output_schema = f.node("outputSchema").and_then(|n| {
         let json = n.to_json();
         if !validate::check_output_schema(&json, n.pos, p) {
@@ -220,10 +269,44 @@ fn decode_fields(
             tools,
             transitions: transitions?,
             limits,
+            sandbox,
+            network,
             output_schema,
         },
         spans,
     ))
+}
+
+/// `sandbox: read-only | workspace-write | full`.
+fn decode_sandbox(node: &Node, p: &mut Problems) -> Option<Mode> {
+    let names = Mode::ALL.map(Mode::as_str);
+    let Some(text) = node.as_str() else {
+        p.error(
+            node.pos,
+            format!(
+                "'sandbox' must be {}, found {}",
+                names.join(", "),
+                node.kind()
+            ),
+            None,
+        );
+        return None;
+    };
+    match text.parse::<Mode>() {
+        Ok(mode) => Some(mode),
+        Err(_) => {
+            let hint = match did_you_mean(text, &names) {
+                Some(s) => format!("did you mean '{s}'?"),
+                None => format!("one of: {}", names.join(", ")),
+            };
+            p.error(
+                node.pos,
+                format!("unknown sandbox mode '{}'", text.escape_debug()),
+                Some(hint),
+            );
+            None
+        }
+    }
 }
 
 fn decode_tools(node: &Node, p: &mut Problems) -> Option<ToolsSection> {
@@ -360,13 +443,16 @@ fn finish(
         tools,
         transitions,
         limits,
+        sandbox,
+        network,
         output_schema,
     } = file_fields;
     let tools = tools.unwrap_or_default();
     let bash = tools.bash_filter.unwrap_or_default();
     let target = |s: String| s.parse().expect("infallible");
     let limits = limits.unwrap_or_default();
-    Some(Agent {
+    let sandbox_pos = spans.sandbox;
+    let agent = Agent {
         name,
         display_name,
         description: None,
@@ -395,9 +481,27 @@ fn finish(
             max_iterations: limits.max_iterations,
             timeout_ms: limits.timeout,
         },
+        sandbox,
+        network: network.unwrap_or(false),
         output_schema: output_schema.map(serde_json::Value::Object),
         source: file.source(dialect, spans),
-    })
+    };
+    if agent.sandbox == Some(Mode::Full) && agent.source.origin == AgentOrigin::Workspace {
+        let runs = agent.sandbox_mode(true);
+        let untrusted = if runs == Mode::ReadOnly {
+            ""
+        } else {
+            ", and read-only while the workspace is not trusted"
+        };
+        p.warn(
+            sandbox_pos,
+            format!("a workspace agent cannot have 'sandbox: full': it will run in {runs}{untrusted}"),
+            Some(
+                "full (no kernel sandbox) is only for your own agents, in $XDG_CONFIG_HOME/rawko/agents".into(),
+            ),
+        );
+    }
+    Some(agent)
 }
 
 /// The keys each mapping of the rawko dialect accepts, for the test that keeps the schema and
@@ -415,6 +519,8 @@ pub(crate) const KEYS: &[(&str, &[&str])] = &[
             "tools",
             "transitions",
             "limits",
+            "sandbox",
+            "network",
             "outputSchema",
         ],
     ),

@@ -2,18 +2,24 @@
 
 use std::path::Path;
 
+use rawko_sandbox::Mode;
+
 use super::model::{AgentOrigin, Dialect, ParamType, Provider, ReasoningEffort, Target};
 use super::{FileInfo, Loaded, load_file, load_text};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/agents");
 
 fn load(rel: &str, text: &str) -> Loaded {
+    load_from(AgentOrigin::File, rel, text)
+}
+
+fn load_from(origin: AgentOrigin, rel: &str, text: &str) -> Loaded {
     load_text(
         text,
         FileInfo {
             path: Path::new(rel),
             display: rel,
-            origin: AgentOrigin::File,
+            origin,
         },
     )
 }
@@ -265,6 +271,21 @@ fn built_in_agents_are_valid_and_chain_to_done() {
             .unwrap()
     };
     assert!(!get("planner").can_write());
+    for (name, mode) in [
+        ("planner", Mode::ReadOnly),
+        ("reviewer", Mode::ReadOnly),
+        ("developer", Mode::WorkspaceWrite),
+        ("tester", Mode::WorkspaceWrite),
+        ("debugger", Mode::WorkspaceWrite),
+    ] {
+        let a = get(name);
+        assert_eq!(a.sandbox, Some(mode), "{name}");
+        assert_eq!(a.sandbox_mode(false), mode, "{name}");
+        assert!(
+            !a.network_allowed(true),
+            "{name}: no built-in agent needs the network"
+        );
+    }
     for writer in ["developer", "debugger"] {
         assert!(get(writer).may_call("Edit"));
     }
@@ -287,6 +308,159 @@ fn built_in_agents_are_valid_and_chain_to_done() {
         get("reviewer").transitions.on_failure,
         Some(Target::Agent("developer".into()))
     );
+}
+
+// ---- sandbox and network ----
+
+#[test]
+fn sandbox_and_network_in_rawko_yaml_and_markdown() {
+    let a = clean(load(
+        "s.yaml",
+        "name: s\nsystemPrompt: p\ntransitions: {onSuccess: done}\nsandbox: read-only\nnetwork: on\n",
+    ));
+    assert_eq!(a.sandbox, Some(Mode::ReadOnly));
+    assert!(a.network);
+    assert_eq!(a.source.spans.sandbox.line, 4);
+    let a = clean(load(
+        "s.md",
+        "---\nname: s\nsandbox: workspace-write\nnetwork: off\ntransitions:\n  onSuccess: done\n---\nBody\n",
+    ));
+    assert_eq!(a.source.dialect, Dialect::RawkoMarkdown);
+    assert_eq!(a.sandbox, Some(Mode::WorkspaceWrite));
+    assert!(!a.network);
+    for (text, want) in [("true", true), ("false", false), ("\"on\"", true)] {
+        let a = clean(load(
+            "n.yaml",
+            &format!(
+                "name: n\nsystemPrompt: p\ntransitions: {{onSuccess: done}}\nnetwork: {text}\n"
+            ),
+        ));
+        assert_eq!(a.network, want, "{text}");
+    }
+    let a = clean(load(
+        "u.yaml",
+        "name: u\nsystemPrompt: p\ntransitions: {onSuccess: done}\nsandbox: full\n",
+    ));
+    assert_eq!(a.sandbox, Some(Mode::Full));
+    let a = clean(load(
+        "d.yaml",
+        "name: d\nsystemPrompt: p\ntransitions: {onSuccess: done}\n",
+    ));
+    assert_eq!((a.sandbox, a.network), (None, false), "unset by default");
+}
+
+#[test]
+fn unknown_sandbox_and_network_values_are_errors_with_a_hint() {
+    let head = "name: s\nsystemPrompt: p\ntransitions: {onSuccess: done}\n";
+    let cases = [
+        (
+            "sandbox: readonly\n",
+            "s.yaml:4:10: unknown sandbox mode 'readonly' (did you mean 'read-only'?)",
+        ),
+        (
+            "sandbox: none\n",
+            "s.yaml:4:10: unknown sandbox mode 'none' (one of: read-only, workspace-write, full)",
+        ),
+        (
+            "sandbox: true\n",
+            "s.yaml:4:10: 'sandbox' must be read-only, workspace-write, full, found true/false",
+        ),
+        (
+            "network: yes\n",
+            "s.yaml:4:10: 'network' must be on or off, found 'yes' (write 'network: on' or 'network: off')",
+        ),
+        (
+            "network: 1\n",
+            "s.yaml:4:10: 'network' must be on or off, found a number (write 'network: on' or 'network: off')",
+        ),
+        (
+            "sandbox: [full]\n",
+            "s.yaml:4:10: 'sandbox' must be read-only, workspace-write, full, found a list",
+        ),
+    ];
+    for (tail, want) in cases {
+        let m = broken(&load("s.yaml", &format!("{head}{tail}")), want);
+        assert_eq!(m, [want]);
+    }
+    // In Markdown the position is the file's line, not the frontmatter's.
+    let m = broken(
+        &load(
+            "s.md",
+            "---\nname: s\nsandbox: workspace_write\ntransitions:\n  onSuccess: done\n---\nBody\n",
+        ),
+        "s.md:3:10: unknown sandbox mode 'workspace_write' (did you mean 'workspace-write'?)",
+    );
+    assert_eq!(m.len(), 1, "{m:#?}");
+}
+
+#[test]
+fn a_workspace_agent_asking_for_full_is_warned_and_does_not_get_it() {
+    let text = "name: w\nsystemPrompt: p\ntools:\n  allowed: [Read, Bash]\ntransitions: {onSuccess: done}\nsandbox: full\nnetwork: on\n";
+    let l = load_from(AgentOrigin::Workspace, ".rawko/agents/w.yaml", text);
+    let m = messages(&l);
+    assert_eq!(
+        m,
+        [
+            ".rawko/agents/w.yaml:6:10: warning: a workspace agent cannot have 'sandbox: full': it will run in workspace-write, and read-only while the workspace is not trusted (full (no kernel sandbox) is only for your own agents, in $XDG_CONFIG_HOME/rawko/agents)"
+        ]
+    );
+    assert!(!l.has_errors());
+    let a = l.agent.expect("a warning leaves the agent usable");
+    assert_eq!(a.sandbox_mode(true), Mode::WorkspaceWrite);
+    assert_eq!(a.sandbox_mode(false), Mode::ReadOnly);
+    assert!(a.network_allowed(true));
+    assert!(
+        !a.network_allowed(false),
+        "network: on from an untrusted workspace is ignored"
+    );
+
+    // One that may not write would run read-only, and says so.
+    let ro = text.replace("[Read, Bash]", "[Read]");
+    let l = load_from(AgentOrigin::Workspace, ".rawko/agents/w.yaml", &ro);
+    assert_eq!(
+        messages(&l),
+        [
+            ".rawko/agents/w.yaml:6:10: warning: a workspace agent cannot have 'sandbox: full': it will run in read-only (full (no kernel sandbox) is only for your own agents, in $XDG_CONFIG_HOME/rawko/agents)"
+        ]
+    );
+    assert_eq!(l.agent.unwrap().sandbox_mode(true), Mode::ReadOnly);
+
+    // The user's own agent may have it, without a word.
+    let a = clean(load_from(AgentOrigin::User, "w.yaml", text));
+    assert_eq!(a.sandbox_mode(false), Mode::Full);
+}
+
+#[test]
+fn foreign_dialects_leave_sandbox_and_network_unset() {
+    let l = load(
+        "c.md",
+        "---\nname: c\ndescription: d\nsandbox: full\nnetwork: on\n---\nBody\n",
+    );
+    let a = l.agent.clone().expect("loads");
+    assert_eq!(a.source.dialect, Dialect::ClaudeCode);
+    assert_eq!((a.sandbox, a.network), (None, false));
+    assert!(
+        messages(&l)
+            .iter()
+            .any(|m| m.contains("warning: unknown field 'sandbox'")),
+        "{:#?}",
+        messages(&l)
+    );
+    let l = load(
+        "k.md",
+        "---\nname: k\nmax_tokens: 10\nsandbox: full\nnetwork: on\n---\nBody\n",
+    );
+    let a = l.agent.clone().expect("loads");
+    assert_eq!(a.source.dialect, Dialect::Kodelet);
+    assert_eq!((a.sandbox, a.network), (None, false));
+    for rel in [
+        "pr_review_agent.md",
+        "code-finder.md",
+        "csharp-analyzer/agent.agent.yaml",
+    ] {
+        let a = clean(fixture(rel));
+        assert_eq!((a.sandbox, a.network), (None, false), "{rel}");
+    }
 }
 
 // ---- hostile and broken files ----
@@ -662,11 +836,24 @@ fn the_schema_accepts_the_built_ins_and_rejects_what_the_loader_rejects() {
     }
     let planner = std::fs::read_to_string(Path::new(FIXTURES).join("planner.yaml")).unwrap();
     assert!(validator.is_valid(&as_json(&planner)));
+    for good in [
+        "sandbox: full\nnetwork: on\n",
+        "sandbox: read-only\nnetwork: false\n",
+    ] {
+        let text = format!("{planner}{good}");
+        assert!(
+            validator.is_valid(&as_json(&text)),
+            "schema refused:\n{text}"
+        );
+        assert!(load("planner.yaml", &text).agent.is_some(), "{text}");
+    }
     for bad in [
         planner.replace("tools:", "tool:"),
         planner.replace("maxIterations: 15", "maxIterations: 0"),
         planner.replace("  onSuccess: developer\n", ""),
         planner.replace("name: planner", "name: ../planner"),
+        format!("{planner}sandbox: readonly\n"),
+        format!("{planner}network: yes\n"),
     ] {
         assert!(
             !validator.is_valid(&as_json(&bad)),
@@ -677,4 +864,16 @@ fn the_schema_accepts_the_built_ins_and_rejects_what_the_loader_rejects() {
             "loader accepted:\n{bad}"
         );
     }
+}
+
+#[test]
+fn the_schema_names_exactly_the_sandbox_modes() {
+    let schema: serde_json::Value = serde_json::from_str(&super::rawko::schema_json()).unwrap();
+    let names: Vec<&str> = schema["definitions"]["SandboxSetting"]["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["const"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, Mode::ALL.map(Mode::as_str));
 }

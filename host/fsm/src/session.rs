@@ -32,7 +32,7 @@ use rawko_capability::{Access, FsGrants, GrantError};
 use rawko_runtime::progress::ProgressSink;
 use rawko_runtime::tool::CallContext;
 use rawko_runtime::{AdapterCallError, Budget, Runtime, ToolCallError};
-use rawko_sandbox::Policy as SandboxPolicy;
+use rawko_sandbox::{Mode as SandboxMode, Policy as SandboxPolicy};
 use rawko_shell::exec::Launch;
 use rawko_shell::{Policy, Resolver};
 use rawko_store::{AuditEntry, Usage};
@@ -154,6 +154,24 @@ impl SessionTools {
         Ok(policy)
     }
 
+    /// How the agent's native commands start: the session's way (the kernel sandbox unless
+    /// `--no-sandbox`), in the agent's effective mode and with its network setting; `full` (only
+    /// ever from the user's own agents) runs them unconfined.
+    fn launch_for(&self, agent: &Agent) -> Launch {
+        let trusted = self.workspace_trusted;
+        match &self.launch {
+            Launch::Sandboxed { launcher, .. } => match agent.sandbox_mode(trusted) {
+                SandboxMode::Full => Launch::Unconfined,
+                mode => Launch::Sandboxed {
+                    launcher: launcher.clone(),
+                    mode: Some(mode),
+                    network: agent.network_allowed(trusted),
+                },
+            },
+            Launch::Unconfined => Launch::Unconfined,
+        }
+    }
+
     /// The audit entry for the kernel sandbox a native command ran under: its mode, network,
     /// limits and paths, or that it ran unconfined.
     fn sandbox_decision(agent: &Agent, policy: &Option<SandboxPolicy>) -> AuditEntry {
@@ -174,7 +192,7 @@ impl SessionTools {
                 "sandbox",
                 "none",
                 true,
-                "no kernel sandbox (--no-sandbox)",
+                "no kernel sandbox (--no-sandbox, or the agent's mode is full)",
             ),
         }
     }
@@ -237,7 +255,7 @@ impl SessionTools {
             let cx = CommandToolContext {
                 resolver: &self.resolver,
                 timeout: None,
-                launch: &self.launch,
+                launch: &self.launch_for(agent),
                 workspace: &self.workspace,
                 write_paths: &write_paths,
             };
@@ -285,7 +303,7 @@ impl SessionTools {
                     chain: &self.chain,
                     policy: &policy,
                     resolver: &self.resolver,
-                    launch: &self.launch,
+                    launch: &self.launch_for(agent),
                 };
                 let command = serde_json::from_str::<serde_json::Value>(input)
                     .ok()

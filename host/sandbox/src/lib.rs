@@ -52,6 +52,43 @@ pub enum Confinement {
     None,
 }
 
+/// Settings every git process gets whatever the repository's `.git/config` says, because that
+/// file belongs to whoever wrote the repository: no fsmonitor program, no hooks, no pager, no
+/// external diff, no ssh command, no credential helper or askpass program, no `ext::` transport.
+/// Filter and diff-driver names are the repository's choice and cannot all be listed; the kernel
+/// sandbox around every native command is the boundary for those.
+pub const GIT_OVERRIDES: &[(&str, &str)] = &[
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.pager", "cat"),
+    ("core.sshCommand", "false"),
+    ("core.askPass", ""),
+    ("core.editor", "false"),
+    ("core.gitProxy", ""),
+    ("diff.external", ""),
+    ("credential.helper", ""),
+    ("protocol.ext.allow", "never"),
+    ("sequence.editor", "false"),
+];
+
+/// [`GIT_OVERRIDES`] as `GIT_CONFIG_COUNT` / `GIT_CONFIG_KEY_n` / `GIT_CONFIG_VALUE_n`, which git
+/// reads after every config file, plus `GIT_PAGER`.
+pub fn git_env() -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = vec![
+        (
+            "GIT_CONFIG_COUNT".into(),
+            GIT_OVERRIDES.len().to_string().into(),
+        ),
+        ("GIT_PAGER".into(), "cat".into()),
+        ("GIT_TERMINAL_PROMPT".into(), "0".into()),
+    ];
+    for (i, (k, v)) in GIT_OVERRIDES.iter().enumerate() {
+        env.push((format!("GIT_CONFIG_KEY_{i}").into(), (*k).into()));
+        env.push((format!("GIT_CONFIG_VALUE_{i}").into(), (*v).into()));
+    }
+    env
+}
+
 /// The environment every command starts from.
 pub fn base_env(path_dirs: &[PathBuf], tmpdir: Option<&Path>) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = Vec::new();
@@ -65,6 +102,7 @@ pub fn base_env(path_dirs: &[PathBuf], tmpdir: Option<&Path>) -> Vec<(OsString, 
         env.push(("PATH".into(), path));
     }
     env.push(("TERM".into(), "dumb".into()));
+    env.extend(git_env());
     if let Some(t) = tmpdir {
         env.push(("TMPDIR".into(), t.into()));
     }
@@ -128,7 +166,8 @@ mod tests {
             assert!(
                 ENV_ALLOWLIST.contains(&name.as_str())
                     || name.starts_with("LC_")
-                    || ["PATH", "TERM", "TMPDIR"].contains(&name.as_str()),
+                    || ["PATH", "TERM", "TMPDIR"].contains(&name.as_str())
+                    || git_env().iter().any(|(k, _)| k == name.as_str()),
                 "{name} passed through"
             );
         }

@@ -53,9 +53,14 @@ pub struct ExecOptions {
 /// How the executor starts programs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Launch {
-    /// Through the sandbox helper `launcher` (the `rawko` binary), under a policy of mode
-    /// read-only (no `write_paths`) or workspace-write, with the network only if `network`.
-    Sandboxed { launcher: PathBuf, network: bool },
+    /// Through the sandbox helper `launcher` (the `rawko` binary), under a policy of `mode`
+    /// (when `None`: workspace-write if there are `write_paths`, else read-only), with the
+    /// network only if `network`.
+    Sandboxed {
+        launcher: PathBuf,
+        mode: Option<Mode>,
+        network: bool,
+    },
     /// Directly, without kernel confinement beyond the write limits of the starting thread:
     /// mode `full`, `--no-sandbox`, or tests of the executor itself.
     Unconfined,
@@ -222,11 +227,18 @@ fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput
         std::iter::once(opts.workspace.clone()).chain(opts.write_paths.iter().cloned()),
     );
     let sandbox = match (&opts.launch, &tmp) {
-        (Launch::Sandboxed { launcher, network }, Some(tmp)) => {
-            let mode = if opts.write_paths.is_empty() {
-                Mode::ReadOnly
-            } else {
-                Mode::WorkspaceWrite
+        (
+            Launch::Sandboxed {
+                launcher,
+                mode,
+                network,
+            },
+            Some(tmp),
+        ) => {
+            let mode = match mode {
+                Some(Mode::ReadOnly) => Mode::ReadOnly,
+                _ if opts.write_paths.is_empty() => Mode::ReadOnly,
+                _ => Mode::WorkspaceWrite,
             };
             let home = std::env::home_dir();
             let mut policy = SandboxPolicy::new(mode, &opts.workspace, tmp.path(), home.as_deref());

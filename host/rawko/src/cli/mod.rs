@@ -78,6 +78,7 @@ enum Command {
     Ask(commands::ask::AskCmd),
     Plugin(commands::plugin::PluginCmd),
     Bash(commands::bash::BashCmd),
+    Doctor(commands::doctor::DoctorCmd),
 }
 
 /// Everything a command needs from the global flags.
@@ -130,6 +131,7 @@ impl Context {
             .map_err(|e| anyhow::anyhow!("cannot find the rawko binary to run the sandbox: {e}"))?;
         Ok(Launch::Sandboxed {
             launcher,
+            mode: None,
             network: false,
         })
     }
@@ -244,6 +246,7 @@ impl Command {
             Command::Ask(c) => c.execute(cx).await,
             Command::Plugin(c) => c.execute(cx).await,
             Command::Bash(c) => c.execute(cx).await,
+            Command::Doctor(c) => c.execute(cx).await,
         }
     }
 }

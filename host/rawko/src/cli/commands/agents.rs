@@ -10,10 +10,12 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use crate::cli::{BadInput, Context, Table, print_json, print_out};
+use rawko_adapters::Trust;
 use rawko_agents::diag::{did_you_mean, printable};
 use rawko_agents::registry::{Entry, Registry, SearchPath, discover};
 use rawko_agents::watch::{ChangeKind, Report, Watcher};
 use rawko_agents::{Agent, AgentOrigin, Diagnostic, Severity, load_file};
+use rawko_sandbox::Mode;
 
 /// Inspect, validate and watch agent definitions
 #[derive(Debug, Args)]
@@ -189,6 +191,8 @@ fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .filter(|d| d.file == entry.file.display)
         .collect();
+    // What the agent gets (sandbox, network) depends on whether its workspace is trusted.
+    let trusted = cx.workspace_trust() == Trust::Trusted;
     if args.json {
         let mut v = json!({
             "name": entry.name,
@@ -200,6 +204,8 @@ fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
         if let Some(a) = &entry.agent {
             v["agent"] = serde_json::to_value(a.as_ref())?;
             v["can_write"] = json!(a.can_write());
+            v["sandbox"] = json!(a.sandbox_mode(trusted));
+            v["network"] = json!(a.network_allowed(trusted));
         }
         print_json(&v)?;
     } else {
@@ -226,7 +232,7 @@ fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
             );
         }
         if let Some(a) = &entry.agent {
-            describe(a, &mut line);
+            describe(a, trusted, &mut line);
         }
         for d in &problems {
             out.push_str(&format!("problem:       {d}\n"));
@@ -244,7 +250,7 @@ fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn describe(a: &Agent, line: &mut impl FnMut(&str, &str)) {
+fn describe(a: &Agent, trusted: bool, line: &mut impl FnMut(&str, &str)) {
     if let Some(d) = &a.display_name {
         line("display name:", d);
     }
@@ -304,6 +310,8 @@ fn describe(a: &Agent, line: &mut impl FnMut(&str, &str)) {
             "no (read-only: Write, Edit and Bash are not allowed)"
         },
     );
+    line("sandbox:", &sandbox_line(a, trusted));
+    line("network:", &network_line(a, trusted));
     if let Some(c) = &a.bash.allowed_commands {
         line(
             "bash allows:",
@@ -361,6 +369,39 @@ fn describe(a: &Agent, line: &mut impl FnMut(&str, &str)) {
             "checked against its output schema (--json shows it)",
         );
     }
+}
+
+/// The sandbox mode the agent's programs run in, and why, when it is not what it asks for.
+fn sandbox_line(a: &Agent, trusted: bool) -> String {
+    let mode = a.sandbox_mode(trusted);
+    let mut text = match mode {
+        Mode::Full => "full (no kernel sandbox)".to_string(),
+        m => m.to_string(),
+    };
+    if let Some(asked) = a.sandbox.filter(|&m| m != mode) {
+        let why = if untrusted_workspace(a, trusted) {
+            "the workspace is not trusted"
+        } else {
+            "full is only for your own agents"
+        };
+        text.push_str(&format!(" (asks for {asked}; {why})"));
+    }
+    text
+}
+
+/// Whether the agent's programs may use the network, and why not when it asks.
+fn network_line(a: &Agent, trusted: bool) -> String {
+    if a.network_allowed(trusted) {
+        "on".to_string()
+    } else if a.network {
+        "off (asks for on; the workspace is not trusted)".to_string()
+    } else {
+        "off".to_string()
+    }
+}
+
+fn untrusted_workspace(a: &Agent, trusted: bool) -> bool {
+    a.source.origin == AgentOrigin::Workspace && !trusted
 }
 
 fn one_line(s: &str) -> String {

@@ -5,6 +5,7 @@ pub mod agents;
 pub mod ask;
 pub mod bash;
 pub mod demo;
+pub mod doctor;
 pub mod init;
 pub mod plugin;
 pub mod run;

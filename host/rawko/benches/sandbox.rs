@@ -1,0 +1,70 @@
+//! What the kernel sandbox costs per command: `/bin/true` started directly, and through the
+//! sandbox helper (a second exec of `rawko`, namespaces, a fresh `/proc`, landlock), in the
+//! read-only and workspace-write modes. Prints a table with the ratio and the extra time.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rawko_sandbox::{Mode, Policy};
+
+const RUNS: usize = 200;
+
+fn time(mut make: impl FnMut() -> Command) -> (Duration, Duration) {
+    let mut samples: Vec<Duration> = (0..RUNS)
+        .map(|_| {
+            let mut c = make();
+            c.stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            let t = Instant::now();
+            let status = c.status().expect("spawn");
+            let took = t.elapsed();
+            assert!(status.success(), "the command failed");
+            took
+        })
+        .collect();
+    samples.sort();
+    (samples[RUNS / 2], samples[RUNS * 9 / 10])
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn main() {
+    let launcher = Path::new(env!("CARGO_BIN_EXE_rawko"));
+    let ws = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = std::env::home_dir();
+    let program = Path::new("/bin/true");
+    let (base, base90) = time(|| Command::new(program));
+    println!(
+        "sandbox set-up per command, {RUNS} runs of /bin/true, {} cores",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!("| how | median | p90 | ratio | extra (median) |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| unsandboxed spawn | {} | {} | 1.0x | - |",
+        ms(base),
+        ms(base90)
+    );
+    for (mode, network) in [
+        (Mode::ReadOnly, false),
+        (Mode::WorkspaceWrite, false),
+        (Mode::WorkspaceWrite, true),
+    ] {
+        let mut policy = Policy::new(mode, ws.path(), tmp.path(), home.as_deref());
+        policy.network = network;
+        let (med, p90) = time(|| policy.command(launcher, program, "true", &[]));
+        println!(
+            "| sandboxed, {mode}, network {} | {} | {} | {:.1}x | {} |",
+            if network { "on" } else { "off (own namespace)" },
+            ms(med),
+            ms(p90),
+            med.as_secs_f64() / base.as_secs_f64(),
+            ms(med.saturating_sub(base))
+        );
+    }
+}

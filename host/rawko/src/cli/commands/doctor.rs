@@ -1,0 +1,122 @@
+//! `rawko doctor`: what this machine's kernel offers the sandbox, and what each sandbox mode
+//! enforces here.
+
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::cli::{Context, print_json, print_out};
+use rawko_sandbox::probe::{Support, probe};
+use rawko_sandbox::{Limits, Mode};
+
+/// Show what the kernel supports and what each sandbox mode enforces on this machine
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Every native command rawko starts (Bash, DocLoom command tools) runs in the \
+    kernel sandbox of its agent's mode. The check runs the sandbox helper once. Exit status 1 \
+    when the sandbox cannot work here, so native commands would be refused (unless \
+    --no-sandbox)."
+)]
+pub struct DoctorCmd {
+    /// Print the findings as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+impl DoctorCmd {
+    pub async fn execute(self, _cx: &Context) -> anyhow::Result<ExitCode> {
+        let launcher = std::env::current_exe()?;
+        let support = probe(&launcher);
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into());
+        let ok = support.missing_for(Mode::ReadOnly).is_none();
+        if self.json {
+            let modes: Vec<serde_json::Value> = Mode::ALL
+                .iter()
+                .map(|m| {
+                    serde_json::json!({
+                        "mode": m.as_str(),
+                        "enforced": support.missing_for(*m).is_none(),
+                        "missing": support.missing_for(*m),
+                        "summary": summary(*m),
+                    })
+                })
+                .collect();
+            print_json(&serde_json::json!({
+                "kernel": kernel,
+                "landlock_abi": support.landlock_abi,
+                "max_user_namespaces": support.max_user_namespaces,
+                "helper": support.helper.as_ref().err(),
+                "limits": Limits::default(),
+                "modes": modes,
+            }))?;
+        } else {
+            print_out(&report(&kernel, &support))?;
+        }
+        Ok(if ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
+    }
+}
+
+fn report(kernel: &str, s: &Support) -> String {
+    let mut out = format!("kernel: Linux {kernel}\n");
+    out.push_str(&match s.landlock_abi {
+        Some(abi) => format!(
+            "landlock: ABI {abi} (files{}{})\n",
+            if abi >= 4 { ", TCP" } else { "" },
+            if abi >= 6 {
+                ", signals and abstract sockets"
+            } else {
+                ""
+            }
+        ),
+        None => "landlock: not available\n".into(),
+    });
+    out.push_str(&match s.max_user_namespaces {
+        Some(0) => "user namespaces: off (/proc/sys/user/max_user_namespaces is 0)\n".into(),
+        Some(n) => format!("user namespaces: available (up to {n})\n"),
+        None => "user namespaces: unknown\n".into(),
+    });
+    out.push_str(&match &s.helper {
+        Ok(()) => "sandbox helper: works\n".into(),
+        Err(e) => format!("sandbox helper: fails: {e}\n"),
+    });
+    out.push_str("\nmodes:\n");
+    for m in Mode::ALL {
+        let state = match s.missing_for(m) {
+            None => "enforced".to_string(),
+            Some(missing) => format!("NOT AVAILABLE: needs {missing}"),
+        };
+        out.push_str(&format!("  {m:<16} {state}\n      {}\n", summary(m)));
+    }
+    out
+}
+
+fn summary(mode: Mode) -> String {
+    let l = Limits::default();
+    let limits = format!(
+        "limits: {} s of CPU, files up to {} GiB, {} open files, {} processes",
+        l.cpu_secs,
+        l.file_size >> 30,
+        l.open_files,
+        l.processes
+    );
+    match mode {
+        Mode::ReadOnly => format!(
+            "reads: the workspace, system and toolchain paths (not ~/.ssh, ~/.aws, ~/.gnupg, \
+             rawko's own directories, /etc/shadow); writes: a private temporary directory only; \
+             network: off unless the agent is trusted and says `network: on`; rawko and other \
+             processes: invisible (own PID namespace); every process it starts ends with it; \
+             {limits}"
+        ),
+        Mode::WorkspaceWrite => format!(
+            "as read-only, and writes inside the workspace, except .git/hooks, .git/config, \
+             .git/info and .rawko, which stay read-only; {limits}"
+        ),
+        Mode::Full => "no kernel confinement: only from your own config or --no-sandbox".into(),
+    }
+}
