@@ -78,18 +78,19 @@ impl Default for Limits {
 /// Everything the helper needs to confine one command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Policy {
+    // The short fields first: the audit log keeps the start of the serialized policy.
     pub mode: Mode,
-    /// Directories and files it may read (and run from).
-    pub read: Vec<PathBuf>,
+    /// Whether it may use the network; without it the command gets a network namespace of its
+    /// own with nothing in it.
+    pub network: bool,
+    pub limits: Limits,
     /// Directories it may write.
     pub write: Vec<PathBuf>,
     /// Places under `write` that stay read-only (`.git` internals, `.rawko`), bind-mounted
     /// read-only over themselves.
     pub read_only: Vec<PathBuf>,
-    /// Whether it may use the network; without it the command gets a network namespace of its
-    /// own with nothing in it.
-    pub network: bool,
-    pub limits: Limits,
+    /// Directories and files it may read (and run from).
+    pub read: Vec<PathBuf>,
 }
 
 /// Files under `/etc` no sandboxed command reads: password hashes, sudo rules, host keys.
