@@ -61,10 +61,16 @@ impl Setup {
     }
 
     fn rawko(&self, args: &[&str]) -> Run {
+        self.rawko_at_home(args, &self.home())
+    }
+
+    /// `rawko args...` with `home` as `$HOME` (the user's real one, for toolchains installed
+    /// there).
+    fn rawko_at_home(&self, args: &[&str], home: &Path) -> Run {
         let out = Command::new(env!("CARGO_BIN_EXE_rawko"))
             .current_dir(self.ws.path())
             .args(args)
-            .env("HOME", self.home())
+            .env("HOME", home)
             .env("XDG_CONFIG_HOME", self.config())
             .env("RAWKO_DATA_DIR", self.outside.path().join("data"))
             .env("RAWKO_CACHE_DIR", cache_dir())
@@ -78,6 +84,16 @@ impl Setup {
     fn bash(&self, agent: &str, command: &str) -> Run {
         let input = serde_json::json!({ "command": command }).to_string();
         self.rawko(&["tool", "call", "Bash", "--agent", agent, "--input", &input])
+    }
+
+    /// A `Bash` call with the user's real home, where their toolchains are installed.
+    fn bash_at_real_home(&self, agent: &str, command: &str) -> Run {
+        let input = serde_json::json!({ "command": command }).to_string();
+        let home = std::env::home_dir().expect("a home directory");
+        self.rawko_at_home(
+            &["tool", "call", "Bash", "--agent", agent, "--input", &input],
+            &home,
+        )
     }
 }
 
@@ -262,18 +278,7 @@ fn npm_test_and_pytest_run_in_workspace_write() {
         ("npm test", "# pass 1"),
         ("python3 -m pytest -q", "1 passed"),
     ] {
-        let input = serde_json::json!({ "command": command }).to_string();
-        let out = Command::new(env!("CARGO_BIN_EXE_rawko"))
-            .current_dir(s.ws.path())
-            .args([
-                "tool", "call", "Bash", "--agent", "builder", "--input", &input,
-            ])
-            .env("XDG_CONFIG_HOME", s.config())
-            .env("RAWKO_DATA_DIR", s.outside.path().join("data"))
-            .env("RAWKO_CACHE_DIR", cache_dir())
-            .output()
-            .expect("run rawko");
-        let r = Run::of(out);
+        let r = s.bash_at_real_home("builder", command);
         assert_eq!(r.code, 0, "{command}: {r:?}");
         assert!(r.stdout.contains(passed), "{command}: {r:?}");
         assert!(!r.stdout.contains("[exit status"), "{command}: {r:?}");
@@ -295,4 +300,25 @@ fn doctor_reports_the_kernel_and_the_modes() {
     assert!(modes.iter().all(|m| m["enforced"] == true), "{v}");
     let r = s.rawko(&["doctor"]);
     assert!(r.stdout.contains("sandbox helper: works"), "{r:?}");
+}
+
+/// The resource limits hold for what a command starts: 10 GiB of memory (past the 8 GiB limit;
+/// untouched pages, so the attempt costs nothing if the limit were missing) and a 5 GiB file
+/// (past the 4 GiB limit; sparse).
+#[test]
+fn resource_limits_hold() {
+    let s = Setup::new();
+    let r = s.bash_at_real_home(
+        "builder",
+        "python3 -c \"b = bytearray(10 * 2**30); print('allocated', len(b))\"",
+    );
+    assert!(r.stdout.contains("MemoryError"), "{r:?}");
+    assert!(!r.stdout.contains("allocated"), "{r:?}");
+    let r = s.bash_at_real_home(
+        "builder",
+        "python3 -c \"f = open('big', 'wb'); f.truncate(5 * 2**30); print('grown')\"",
+    );
+    assert!(!r.stdout.contains("grown"), "{r:?}");
+    let size = std::fs::metadata(s.ws.path().join("big")).map_or(0, |m| m.len());
+    assert!(size < 5 << 30, "the file grew to {size} bytes");
 }

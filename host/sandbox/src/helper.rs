@@ -248,6 +248,7 @@ fn limits(policy: &Policy) -> Result<(), String> {
     let l = policy.limits;
     for (resource, value, name) in [
         (libc::RLIMIT_CPU, l.cpu_secs, "CPU time"),
+        (libc::RLIMIT_DATA, l.memory, "memory"),
         (libc::RLIMIT_FSIZE, l.file_size, "file size"),
         (libc::RLIMIT_NOFILE, l.open_files, "open files"),
         (libc::RLIMIT_NPROC, l.processes, "processes"),

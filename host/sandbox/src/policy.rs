@@ -56,6 +56,9 @@ impl std::str::FromStr for Mode {
 pub struct Limits {
     /// CPU seconds.
     pub cpu_secs: u64,
+    /// Memory a process may have written to, in bytes (`RLIMIT_DATA`: heap and private writable
+    /// mappings; address space a runtime only reserves, as V8 does, does not count).
+    pub memory: u64,
     /// Largest file it may write, in bytes.
     pub file_size: u64,
     /// Open file descriptors.
@@ -68,6 +71,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             cpu_secs: 600,
+            memory: 8 << 30,
             file_size: 4 << 30,
             open_files: 4096,
             processes: 4096,

@@ -99,8 +99,9 @@ fn report(kernel: &str, s: &Support) -> String {
 fn summary(mode: Mode) -> String {
     let l = Limits::default();
     let limits = format!(
-        "limits: {} s of CPU, files up to {} GiB, {} open files, {} processes",
+        "limits: {} s of CPU, {} GiB of memory, files up to {} GiB, {} open files, {} processes",
         l.cpu_secs,
+        l.memory >> 30,
         l.file_size >> 30,
         l.open_files,
         l.processes
