@@ -97,7 +97,8 @@ pub struct Policy {
     pub read: Vec<PathBuf>,
 }
 
-/// Files under `/etc` no sandboxed command reads: password hashes, sudo rules, host keys.
+/// Entries under `/etc` no sandboxed command reads: password hashes, sudo rules, host keys,
+/// Kerberos keytabs, saved Wi-Fi and VPN secrets.
 const ETC_SECRETS: &[&str] = &[
     "shadow",
     "shadow-",
@@ -108,6 +109,12 @@ const ETC_SECRETS: &[&str] = &[
     "ssh",
     "security",
     "ssl/private",
+    "krb5.keytab",
+    "NetworkManager",
+    "wpa_supplicant",
+    "openvpn",
+    "wireguard",
+    "ipsec.secrets",
 ];
 
 /// Names in the home directory a toolchain keeps its installs and caches under.
@@ -226,7 +233,13 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let p = Policy::new(Mode::ReadOnly, ws.path(), tmp.path(), Some(home.path()));
         assert!(p.read.contains(&home.path().join(".cargo")));
-        for secret in ["/etc/shadow", "/etc/sudoers", "/etc/ssl/private"] {
+        for secret in [
+            "/etc/shadow",
+            "/etc/sudoers",
+            "/etc/ssl/private",
+            "/etc/krb5.keytab",
+            "/etc/NetworkManager/system-connections",
+        ] {
             assert!(
                 !p.read.iter().any(|r| Path::new(secret).starts_with(r)),
                 "{secret} is readable under {:?}",
