@@ -3,7 +3,7 @@
 //! denied command, outlive its timeout, flood the output, see rawko's environment, write
 //! outside its grants).
 
-use crate::support::{Run, Workspace, rawko, run};
+use crate::support::{Run, Workspace, processes_with, rawko, run};
 
 fn bash(ws: &Workspace, extra: &[&str], command: &str) -> Run {
     let input = serde_json::json!({ "command": command }).to_string();
@@ -145,20 +145,6 @@ fn a_denied_command_never_starts_a_process() {
         "{r:?}"
     );
     assert!(!ws.path().join("started.marker").exists());
-}
-
-/// Processes whose command line contains `needle`.
-fn processes_with(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) {
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if text.contains(needle) {
-                found.push(text);
-            }
-        }
-    }
-    found
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::support::{Run, Workspace, cache_dir};
+use crate::support::{Run, Workspace, cache_dir, processes_with};
 
 /// A marker only rawko's own environment holds (the sandbox passes an allow-list on).
 const ENV_MARKER: &str = "rawko-env-marker-5c1d";
@@ -117,20 +117,6 @@ fn makefile(outside: &Path, port: u16) -> String {
         text.push_str(&format!("{name}:\n\t{recipe}\n"));
     }
     text
-}
-
-/// Processes whose command line holds `needle`.
-fn processes_with(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) {
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if text.contains(needle) {
-                found.push(text);
-            }
-        }
-    }
-    found
 }
 
 #[test]

@@ -178,3 +178,17 @@ pub fn open_adapter(rt: &Runtime, plugin: &str, base_url: &str, policy: HttpPoli
     };
     block_on(Adapter::open(rt, instance, &env, options)).expect("open adapter")
 }
+
+/// Processes whose command line contains `needle`.
+pub fn processes_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) {
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if text.contains(needle) {
+                found.push(text);
+            }
+        }
+    }
+    found
+}
