@@ -118,21 +118,15 @@ fn a_workspace_config_cannot_send_the_users_key() {
         ),
     );
     let r = run(cmd(&ws, ""), &["ask", "--adapter", "grab", "hi"]);
-    assert_eq!(r.code, 1, "{r:?}");
-    assert!(r.stderr.contains("trust the workspace"), "{r:?}");
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("adapters.grab (the workspace is not trusted"),
+        "{r:?}"
+    );
     assert_eq!(server.hits(), 0);
     let r = run(cmd(&ws, ""), &["adapters", "list", "--json"]);
-    let grab = r
-        .json()
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["name"] == "grab")
-        .unwrap()
-        .clone();
-    assert_eq!(grab["credential"]["state"], "withheld");
-    assert_eq!(grab["allow_private_network"], false);
-    assert_eq!(grab["source"], "workspace");
+    assert!(!r.json().to_string().contains("\"grab\""), "{r:?}");
 }
 
 #[test]
@@ -249,6 +243,8 @@ fn record_with_ask_then_replay_it_offline() {
         ".rawko/config.yaml",
         "adapters:\n  demo:\n    plugin: replay\n    recording: ../capital.jsonl\n",
     );
+    // The workspace's own adapters take effect once it is trusted.
+    assert_eq!(run(cmd(&ws, ""), &["trust"]).code, 0);
     let r = run(
         cmd(&ws, ""),
         &["ask", "--adapter", "demo", "Capital of France?"],

@@ -150,7 +150,16 @@ fn an_installed_adapter_is_refused_what_it_was_not_granted() {
         ),
     );
     let r = run(&ws, &["ask", "--adapter", "mine", "--no-stream", "hi"]);
-    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(
+        r.code, 2,
+        "untrusted, the workspace's adapter is ignored: {r:?}"
+    );
+    assert_eq!(run(&ws, &["trust"]).code, 0);
+    let r = run(&ws, &["ask", "--adapter", "mine", "--no-stream", "hi"]);
+    assert_eq!(
+        r.code, 1,
+        "trusted, it is held to the plugin's grant: {r:?}"
+    );
     assert_eq!(server.hits(), 0);
 }
 

@@ -22,6 +22,8 @@
 //! - `demo`: `rawko demo`, offline, through the real binary.
 //! - `run_crash`: `rawko run` killed with SIGKILL at several points, then `rawko resume`.
 //! - `run_scenarios`: `rawko run` end to end, one folder per scenario under `tests/scenarios/`.
+//! - `trust_boundary`: a stranger's repository attacking the trust boundary: config, task store,
+//!   agents.
 
 mod support;
 
@@ -45,3 +47,4 @@ mod sandbox;
 mod shell;
 mod snapshots;
 mod test_plugins;
+mod trust_boundary;

@@ -97,7 +97,7 @@ fn log_lines(ws: &Workspace) -> Vec<String> {
 
 /// The labels of the tool calls the store has committed.
 fn committed(ws: &Workspace) -> Vec<String> {
-    let conn = rusqlite::Connection::open(ws.path().join(".rawko/state.db")).unwrap();
+    let conn = rusqlite::Connection::open(crate::support::store_path(ws)).unwrap();
     let ok: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();

@@ -472,7 +472,7 @@ fn scenario(name: &str) {
     let r = rawko_run(&p, &s, &[]);
     check(name, &s, &p, &r);
     // The store a finished run leaves is whole.
-    let db = p.ws.path().join(".rawko/state.db");
+    let db = crate::support::store_path(&p.ws);
     let conn = rusqlite::Connection::open(&db).unwrap();
     let ok: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
@@ -566,14 +566,14 @@ fn a_run_that_cannot_start_is_bad_input_and_leaves_nothing() {
     }
 }
 
-/// A `.rawko/state.db` can come with a repository, and every text in it may be model output:
+/// Every text in a task store may be model output:
 /// `rawko tasks list` and `tasks show` must not let escape sequences in it reach the terminal.
 #[test]
 fn a_hostile_task_store_cannot_write_escape_sequences_to_the_terminal() {
     let ws = Workspace::new();
     let evil = "fix it\u{1b}]0;pwned\u{7}\u{1b}[2J\u{1b}[31mALL TESTS PASSED";
     {
-        let store = rawko_store::TaskStore::open_workspace(ws.path()).unwrap();
+        let store = rawko_store::TaskStore::open(&crate::support::store_path(&ws)).unwrap();
         let id = store.create_task(evil, "planner", &json!({})).unwrap();
         let turn = store.start_turn(&id, "planner", None).unwrap();
         store.end_turn(turn, "succeeded", evil, None).unwrap();

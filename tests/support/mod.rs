@@ -97,6 +97,12 @@ pub fn rawko(ws: &Workspace) -> Command {
     cmd
 }
 
+/// Where the binary run by [`rawko`] keeps `ws`'s task store: the state directory under the
+/// private data directory.
+pub fn store_path(ws: &Workspace) -> PathBuf {
+    rawko_store::path_for(&ws.path().join(".test-data/state"), ws.path())
+}
+
 /// The result of running the binary, with readable accessors.
 pub struct Run {
     pub code: i32,

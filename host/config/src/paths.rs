@@ -1,7 +1,7 @@
 //! Where rawko keeps things outside the workspace.
 //!
-//! Grants, trust decisions and installed plugins live in the data directory, never in a
-//! workspace, so nothing a repository ships can change them. Compiled plugins live in the cache
+//! Grants, trust decisions and installed plugins live in the data directory, and run state in
+//! the state directory, never in a workspace, so nothing a repository ships can change them. Compiled plugins live in the cache
 //! directory, which may be deleted at any time.
 
 use std::path::{Path, PathBuf};
@@ -15,6 +15,9 @@ pub struct Dirs {
     pub cache: PathBuf,
     /// The user's own config and agents (`$XDG_CONFIG_HOME/rawko`).
     pub config: PathBuf,
+    /// Run state, one task store per workspace (`RAWKO_STATE_DIR`; `<data>/state` when the
+    /// data directory was given; `$XDG_STATE_HOME/rawko`).
+    pub state: PathBuf,
 }
 
 impl Dirs {
@@ -38,10 +41,18 @@ impl Dirs {
             _ => xdg("XDG_CACHE_HOME", ".cache"),
         };
         let config = xdg("XDG_CONFIG_HOME", ".config");
+        let state = match std::env::var_os("RAWKO_STATE_DIR") {
+            Some(v) if !v.is_empty() => PathBuf::from(v),
+            _ => match data_dir {
+                Some(d) => d.join("state"),
+                None => xdg("XDG_STATE_HOME", ".local/state"),
+            },
+        };
         Dirs {
             data,
             cache,
             config,
+            state,
         }
     }
 }

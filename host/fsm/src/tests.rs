@@ -204,7 +204,7 @@ struct World {
 impl World {
     fn new(agents: Vec<Arc<Agent>>) -> World {
         let dir = tempfile::tempdir().unwrap();
-        let store = TaskStore::open_workspace(dir.path()).unwrap();
+        let store = TaskStore::open(&dir.path().join("state.db")).unwrap();
         World {
             _dir: dir,
             store,

@@ -1,4 +1,4 @@
-//! The task store: `.rawko/state.db`, a SQLite file in WAL mode.
+//! The task store: one SQLite file (WAL mode) per workspace, in the user's state directory.
 //!
 //! Everything a run does is written here as it happens: the task, each FSM transition, each
 //! agent turn, every message, every tool call with its input, output, verdict and duration,
@@ -6,21 +6,52 @@
 //! committed before the next step begins, so a run killed at any moment can be resumed from what
 //! was committed, and nothing that was committed happens twice.
 //!
+//! The store lives where a repository cannot ship it ([`path_for`]): rawko acts on what the
+//! store says (an open turn's pending tool calls run on resume), so a store that came with a
+//! repository would be the repository's commands. It is opened defensively all the same: SQLite's
+//! defensive mode, no trusted schema, triggers and views off, and no schema object rawko did not
+//! create.
+//!
 //! The schema is versioned with `PRAGMA user_version`; `MIGRATIONS[i]` moves a database from
 //! version `i` to `i + 1`, inside one transaction.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 
-/// Where the store lives inside a workspace.
-pub const RELATIVE_PATH: &str = ".rawko/state.db";
+/// The file name of a workspace's store, in its folder of the state directory.
+pub const FILE_NAME: &str = "state.db";
 
-/// Where `workspace`'s task store lives.
-pub fn path_in(workspace: &Path) -> PathBuf {
-    workspace.join(RELATIVE_PATH)
+/// Where the task store of `workspace` (absolute and canonical) lives under the user's state
+/// directory: `<state>/workspaces/<name>-<hash>/state.db`, the name being the workspace's last
+/// path component (for people) and the hash that of its whole path (for uniqueness).
+pub fn path_for(state_dir: &Path, workspace: &Path) -> PathBuf {
+    let name: String = workspace
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    let digest = Sha256::digest(workspace.as_os_str().as_encoded_bytes());
+    let hash: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let folder = if name.is_empty() || name.starts_with('.') {
+        hash
+    } else {
+        format!("{name}-{hash}")
+    };
+    state_dir.join("workspaces").join(folder).join(FILE_NAME)
 }
 
 /// Schema migrations, in order. Never edit a released entry; append a new one.
@@ -107,6 +138,58 @@ CREATE TABLE usage (
 CREATE INDEX usage_turn ON usage(turn_id);
 "#];
 
+/// SQLite's own hardening for a file that may have been written by someone else: defensive
+/// mode (no writes to the schema or to shadow tables through SQL), no functions with side
+/// effects called from schema objects, and no triggers or views at all (rawko uses neither).
+fn defend(conn: &Connection) -> rusqlite::Result<()> {
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA, false)?;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, false)?;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_VIEW, false)?;
+    conn.pragma_update(None, "trusted_schema", false)?;
+    Ok(())
+}
+
+enum SchemaCheck {
+    Sql(rusqlite::Error),
+    Foreign(String),
+}
+
+/// The schema objects (type, name, SQL) of a store at `version`, as rawko creates them.
+fn expected_schema(version: usize) -> rusqlite::Result<Vec<(String, String, Option<String>)>> {
+    let conn = Connection::open_in_memory()?;
+    for sql in &MIGRATIONS[..version] {
+        conn.execute_batch(sql)?;
+    }
+    schema(&conn)
+}
+
+fn schema(conn: &Connection) -> rusqlite::Result<Vec<(String, String, Option<String>)>> {
+    let mut stmt = conn.prepare("SELECT type, name, sql FROM sqlite_schema ORDER BY type, name")?;
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect()
+}
+
+/// Every object in the file is one rawko's migrations up to `version` create, with the same
+/// definition.
+fn check_schema(conn: &Connection, version: usize) -> std::result::Result<(), SchemaCheck> {
+    let found = schema(conn).map_err(SchemaCheck::Sql)?;
+    let expected = expected_schema(version).map_err(SchemaCheck::Sql)?;
+    for object in &found {
+        if !expected.contains(object) {
+            let (kind, name, _) = object;
+            let name: String = name.chars().filter(|c| !c.is_control()).take(80).collect();
+            return Err(SchemaCheck::Foreign(format!("{kind} `{name}`")));
+        }
+    }
+    if found.len() != expected.len() {
+        return Err(SchemaCheck::Foreign(format!(
+            "schema missing a table or index of version {version}"
+        )));
+    }
+    Ok(())
+}
+
 /// A store that could not be opened or written.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -131,6 +214,11 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "task store {} holds a {what} that rawko did not create; it was not used. Move it away to start afresh",
+        path.display()
+    )]
+    Foreign { path: PathBuf, what: String },
     #[error("task store: {0}")]
     Sql(#[from] rusqlite::Error),
     #[error("no task `{0}` in this workspace (see `rawko tasks list`)")]
@@ -328,12 +416,9 @@ impl std::fmt::Debug for TaskStore {
 }
 
 impl TaskStore {
-    /// Open (creating if needed) the store of `workspace`.
-    pub fn open_workspace(workspace: &Path) -> Result<TaskStore> {
-        TaskStore::open(&path_in(workspace))
-    }
-
-    /// Open (creating if needed) the store at `path`, and bring its schema up to date.
+    /// Open (creating if needed) the store at `path`, and bring its schema up to date. The
+    /// file must hold nothing but rawko's own schema: a trigger, view or table rawko did not
+    /// create is an error, so a store edited by someone else is refused rather than obeyed.
     pub fn open(path: &Path) -> Result<TaskStore> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|source| StoreError::Dir {
@@ -346,6 +431,7 @@ impl TaskStore {
             source,
         };
         let mut conn = Connection::open(path).map_err(open_err)?;
+        defend(&conn).map_err(open_err)?;
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(open_err)?;
         // WAL: readers (`rawko tasks show` during a run) never block the writer, and a commit
@@ -367,6 +453,14 @@ impl TaskStore {
                 known: MIGRATIONS.len(),
             });
         }
+        // Before migrating: a migration must not run next to someone else's trigger.
+        check_schema(&conn, version as usize).map_err(|e| match e {
+            SchemaCheck::Sql(source) => open_err(source),
+            SchemaCheck::Foreign(what) => StoreError::Foreign {
+                path: path.to_path_buf(),
+                what,
+            },
+        })?;
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
             let tx = conn.transaction().map_err(open_err)?;
             tx.execute_batch(sql).map_err(open_err)?;
@@ -843,8 +937,78 @@ mod tests {
 
     fn store() -> (tempfile::TempDir, TaskStore) {
         let dir = tempfile::tempdir().unwrap();
-        let s = TaskStore::open_workspace(dir.path()).unwrap();
+        let s = TaskStore::open(&dir.path().join(FILE_NAME)).unwrap();
         (dir, s)
+    }
+
+    /// A store this rawko made, then changed with `sql` by someone else.
+    fn tampered(sql: &str) -> (tempfile::TempDir, Result<TaskStore>) {
+        let (dir, s) = store();
+        drop(s);
+        let path = dir.path().join(FILE_NAME);
+        Connection::open(&path).unwrap().execute_batch(sql).unwrap();
+        let opened = TaskStore::open(&path);
+        (dir, opened)
+    }
+
+    #[test]
+    fn schema_objects_rawko_did_not_create_are_refused() {
+        for (sql, what) in [
+            (
+                "CREATE TRIGGER plant AFTER INSERT ON tasks BEGIN DELETE FROM tasks; END;",
+                "trigger `plant`",
+            ),
+            ("CREATE VIEW v AS SELECT * FROM tasks;", "view `v`"),
+            ("CREATE TABLE extra (x);", "table `extra`"),
+            ("CREATE INDEX i ON tasks(prompt);", "index `i`"),
+            (
+                "DROP TABLE usage; CREATE TABLE usage (id INTEGER PRIMARY KEY, turn_id INTEGER \
+                 DEFAULT (load_extension('x')));",
+                "table `usage`",
+            ),
+        ] {
+            let (_d, opened) = tampered(sql);
+            let e = opened.expect_err(sql).to_string();
+            assert!(e.contains(what) && e.contains("not create"), "{sql}: {e}");
+        }
+        let (_d, opened) = tampered("DROP INDEX usage_turn;");
+        assert!(opened.is_err());
+        // Rawko's own store opens again, of course.
+        let (dir, s) = store();
+        drop(s);
+        TaskStore::open(&dir.path().join(FILE_NAME)).unwrap();
+    }
+
+    #[test]
+    fn stores_are_kept_per_workspace_outside_it() {
+        let state = Path::new("/home/u/.local/state/rawko");
+        let a = path_for(state, Path::new("/src/app"));
+        let b = path_for(state, Path::new("/other/app"));
+        assert_ne!(a, b);
+        assert_eq!(a, path_for(state, Path::new("/src/app")));
+        assert!(a.starts_with(state.join("workspaces")), "{}", a.display());
+        let folder = a.parent().unwrap().file_name().unwrap().to_str().unwrap();
+        assert!(
+            folder.starts_with("app-") && folder.len() == 4 + 16,
+            "{folder}"
+        );
+        let odd = path_for(state, Path::new("/x/a b\n\u{1b}[31m"));
+        let folder = odd.parent().unwrap().file_name().unwrap().to_str().unwrap();
+        assert!(
+            folder
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)),
+            "{folder}"
+        );
+        assert_eq!(
+            path_for(state, Path::new("/"))
+                .parent()
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .len(),
+            16
+        );
     }
 
     #[test]
@@ -933,7 +1097,7 @@ mod tests {
     fn reopening_keeps_everything_and_checks_integrity() {
         let dir = tempfile::tempdir().unwrap();
         let id = {
-            let s = TaskStore::open_workspace(dir.path()).unwrap();
+            let s = TaskStore::open(&dir.path().join(FILE_NAME)).unwrap();
             let id = s
                 .create_task("x", "planner", &serde_json::json!({}))
                 .unwrap();
@@ -953,7 +1117,7 @@ mod tests {
             .unwrap();
             id
         };
-        let s = TaskStore::open_workspace(dir.path()).unwrap();
+        let s = TaskStore::open(&dir.path().join(FILE_NAME)).unwrap();
         let turn = s.open_turn(&id, "planner").unwrap().expect("the open turn");
         assert_eq!(s.messages(turn.id).unwrap().len(), 1);
         assert_eq!(s.task_usage(&id).unwrap().output_tokens, 4);

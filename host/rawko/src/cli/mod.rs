@@ -51,7 +51,8 @@ pub struct GlobalArgs {
     /// The workspace to work in [default: the current directory]
     #[arg(long, global = true, value_name = "DIR")]
     workspace: Option<PathBuf>,
-    /// Where rawko keeps grants, trust decisions and installed plugins [default: $XDG_DATA_HOME/rawko]
+    /// Where rawko keeps grants, trust decisions, installed plugins and (in state/, unless
+    /// RAWKO_STATE_DIR is set) task stores [default: $XDG_DATA_HOME/rawko]
     #[arg(long, global = true, env = "RAWKO_DATA_DIR", value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// Log more (-v: info, -vv: debug, -vvv: trace); RAWKO_LOG takes a tracing filter
@@ -90,6 +91,8 @@ pub struct Context {
     pub verbose: u8,
     /// `--no-sandbox`: native commands run without kernel confinement.
     pub no_sandbox: bool,
+    /// Whether the workspace settings the config layers dropped were listed already.
+    warned_config: std::cell::Cell<bool>,
 }
 
 impl Context {
@@ -114,6 +117,7 @@ impl Context {
             dirs: Dirs::resolve(global.data_dir.as_deref()),
             verbose: global.verbose,
             no_sandbox: global.no_sandbox,
+            warned_config: std::cell::Cell::new(false),
         })
     }
 
@@ -145,10 +149,24 @@ impl Context {
         &self.workspace
     }
 
-    /// The user's and the workspace's `config.yaml`, kept apart. A broken file is bad input.
+    /// The workspace's task store, in the user's state directory.
+    pub fn store_path(&self) -> PathBuf {
+        rawko_store::path_for(&self.dirs.state, &self.workspace)
+    }
+
+    /// The user's and the workspace's `config.yaml`, kept apart, as they take effect under the
+    /// workspace's trust ([`Layers::effective`]); what was dropped is listed once, on stderr.
+    /// A broken file is bad input.
     pub fn config_layers(&self) -> anyhow::Result<Layers> {
-        Ok(Layers::load(&self.dirs.config, &self.workspace)
-            .map_err(|e| BadInput::new(e.to_string()))?)
+        let raw = Layers::load(&self.dirs.config, &self.workspace)
+            .map_err(|e| BadInput::new(e.to_string()))?;
+        let (layers, ignored) = raw.effective(self.workspace_trust() == Trust::Trusted);
+        if let Some(line) = rawko_config::Ignored::summary(&ignored)
+            && !self.warned_config.replace(true)
+        {
+            eprintln!("warning: {}", terminal_safe(&line));
+        }
+        Ok(layers)
     }
 
     /// Whether the user trusts the workspace's own `.rawko/` files (`rawko trust`, `rawko

@@ -56,7 +56,7 @@ impl ShellSetup {
         let resolver = Resolver::from_env(&untrusted);
         let chain = Chain::load(
             rt,
-            &configured_filters(&cx.dirs.config, &cx.dirs.data, cx.workspace())?,
+            &configured_filters(&cx.config_layers()?, &cx.dirs.data)?,
         )
         .await?;
         Ok(ShellSetup {
@@ -70,15 +70,13 @@ impl ShellSetup {
 /// The bash-filter plugins named in the user's and then the workspace's `config.yaml`: `.wasm`
 /// files and installed plugins. A workspace may add filters (any deny wins) but never remove one.
 pub fn configured_filters(
-    config_dir: &Path,
+    layers: &Layers,
     data_dir: &Path,
-    workspace: &Path,
 ) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
-    let layers = Layers::load(config_dir, workspace).map_err(|e| BadInput::new(e.to_string()))?;
     let store = PluginStore::new(data_dir);
     let mut out: Vec<(String, Vec<u8>)> = Vec::new();
-    for (path, config) in [layers.user, layers.workspace].into_iter().flatten() {
-        let Some(bash) = config.bash else { continue };
+    for (path, config) in [&layers.user, &layers.workspace].into_iter().flatten() {
+        let Some(bash) = &config.bash else { continue };
         let base = path.parent().unwrap_or(Path::new("."));
         for (name, wasm) in read_filter_files(base, &bash.filters, &store)
             .map_err(|e| BadInput::new(format!("{}: {e}", path.display())))?

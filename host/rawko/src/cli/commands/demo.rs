@@ -36,7 +36,7 @@ const ADAPTER: &str = "demo";
     Example:\n  rawko demo --keep"
 )]
 pub struct DemoCmd {
-    /// Keep the demo workspace (and its .rawko/state.db) instead of deleting it, and print where
+    /// Keep the demo workspace (and its tasks) instead of deleting it, and print where
     #[arg(long)]
     keep: bool,
     #[command(flatten)]
@@ -79,7 +79,14 @@ impl DemoCmd {
         let mut instances = BTreeMap::new();
         instances.insert(ADAPTER.to_string(), instance);
 
-        let store = open_store(&workspace)?;
+        // A kept demo's tasks are in the user's state directory, where `rawko tasks` looks;
+        // otherwise they go with the demo.
+        let state_dir = if self.keep {
+            cx.dirs.state.clone()
+        } else {
+            root.path().join("state")
+        };
+        let store = open_store(&rawko_store::path_for(&state_dir, &workspace))?;
         let setup = Setup {
             workspace: workspace.clone(),
             data_dir: root.path().join("data"),

@@ -27,7 +27,7 @@ use rawko_fsm::{
 };
 use rawko_runtime::log::sanitize;
 use rawko_shell::exec::Launch;
-use rawko_store::{self as store, TaskStatus, TaskStore};
+use rawko_store::{TaskStatus, TaskStore};
 use rawko_toolset::ToolSet;
 use rawko_toolset::chain::Chain;
 
@@ -59,7 +59,8 @@ pub struct OutputFlags {
     rawko run \"add a --verbose flag\"\n  \
     rawko run --agent developer --adapter local --max-steps 20 \"fix the failing test\"\n  \
     rawko run --json \"update the changelog\" > events.jsonl\n\n\
-    Every step is saved in .rawko/state.db: `rawko tasks show ID` shows the timeline, and \
+    Every step is saved in the workspace's task store, in rawko's state directory (never in \
+    the workspace): `rawko tasks show ID` shows the timeline, and \
     `rawko resume ID` continues a task that was interrupted. Ctrl-C finishes the current step \
     and marks the task cancelled; a second Ctrl-C stops at once (resume continues it).\n\n\
     Exit status: 0 when the task is done, 1 when it failed or was escalated, 130 when \
@@ -116,9 +117,10 @@ impl RunCmd {
             return Err(BadInput::new("--max-steps must be at least 1").into());
         }
         let trusted = decide_trust(cx, self.trust, !self.output.json)?;
-        let fresh = !store::path_in(cx.workspace()).exists();
+        let store_path = cx.store_path();
+        let fresh = !store_path.exists();
         let recorder = Recorder::for_flag(self.record.as_deref()).map_err(BadInput::new)?;
-        let store = open_store(cx.workspace())?;
+        let store = open_store(&store_path)?;
         let setup = Setup {
             adapter: self.adapter.clone(),
             recorder,
@@ -149,7 +151,7 @@ impl RunCmd {
 
 impl ResumeCmd {
     pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
-        let path = store::path_in(cx.workspace());
+        let path = cx.store_path();
         if !path.exists() {
             return Err(BadInput::new(format!(
                 "no tasks in this workspace ({} does not exist)",
@@ -157,7 +159,7 @@ impl ResumeCmd {
             ))
             .into());
         }
-        let store = open_store(cx.workspace())?;
+        let store = open_store(&path)?;
         let task = store
             .task(&self.task_id)
             .map_err(|e| BadInput::new(e.to_string()))?;
@@ -200,15 +202,12 @@ impl ResumeCmd {
     }
 }
 
-/// Open (creating) the workspace's task store; a store that cannot be opened is bad input.
-pub fn open_store(workspace: &Path) -> anyhow::Result<TaskStore> {
-    TaskStore::open_workspace(workspace).map_err(|e| {
-        let path = store::path_in(workspace);
-        BadInput::new(format!("{}: {e}", path.display())).into()
-    })
+/// Open (creating) the task store at `path`; a store that cannot be opened is bad input.
+pub fn open_store(path: &Path) -> anyhow::Result<TaskStore> {
+    TaskStore::open(path).map_err(|e| BadInput::new(e.to_string()).into())
 }
 
-/// Remove a task store and its WAL files, and `.rawko/` if nothing else is in it.
+/// Remove a task store and its WAL files, and its folder if nothing else is in it.
 fn remove_store(path: &Path) {
     for suffix in ["", "-wal", "-shm"] {
         let mut p = path.as_os_str().to_owned();
@@ -346,8 +345,12 @@ impl Setup {
     /// Load the agents, config, plugins and adapters; create (or find) the task.
     pub async fn prepare(self, start: Start<'_>, store: &TaskStore) -> anyhow::Result<Prepared> {
         let events = self.events();
-        let layers = Layers::load(&self.config_dir, &self.workspace)
-            .map_err(|e| BadInput::new(e.to_string()))?;
+        let (layers, ignored) = Layers::load(&self.config_dir, &self.workspace)
+            .map_err(|e| BadInput::new(e.to_string()))?
+            .effective(self.trusted);
+        if let Some(message) = rawko_config::Ignored::summary(&ignored) {
+            events.emit(&RunEvent::Warning { message });
+        }
         let merged = layers.merged();
         let trust = if self.trusted {
             Trust::Trusted
@@ -414,7 +417,7 @@ impl Setup {
                 .map_err(|e| anyhow::anyhow!(e))?,
         );
         let set = ToolSet::with_installed(&rt, &self.data_dir, &self.workspace).await?;
-        let filters = configured_filters(&self.config_dir, &self.data_dir, &self.workspace)?;
+        let filters = configured_filters(&layers, &self.data_dir)?;
         let chain = Chain::load(&rt, &filters).await?;
         let tools = SessionTools::new(
             rt.clone(),

@@ -35,7 +35,7 @@ enum TasksAction {
 
 impl TasksCmd {
     pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
-        let path = rawko_store::path_in(cx.workspace());
+        let path = cx.store_path();
         match self.action {
             TasksAction::List { json } => {
                 if !path.exists() {

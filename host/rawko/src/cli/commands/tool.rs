@@ -192,7 +192,7 @@ async fn call_as_agent(cx: &Context, args: &CallArgs, name: &str) -> anyhow::Res
     let trusted = cx.workspace_trust() == Trust::Trusted;
     let rt = Rc::new(cx.runtime()?);
     let set = tool_set(cx, &rt, &args.plugin).await?;
-    let filters = configured_filters(&cx.dirs.config, &cx.dirs.data, cx.workspace())?;
+    let filters = configured_filters(&cx.config_layers()?, &cx.dirs.data)?;
     let chain = Chain::load(&rt, &filters).await?;
     let tools = SessionTools::new(
         rt.clone(),
