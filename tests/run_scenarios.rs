@@ -515,6 +515,8 @@ scenarios!(
     untrusted_workspace_agent,
     trusted_workspace_agent,
     agents_as_tools,
+    untrusted_agent_calls_builtin,
+    untrusted_agent_transitions_to_builtin,
 );
 
 /// Writes `host/fsm/demo/recording.jsonl` from the happy-path scenario: run it when the built-in

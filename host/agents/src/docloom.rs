@@ -91,6 +91,7 @@ pub fn decode(root: &Node, file: &FileInfo<'_>, p: &mut Problems) -> Option<Agen
         network: false,
         output_schema: None,
         source: file.source(Dialect::Docloom, spans),
+        acting_for: None,
     })
 }
 

@@ -19,6 +19,8 @@ use super::diag::Pos;
 pub const BUILTIN_TOOLS: &[&str] = &[
     "Read", "Write", "Edit", "Glob", "Grep", "LS", "Bash", FINISH,
 ];
+/// The built-in tools that only read the workspace.
+pub const READ_TOOLS: &[&str] = &["Read", "Glob", "Grep", "LS"];
 /// The tools that change the workspace; an agent allowed none of them is read-only.
 pub const WRITE_TOOLS: &[&str] = &["Write", "Edit", "Bash"];
 /// The agent loop's own tool that ends a state; always available.
@@ -60,6 +62,11 @@ pub struct Agent {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<serde_json::Value>,
     pub source: AgentFile,
+    /// Set when this agent runs on behalf of an untrusted one (called by it as a tool, or
+    /// reached by a transition it chose): that agent's name. Such an agent is untrusted too.
+    /// Never set by a file; see [`Agent::on_behalf_of`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acting_for: Option<String>,
 }
 
 impl Agent {
@@ -98,6 +105,7 @@ impl Agent {
             network: false,
             output_schema: None,
             source,
+            acting_for: None,
         }
     }
 
@@ -155,9 +163,88 @@ impl Agent {
         self.network && !self.is_untrusted(trusted)
     }
 
-    /// Whether the definition comes from a workspace the user has not trusted.
-    fn is_untrusted(&self, trusted: bool) -> bool {
-        self.source.origin == AgentOrigin::Workspace && !trusted
+    /// Whether the agent is untrusted: its definition comes from a workspace the user has not
+    /// trusted (`trusted` false), or it runs on behalf of such an agent.
+    pub fn is_untrusted(&self, trusted: bool) -> bool {
+        self.acting_for.is_some() || (self.source.origin == AgentOrigin::Workspace && !trusted)
+    }
+
+    /// `self` as it runs on behalf of `caller`: never with more than the caller has, so no
+    /// agent file or model can widen a grant by naming another agent.
+    ///
+    /// An agent reached from an untrusted one (see [`Agent::is_untrusted`]) is untrusted too,
+    /// whether called as a tool or chosen as the next state. Called as a tool (`call`), it also
+    /// gets no more than the caller: the tools both may call (the caller counting as able to
+    /// read, and to edit if it can write), the shell commands both allow
+    /// (an exact intersection of two lists; one list when only one sets any), the blocked
+    /// tools and patterns of both, no writes or command tools if the caller cannot write, the
+    /// lower sandbox mode, and network only if both have it. `workspace_trusted` is the
+    /// workspace's trust decision.
+    pub fn on_behalf_of(&self, caller: &Agent, workspace_trusted: bool, call: bool) -> Agent {
+        let mut out = self.clone();
+        if caller.is_untrusted(workspace_trusted) {
+            out.acting_for = Some(
+                caller
+                    .acting_for
+                    .clone()
+                    .unwrap_or_else(|| caller.name.clone()),
+            );
+        }
+        if !call {
+            return out;
+        }
+        // What the caller may call, with what its filesystem grant implies: every agent may
+        // read the workspace, and one that can write may edit it.
+        let ceiling = caller.tools.allowed.as_ref().map(|list| {
+            let mut c = list.clone();
+            let implied = READ_TOOLS.iter().chain(if caller.can_write() {
+                &["Write", "Edit"][..]
+            } else {
+                &[][..]
+            });
+            for t in implied {
+                if !c.iter().any(|x| x == t) {
+                    c.push(t.to_string());
+                }
+            }
+            c
+        });
+        out.tools.allowed = match (&self.tools.allowed, &ceiling) {
+            (None, None) => None,
+            (Some(a), None) | (None, Some(a)) => Some(a.clone()),
+            (Some(a), Some(b)) => Some(a.iter().filter(|t| b.contains(t)).cloned().collect()),
+        };
+        for t in &caller.tools.blocked {
+            if !out.tools.blocked.contains(t) {
+                out.tools.blocked.push(t.clone());
+            }
+        }
+        out.bash.allowed_commands =
+            match (&self.bash.allowed_commands, &caller.bash.allowed_commands) {
+                (None, None) => None,
+                (Some(a), None) | (None, Some(a)) => Some(a.clone()),
+                (Some(a), Some(b)) => Some(a.iter().filter(|c| b.contains(c)).cloned().collect()),
+            };
+        for p in &caller.bash.blocked_patterns {
+            if !out.bash.blocked_patterns.contains(p) {
+                out.bash.blocked_patterns.push(p.clone());
+            }
+        }
+        if !caller.can_write() {
+            for t in WRITE_TOOLS {
+                if !out.tools.blocked.iter().any(|b| b == t) {
+                    out.tools.blocked.push(t.to_string());
+                }
+            }
+            out.command_tools.clear();
+        }
+        out.sandbox = Some(
+            self.sandbox_mode(workspace_trusted)
+                .min(caller.sandbox_mode(workspace_trusted)),
+        );
+        out.network =
+            self.network_allowed(workspace_trusted) && caller.network_allowed(workspace_trusted);
+        out
     }
 
     /// Every state this agent's transitions may lead to.
@@ -610,7 +697,73 @@ mod tests {
                 dialect: Dialect::RawkoYaml,
                 spans: Spans::default(),
             },
+            acting_for: None,
         }
+    }
+
+    fn from(origin: AgentOrigin, name: &str, allowed: Option<&[&str]>) -> Agent {
+        let mut a = agent(allowed, &[]);
+        a.name = name.into();
+        a.source.origin = origin;
+        a
+    }
+
+    #[test]
+    fn an_agent_called_by_another_gets_at_most_the_callers_grants() {
+        let mut reader = from(AgentOrigin::User, "reader", Some(&["Read", "Grep", "dev"]));
+        reader.bash.blocked_patterns = vec!["secret".into()];
+        let mut dev = from(
+            AgentOrigin::Builtin,
+            "dev",
+            Some(&["Read", "Write", "Bash"]),
+        );
+        dev.bash.allowed_commands = Some(vec!["cargo test".into(), "rm *".into()]);
+        dev.network = true;
+        let called = dev.on_behalf_of(&reader, true, true);
+        assert!(!called.can_write(), "{:?}", called.tools);
+        assert!(called.may_call("Read") && !called.may_call("Grep"));
+        assert_eq!(called.sandbox_mode(true), Mode::ReadOnly);
+        assert!(!called.network_allowed(true));
+        assert_eq!(called.bash.blocked_patterns, ["secret"]);
+        assert_eq!(called.acting_for, None, "the caller is trusted");
+
+        // A writing caller: the commands both allow, the lower mode.
+        let mut lead = from(AgentOrigin::User, "lead", Some(&["Bash", "Write", "dev"]));
+        lead.bash.allowed_commands = Some(vec!["cargo test".into()]);
+        let called = dev.on_behalf_of(&lead, true, true);
+        assert!(called.can_write() && called.may_call("Write") && called.may_call("Read"));
+        assert_eq!(
+            called.bash.allowed_commands.as_deref(),
+            Some(&["cargo test".to_string()][..])
+        );
+        assert_eq!(called.sandbox_mode(true), Mode::WorkspaceWrite);
+    }
+
+    #[test]
+    fn whatever_an_untrusted_agent_reaches_is_untrusted() {
+        let helper = from(AgentOrigin::Workspace, "helper", Some(&["Read", "dev"]));
+        let dev = from(
+            AgentOrigin::Builtin,
+            "dev",
+            Some(&["Read", "Write", "Bash"]),
+        );
+        for call in [true, false] {
+            let next = dev.on_behalf_of(&helper, false, call);
+            assert_eq!(next.acting_for.as_deref(), Some("helper"));
+            assert!(
+                next.is_untrusted(true),
+                "even once the workspace is trusted"
+            );
+            assert_eq!(next.sandbox_mode(false), Mode::ReadOnly);
+            // And it passes on: the first untrusted agent is named.
+            let after = helper.on_behalf_of(&next, false, call);
+            assert_eq!(after.acting_for.as_deref(), Some("helper"));
+        }
+        // A transition keeps the target's own grants when the source is trusted.
+        let planner = from(AgentOrigin::Builtin, "planner", Some(&["Read"]));
+        assert_eq!(dev.on_behalf_of(&planner, false, false), dev);
+        // Trusted, the workspace's agent hands on nothing.
+        assert_eq!(dev.on_behalf_of(&helper, true, false), dev);
     }
 
     #[test]

@@ -485,6 +485,7 @@ fn finish(
         network: network.unwrap_or(false),
         output_schema: output_schema.map(serde_json::Value::Object),
         source: file.source(dialect, spans),
+        acting_for: None,
     };
     if agent.sandbox == Some(Mode::Full) && agent.source.origin == AgentOrigin::Workspace {
         let runs = agent.sandbox_mode(true);

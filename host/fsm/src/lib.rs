@@ -108,6 +108,9 @@ pub struct Engine<'a> {
     pub defaults: StateLimits,
     /// Most transitions one task may take before it is escalated.
     pub max_steps: u32,
+    /// Whether the user trusts the workspace's own agents. Whatever an untrusted agent starts
+    /// (an agent it calls, the states after it) runs untrusted too ([`Agent::on_behalf_of`]).
+    pub workspace_trusted: bool,
 }
 
 /// How a task ended (or stopped).
@@ -140,6 +143,15 @@ impl Engine<'_> {
                 failures.record(&turn.agent);
             }
         }
+        // The first untrusted agent of the task, if any: every state after it runs on its
+        // behalf, so a transition it chose (or a later one) cannot reach more than it had.
+        let mut untrusted_by: Option<Arc<Agent>> = self
+            .store
+            .turns(id)?
+            .iter()
+            .filter(|t| t.parent_id.is_none())
+            .filter_map(|t| self.agents.agent(&t.agent))
+            .find(|a| a.is_untrusted(self.workspace_trusted));
         let mut state = task.state.clone();
         let mut steps = task.steps.max(0) as u32;
         loop {
@@ -188,6 +200,14 @@ impl Engine<'_> {
                 state = t.to;
                 continue;
             };
+
+            let agent = match &untrusted_by {
+                Some(by) => Arc::new(agent.on_behalf_of(by, self.workspace_trusted, false)),
+                None => agent,
+            };
+            if untrusted_by.is_none() && agent.is_untrusted(self.workspace_trusted) {
+                untrusted_by = Some(agent.clone());
+            }
 
             self.events.emit(&RunEvent::StateEntered {
                 agent: agent.name.clone(),
@@ -802,13 +822,14 @@ impl Engine<'_> {
         Ok((output, is_error))
     }
 
-    /// Run `callee` as a tool of `caller`: with the callee's own capabilities, nested one level.
+    /// Run `callee` as a tool of `caller`, nested one level, with at most the caller's
+    /// capabilities.
     async fn call_agent(
         &self,
         task: &str,
         caller: &Agent,
         turn: i64,
-        callee: &Arc<Agent>,
+        callee: &Agent,
         arguments: &str,
         depth: u32,
     ) -> Result<(String, bool, String), EngineError> {
@@ -832,6 +853,8 @@ impl Engine<'_> {
                 "denied: depth".into(),
             ));
         }
+        // The callee works for the caller: with no more than the caller's trust and grants.
+        let callee = &callee.on_behalf_of(caller, self.workspace_trusted, true);
         self.store.record_decision(
             task,
             &AuditEntry::new(
@@ -839,7 +862,7 @@ impl Engine<'_> {
                 "agent",
                 &callee.name,
                 "allow",
-                "named in the caller's tools; runs with its own capabilities",
+                "named in the caller's tools; runs with the capabilities both have",
             )
             .in_turn(turn),
         )?;

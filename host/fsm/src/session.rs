@@ -25,7 +25,6 @@ use crate::llm::{Completion, CompletionRequest, Llm, LlmError, LlmFuture, ToolSp
 use crate::tools::{ToolFuture, ToolHost, ToolOutcome};
 use crate::{AgentLookup, LlmFor, LlmProvider};
 use rawko_adapters::{Adapter, AdapterInstance, OpenError, OpenOptions, Recorder};
-use rawko_agents::AgentOrigin;
 use rawko_agents::model::{Agent, ParamType};
 use rawko_agents::registry::Registry;
 use rawko_capability::{Access, FsGrants, GrantError};
@@ -42,7 +41,7 @@ use rawko_toolset::command_tool::{self, CommandToolContext};
 use rawko_toolset::{Provider, ToolSet};
 
 /// Tools an agent from an untrusted workspace may still call: they only read.
-pub const READ_ONLY_TOOLS: &[&str] = &["Read", "Glob", "Grep", "LS"];
+pub const READ_ONLY_TOOLS: &[&str] = rawko_agents::model::READ_TOOLS;
 
 /// Most characters of one tool result the model is shown; the rest is cut with a notice.
 pub const MAX_RESULT_CHARS: usize = 60_000;
@@ -59,17 +58,26 @@ impl AgentLookup for Agents {
     }
 }
 
-/// Whether an agent's definition comes from a workspace the user has not trusted, which limits it
-/// to [`READ_ONLY_TOOLS`].
+/// Whether an agent is untrusted ([`Agent::is_untrusted`]: from a workspace the user has not
+/// trusted, or working for such an agent), which limits it to [`READ_ONLY_TOOLS`].
 pub fn untrusted_agent(agent: &Agent, workspace_trusted: bool) -> bool {
-    agent.source.origin == AgentOrigin::Workspace && !workspace_trusted
+    agent.is_untrusted(workspace_trusted)
 }
 
 fn untrusted_reason(agent: &Agent) -> String {
+    let why = match &agent.acting_for {
+        Some(by) => format!(
+            "agent {} works for agent {by}, which is not trusted",
+            agent.name
+        ),
+        None => format!(
+            "agent {} comes from this workspace's .rawko/agents and the workspace is not trusted",
+            agent.name
+        ),
+    };
     format!(
-        "agent {} comes from this workspace's .rawko/agents and the workspace is not trusted: \
-         it may only use read-only tools ({}) until the user trusts the workspace (`rawko trust`)",
-        agent.name,
+        "{why}: it may only use read-only tools ({}) until the user trusts the workspace \
+         (`rawko trust`)",
         READ_ONLY_TOOLS.join(", ")
     )
 }

@@ -242,6 +242,7 @@ impl World {
                 timeout: Duration::from_secs(60),
             },
             max_steps: 50,
+            workspace_trusted: true,
         }
     }
 

@@ -175,6 +175,7 @@ async fn steps(tools: &dyn ToolHost, dir: &Path) -> Vec<Duration> {
             timeout: Duration::from_secs(3600),
         },
         max_steps: 10,
+        workspace_trusted: true,
     };
     let id = store
         .create_task("benchmark", "worker", &serde_json::json!({}))

@@ -297,6 +297,7 @@ pub struct Prepared {
     arbiter_adapter: Option<String>,
     limits: StateLimits,
     max_steps: u32,
+    trusted: bool,
 }
 
 impl Setup {
@@ -511,6 +512,7 @@ impl Setup {
             arbiter_adapter,
             limits,
             max_steps: self.max_steps,
+            trusted: self.trusted,
         })
     }
 }
@@ -587,6 +589,7 @@ impl Prepared {
             cancel,
             defaults: self.limits,
             max_steps: self.max_steps,
+            workspace_trusted: self.trusted,
         };
         let end = engine.run(&self.task).await;
         watcher.abort();
