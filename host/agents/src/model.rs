@@ -209,33 +209,17 @@ impl Agent {
             }
             c
         });
-        out.tools.allowed = match (&self.tools.allowed, &ceiling) {
-            (None, None) => None,
-            (Some(a), None) | (None, Some(a)) => Some(a.clone()),
-            (Some(a), Some(b)) => Some(a.iter().filter(|t| b.contains(t)).cloned().collect()),
-        };
-        for t in &caller.tools.blocked {
-            if !out.tools.blocked.contains(t) {
-                out.tools.blocked.push(t.clone());
-            }
-        }
+        out.tools.allowed = both_allow(&self.tools.allowed, &ceiling);
+        add_missing(&mut out.tools.blocked, &caller.tools.blocked);
         out.bash.allowed_commands =
-            match (&self.bash.allowed_commands, &caller.bash.allowed_commands) {
-                (None, None) => None,
-                (Some(a), None) | (None, Some(a)) => Some(a.clone()),
-                (Some(a), Some(b)) => Some(a.iter().filter(|c| b.contains(c)).cloned().collect()),
-            };
-        for p in &caller.bash.blocked_patterns {
-            if !out.bash.blocked_patterns.contains(p) {
-                out.bash.blocked_patterns.push(p.clone());
-            }
-        }
+            both_allow(&self.bash.allowed_commands, &caller.bash.allowed_commands);
+        add_missing(
+            &mut out.bash.blocked_patterns,
+            &caller.bash.blocked_patterns,
+        );
         if !caller.can_write() {
-            for t in WRITE_TOOLS {
-                if !out.tools.blocked.iter().any(|b| b == t) {
-                    out.tools.blocked.push(t.to_string());
-                }
-            }
+            let writes: Vec<String> = WRITE_TOOLS.iter().map(|t| t.to_string()).collect();
+            add_missing(&mut out.tools.blocked, &writes);
             out.command_tools.clear();
         }
         out.sandbox = Some(
@@ -250,6 +234,24 @@ impl Agent {
     /// Every state this agent's transitions may lead to.
     pub fn targets(&self) -> impl Iterator<Item = &Target> {
         self.transitions.iter().map(|(_, t)| t)
+    }
+}
+
+/// What two allow-lists both allow (`None`: the list sets no limit).
+fn both_allow(a: &Option<Vec<String>>, b: &Option<Vec<String>>) -> Option<Vec<String>> {
+    match (a, b) {
+        (None, None) => None,
+        (Some(a), None) | (None, Some(a)) => Some(a.clone()),
+        (Some(a), Some(b)) => Some(a.iter().filter(|x| b.contains(x)).cloned().collect()),
+    }
+}
+
+/// Append to `to` the entries of `from` it lacks.
+fn add_missing(to: &mut Vec<String>, from: &[String]) {
+    for x in from {
+        if !to.contains(x) {
+            to.push(x.clone());
+        }
     }
 }
 
