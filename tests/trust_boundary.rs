@@ -177,3 +177,82 @@ fn a_task_store_shipped_with_the_repository_is_never_acted_on() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.json().as_array().map(Vec::len), Some(1), "{r:?}");
 }
+
+/// A workspace agent allowed `tools`, which finishes where its transitions end.
+fn agent_file(name: &str, tools: &str) -> String {
+    format!(
+        "name: {name}\nwhenToUse: Helps.\nsystemPrompt: You help.\ntools:\n  allowed: [{tools}]\n\
+         transitions:\n  onSuccess: done\n  onFailure: failed\n"
+    )
+}
+
+/// `rawko run --agent AGENT` against a model that writes `planted.txt`, then finishes.
+fn run_writing_agent(ws: &Workspace, agent: &str) -> Run {
+    let server = ModelServer::start();
+    server.push(openai::tool_call(
+        "c1",
+        "Write",
+        &json!({"path": "planted.txt", "content": "x"}),
+    ));
+    server.push(openai::tool_call(
+        "c2",
+        "finish",
+        &json!({"status": "success", "summary": "done"}),
+    ));
+    let config = format!(
+        "adapters:\n{}defaults:\n  adapter: scripted\n",
+        adapter("scripted", &server)
+    );
+    run(
+        cmd(ws, &config),
+        &["run", "--json", "--no-stream", "--agent", agent, "Set up."],
+    )
+}
+
+#[test]
+fn init_does_not_trust_what_a_repository_already_ships() {
+    let ws = Workspace::new();
+    ws.write(
+        ".rawko/agents/evil.yaml",
+        agent_file("evil", "Read, Write, Bash"),
+    );
+    let r = run(cmd(&ws, ""), &["init"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("not trusted") && r.stdout.contains(".rawko/agents/evil.yaml"),
+        "{r:?}"
+    );
+    let r = run_writing_agent(&ws, "evil");
+    assert!(!ws.path().join("planted.txt").exists(), "{r:?}");
+
+    // A workspace with nothing of its own is trusted by init, as before.
+    let clean = Workspace::new();
+    let r = run(cmd(&clean, ""), &["init"]);
+    assert!(r.stdout.contains("trusted this workspace"), "{r:?}");
+}
+
+#[test]
+fn trust_is_asked_again_when_what_the_workspace_brings_changes() {
+    let ws = Workspace::new();
+    ws.write(
+        ".rawko/agents/helper.yaml",
+        agent_file("helper", "Read, Write"),
+    );
+    let r = run(cmd(&ws, ""), &["trust"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains(".rawko/agents/helper.yaml"), "{r:?}");
+    // The repository changes under the user (a pull, a checkout): the agent asks for more.
+    ws.write(
+        ".rawko/agents/helper.yaml",
+        agent_file("helper", "Read, Write, Bash"),
+    );
+    let r = run_writing_agent(&ws, "helper");
+    assert!(!ws.path().join("planted.txt").exists(), "{r:?}");
+    assert!(r.stderr.contains("changed since you trusted it"), "{r:?}");
+    // Trusted again, it works with no further question.
+    assert_eq!(run(cmd(&ws, ""), &["trust"]).code, 0);
+    let r = run_writing_agent(&ws, "helper");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(ws.path().join("planted.txt").exists(), "{r:?}");
+    assert!(!r.stderr.contains("changed since"), "{r:?}");
+}

@@ -19,6 +19,7 @@ use rawko_adapters::instance::resolve_all;
 use rawko_adapters::{AdapterInstance, InstalledAdapters, Trust};
 use rawko_config::Layers;
 use rawko_config::paths::Dirs;
+use rawko_config::trust::Status;
 use rawko_runtime::Runtime;
 use rawko_shell::exec::Launch;
 
@@ -93,6 +94,8 @@ pub struct Context {
     pub no_sandbox: bool,
     /// Whether the workspace settings the config layers dropped were listed already.
     warned_config: std::cell::Cell<bool>,
+    /// The workspace's trust, decided once.
+    trust: std::cell::OnceCell<Trust>,
 }
 
 impl Context {
@@ -118,6 +121,7 @@ impl Context {
             verbose: global.verbose,
             no_sandbox: global.no_sandbox,
             warned_config: std::cell::Cell::new(false),
+            trust: std::cell::OnceCell::new(),
         })
     }
 
@@ -170,18 +174,25 @@ impl Context {
     }
 
     /// Whether the user trusts the workspace's own `.rawko/` files (`rawko trust`, `rawko
-    /// init`, `--trust`, a prompt). An untrusted workspace's adapters get no credential and no
-    /// private network unless the user's own config already grants the same; a trust store
-    /// that cannot be read trusts nothing.
+    /// init`, `--trust`, a prompt) with what they hold now. An untrusted workspace's config only
+    /// narrows and its agents get read-only tools. A workspace whose files changed since it was
+    /// trusted is untrusted, with a warning (once); a trust store that cannot be read trusts
+    /// nothing.
     pub fn workspace_trust(&self) -> Trust {
-        match rawko_config::trust::TrustStore::new(&self.dirs.data).get(&self.workspace) {
-            Ok(Some(_)) => Trust::Trusted,
-            Ok(None) => Trust::Untrusted,
-            Err(e) => {
-                tracing::warn!("{e}");
-                Trust::Untrusted
+        *self.trust.get_or_init(|| {
+            match rawko_config::trust::TrustStore::new(&self.dirs.data).status(&self.workspace) {
+                Ok(Status::Trusted(_)) => Trust::Trusted,
+                Ok(Status::Changed(_)) => {
+                    eprintln!("warning: {}", changed_since_trusted());
+                    Trust::Untrusted
+                }
+                Ok(Status::Untrusted) => Trust::Untrusted,
+                Err(e) => {
+                    tracing::warn!("{e}");
+                    Trust::Untrusted
+                }
             }
-        }
+        })
     }
 
     /// Every adapter instance, checked, with what the workspace may not have withheld and with
@@ -192,6 +203,13 @@ impl Context {
         Ok(resolve_all(&layers, self.workspace_trust(), &installed)
             .map_err(|e| BadInput::new(e.to_string()))?)
     }
+}
+
+/// What rawko says when a trusted workspace's own files changed since the user trusted it.
+pub fn changed_since_trusted() -> &'static str {
+    "this workspace's own agents or config changed since you trusted it: they get read-only \
+     tools and the config only narrows until you trust it again (`rawko trust` shows what it \
+     brings)"
 }
 
 /// An error caused by what the user typed or supplied: exit status 2.

@@ -1,15 +1,18 @@
 //! `rawko init`: give a workspace its own `.rawko/` with a commented `config.yaml` and copies
 //! of the built-in agents to edit.
 
-use std::path::Path;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
 
-use crate::cli::{Context, print_out};
+use super::run::brought_list;
+use crate::cli::{Context, print_out, terminal_safe};
 use rawko_agents::builtin;
 use rawko_agents::registry::workspace_dir;
+use rawko_config::trust::Status;
 
 /// Create .rawko/ with config.yaml and the default agents
 #[derive(Debug, Args)]
@@ -28,9 +31,10 @@ pub struct InitCmd {
 /// commented out. It must parse as a [`rawko_config::Config`] (a test checks).
 pub const DEFAULT_CONFIG: &str = r#"# rawko settings for this workspace, written by `rawko init`.
 #
-# This file travels with the repository. It overrides your own
-# $XDG_CONFIG_HOME/rawko/config.yaml, which has the same shape. Keep API keys out of both:
-# name the environment variable that holds a key instead.
+# This file travels with the repository. It is laid over your own
+# $XDG_CONFIG_HOME/rawko/config.yaml (same shape), key by key, once you trust the workspace;
+# until then it may only narrow yours. It can never redefine an adapter your own config
+# defines. Keep API keys out of both: name the environment variable that holds a key instead.
 
 # Named adapter instances: the adapter is the capability, the agent is the role. An agent
 # picks one with `adapter: NAME`; the others use `defaults.adapter`.
@@ -80,6 +84,11 @@ impl InitCmd {
             return Ok(ExitCode::from(1));
         }
 
+        // What the workspace brought before this init: trusting it is the user's call.
+        let trust = rawko_config::trust::TrustStore::new(&cx.dirs.data);
+        let already_trusted = matches!(trust.status(ws)?, Status::Trusted(_));
+        let foreign = rawko_config::trust::brought(ws);
+
         let verb = |p: &Path| {
             if in_the_way.iter().any(|x| x == p) {
                 "replaced"
@@ -104,16 +113,38 @@ impl InitCmd {
         for p in written {
             out.push_str(&format!("{} {}\n", verb(&p), shown(ws, &p)));
         }
-        rawko_config::trust::TrustStore::new(&cx.dirs.data)
-            .trust(ws, "rawko init")
-            .context("cannot record that this workspace is trusted")?;
-        out.push_str("trusted this workspace (its own agents and config take effect; `rawko trust --revoke` undoes it)\n");
+        if already_trusted || foreign.is_empty() || ask_to_trust(ws, &foreign)? {
+            trust
+                .trust(ws, "rawko init")
+                .context("cannot record that this workspace is trusted")?;
+            out.push_str("trusted this workspace (its own agents and config take effect; `rawko trust --revoke` undoes it)\n");
+        } else {
+            out.push_str(&format!(
+                "not trusted: the workspace already brought files of its own:\n{}\n\
+                 review them, then run `rawko trust`; until then its agents get read-only tools\n",
+                brought_list(&foreign)
+            ));
+        }
         out.push_str(
             "edit the agents in .rawko/agents/; `rawko agents list` shows which are in effect\n",
         );
         print_out(&out)?;
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// Ask on a terminal whether to trust a workspace that brought `foreign` files before init;
+/// without a terminal, no.
+fn ask_to_trust(ws: &Path, foreign: &[PathBuf]) -> anyhow::Result<bool> {
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return Ok(false);
+    }
+    super::plugin::consent::ask(&format!(
+        "{} already brings files of its own:\n{}\nTrust them (its agents get the tools they \
+         ask for, its config takes effect)? [y/N] ",
+        terminal_safe(&ws.display().to_string()),
+        brought_list(foreign)
+    ))
 }
 
 fn shown(ws: &Path, p: &Path) -> String {

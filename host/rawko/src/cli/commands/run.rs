@@ -1,7 +1,7 @@
 //! `rawko run` and `rawko resume`: take a task through the agents, live, with every step saved.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::rc::Rc;
@@ -11,11 +11,11 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::cli::live::Live;
-use crate::cli::{BadInput, Context, print_out};
+use crate::cli::{BadInput, Context, print_out, terminal_safe};
 use rawko_adapters::instance::{InstalledAdapters, resolve_all};
 use rawko_adapters::{AdapterInstance, Recorder, Trust};
 use rawko_agents::registry::{Registry, SearchPath};
-use rawko_config::trust::TrustStore;
+use rawko_config::trust::{Status, TrustStore};
 use rawko_config::{ArbiterMode, Layers};
 use rawko_fsm::arbiter::{Arbiter, DEFAULT_MAX_FAILURES};
 use rawko_fsm::events::{EventSink, JsonLines, Quiet, RunEvent};
@@ -220,9 +220,9 @@ fn remove_store(path: &Path) {
     }
 }
 
-/// Whether this workspace's own `.rawko/` files are trusted for this run: remembered, given
-/// with `--trust` (remembered too), or asked on a terminal when the workspace brings agents
-/// or a config of its own.
+/// Whether this workspace's own `.rawko/` files are trusted for this run: remembered (and
+/// unchanged since), given with `--trust` (remembered too), or asked on a terminal when the
+/// workspace brings agents or config of its own, showing what it brings.
 fn decide_trust(cx: &Context, flag: bool, may_prompt: bool) -> anyhow::Result<bool> {
     let store = TrustStore::new(&cx.dirs.data);
     let ws = cx.workspace();
@@ -230,31 +230,51 @@ fn decide_trust(cx: &Context, flag: bool, may_prompt: bool) -> anyhow::Result<bo
         store.trust(ws, "--trust")?;
         return Ok(true);
     }
-    if store.get(ws)?.is_some() {
-        return Ok(true);
-    }
-    let own = ws.join(".rawko");
-    let brings_own = own.join("agents").is_dir() || own.join("config.yaml").is_file();
-    if !brings_own {
+    let changed = match store.status(ws)? {
+        Status::Trusted(_) => return Ok(true),
+        Status::Changed(_) => true,
+        Status::Untrusted => false,
+    };
+    let brought = rawko_config::trust::brought(ws);
+    if brought.is_empty() {
         return Ok(false);
     }
     if may_prompt && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
-        eprint!(
-            "{} has its own agents or config in .rawko/. Until you trust it, its agents get \
-             read-only tools and its adapters none of your keys.\nTrust this workspace? [y/N] ",
-            sanitize(&ws.display().to_string(), 500)
+        let why = if changed {
+            "changed since you trusted it"
+        } else {
+            "brings agents or config of its own"
+        };
+        let question = format!(
+            "{} {why}:\n{}\nUntil you trust it, its agents get read-only tools and its config \
+             only narrows yours.\nTrust this workspace? [y/N] ",
+            terminal_safe(&ws.display().to_string()),
+            brought_list(&brought)
         );
-        let _ = std::io::stderr().flush();
-        let mut answer = String::new();
-        std::io::stdin().lock().read_line(&mut answer)?;
-        if matches!(answer.trim(), "y" | "Y" | "yes" | "Yes") {
+        if super::plugin::consent::ask(&question)? {
             store.trust(ws, "prompt")?;
             return Ok(true);
         }
         return Ok(false);
     }
+    if changed {
+        eprintln!("warning: {}", crate::cli::changed_since_trusted());
+    }
     tracing::info!("workspace is not trusted: its own agents get read-only tools");
     Ok(false)
+}
+
+/// What a workspace brings, one indented line per file (at most 20), for people.
+pub fn brought_list(brought: &[PathBuf]) -> String {
+    let mut lines: Vec<String> = brought
+        .iter()
+        .take(20)
+        .map(|p| format!("  {}", terminal_safe(&p.display().to_string())))
+        .collect();
+    if brought.len() > 20 {
+        lines.push(format!("  and {} more", brought.len() - 20));
+    }
+    lines.join("\n")
 }
 
 /// How a run starts.

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::cli::{Context, print_out};
+use crate::cli::{Context, print_out, terminal_safe};
 use rawko_config::trust::TrustStore;
 
 /// Trust (or stop trusting) this workspace's own agents, adapters and filters
@@ -12,8 +12,10 @@ use rawko_config::trust::TrustStore;
 #[command(
     long_about = "Trust (or stop trusting) this workspace's own agents, adapters and filters.\n\n\
 A repository can ship .rawko/agents/ and .rawko/config.yaml. Until you trust the workspace, its \
-own agents get read-only tools and its own config.yaml is ignored. The decision is stored in \
-rawko's data directory, never in the workspace."
+own agents get read-only tools and its own config.yaml may only narrow yours (lower limits, more \
+bash filters). `rawko trust` lists what the workspace brings. Trust is bound to the content of \
+those files: when they change, the workspace is untrusted again until you trust it anew. The \
+decision is stored in rawko's data directory, never in the workspace."
 )]
 pub struct TrustCmd {
     /// Stop trusting the workspace
@@ -27,15 +29,31 @@ impl TrustCmd {
         let ws = cx.workspace();
         if self.revoke {
             if store.revoke(ws)? {
-                print_out(&format!("{} is no longer trusted.", ws.display()))?;
+                print_out(&format!(
+                    "{} is no longer trusted.",
+                    terminal_safe(&ws.display().to_string())
+                ))?;
             } else {
-                print_out(&format!("{} was not trusted.", ws.display()))?;
+                print_out(&format!(
+                    "{} was not trusted.",
+                    terminal_safe(&ws.display().to_string())
+                ))?;
             }
         } else {
             store.trust(ws, "rawko trust")?;
+            let brought = rawko_config::trust::brought(ws);
+            let what = if brought.is_empty() {
+                "it brings no agents or config of its own yet; when it does, they take effect"
+                    .to_string()
+            } else {
+                format!(
+                    "what it brings takes effect:\n{}",
+                    super::run::brought_list(&brought)
+                )
+            };
             print_out(&format!(
-                "{} is trusted: its own agents and config.yaml take effect.",
-                ws.display()
+                "{} is trusted; {what}",
+                terminal_safe(&ws.display().to_string())
             ))?;
         }
         Ok(ExitCode::SUCCESS)

@@ -1,7 +1,7 @@
 //! `rawko plugin`: install, inspect, update and remove plugins, trust publisher keys, scaffold
 //! new plugins and publish them to OCI registries.
 
-mod consent;
+pub(crate) mod consent;
 mod inspect;
 mod install;
 mod keys;
