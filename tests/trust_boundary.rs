@@ -256,3 +256,166 @@ fn trust_is_asked_again_when_what_the_workspace_brings_changes() {
     assert!(ws.path().join("planted.txt").exists(), "{r:?}");
     assert!(!r.stderr.contains("changed since"), "{r:?}");
 }
+
+/// Whether `text` holds anything a terminal would obey: C0 controls other than line breaks and
+/// tabs, DEL, C1 controls, bidirectional overrides.
+fn obeyable(text: &str) -> Option<char> {
+    text.chars().find(|&c| {
+        (c.is_control() && c != '\n' && c != '\t') || ('\u{202a}'..='\u{202e}').contains(&c)
+    })
+}
+
+fn assert_terminal_safe(what: &str, r: &Run) {
+    for (stream, text) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
+        if let Some(c) = obeyable(text) {
+            panic!("{what}: {stream} carries {c:?} to the terminal: {r:?}");
+        }
+    }
+}
+
+const ESC: &str = "\u{1b}]0;pwned\u{7}\u{1b}[2J\r\u{9b}31m\u{202e}";
+/// The same, as a YAML double-quoted string's escapes (YAML refuses raw control characters).
+const YAML_ESC: &str = "\\e]0;pwned\\a\\e[2J\\r\\x9b31m\\u202e";
+
+#[test]
+fn strings_from_outside_reach_the_terminal_only_escaped() {
+    let ws = Workspace::new();
+    let server = ModelServer::start();
+
+    // A config error quoting a hostile key.
+    let r = run(
+        cmd(
+            &ws,
+            &format!("adapters:\n  x:\n    plugin: openai\n    \"m{YAML_ESC}\": y\n"),
+        ),
+        &["adapters", "list"],
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_terminal_safe("config error", &r);
+
+    // adapters list showing a hostile model name; ask showing a hostile provider error.
+    let config = format!(
+        "adapters:\n  x:\n    plugin: openai\n    model: \"gpt{YAML_ESC}\"\n    base_url: {}\n    \
+         api_key_env: TEST_KEY\n    allow_private_network: true\n",
+        server.base_url()
+    );
+    let r = run(cmd(&ws, &config), &["adapters", "list"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_terminal_safe("adapters list", &r);
+    server.push(openai::error(400, &format!("overloaded{ESC}")));
+    let r = run(
+        cmd(&ws, &config),
+        &["ask", "--no-stream", "--adapter", "x", "hi"],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("overloaded"), "{r:?}");
+    assert_terminal_safe("ask error", &r);
+    // A reply full of escapes is shown escaped.
+    server.push(openai::text(&format!("fine{ESC}"), 1, 1));
+    let r = run(
+        cmd(&ws, &config),
+        &["ask", "--no-stream", "--adapter", "x", "hi"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_terminal_safe("ask reply", &r);
+
+    // A task id typed (or pasted) with escapes in it.
+    let r = run(cmd(&ws, ""), &["run", "--json", "--no-stream", "x"]);
+    assert!(r.code != 0 || !r.stdout.is_empty(), "{r:?}");
+    let r = run(cmd(&ws, ""), &["resume", &format!("id{ESC}")]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_terminal_safe("resume", &r);
+
+    // Tool output and tool errors.
+    ws.write("evil.txt", format!("text{ESC}\n"));
+    let r = run(
+        cmd(&ws, ""),
+        &[
+            "tool",
+            "call",
+            "Read",
+            "--read",
+            ".",
+            "--input",
+            r#"{"path":"evil.txt"}"#,
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("text"), "{r:?}");
+    assert_terminal_safe("tool call output", &r);
+    let input = json!({ "path": format!("no{ESC}") }).to_string();
+    let r = run(
+        cmd(&ws, ""),
+        &["tool", "call", "Read", "--read", ".", "--input", &input],
+    );
+    assert_ne!(r.code, 0, "{r:?}");
+    assert_terminal_safe("tool call error", &r);
+
+    // A plugin file that cannot be read, named with escapes.
+    let r = run(
+        cmd(&ws, ""),
+        &["plugin", "inspect", &format!("p{ESC}.wasm")],
+    );
+    assert_ne!(r.code, 0, "{r:?}");
+    assert_terminal_safe("plugin inspect", &r);
+}
+
+/// A filter that asks before a command: the question shows the exact command, its carriage
+/// return and escape sequences made visible, so they cannot rewrite what the user approves.
+#[test]
+fn the_question_before_a_command_shows_it_exactly() {
+    let ws = Workspace::new();
+    ws.write(
+        ".rawko/marker.wasm",
+        std::fs::read(rawko_test_artifacts::ASK_FILTER).unwrap(),
+    );
+    ws.write(".rawko/config.yaml", "bash:\n  filters: [marker.wasm]\n");
+    // What a terminal would show as `echo harmless`, if it obeyed the command's bytes.
+    let command = "echo please-ask; touch pwned\r\u{1b}[2Kecho harmless";
+    let input = json!({ "command": command }).to_string();
+    let rawko = env!("CARGO_BIN_EXE_rawko");
+    let script = r#"
+import os, pty, sys
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+out = b""
+while b"[y/N]" not in out:
+    try:
+        chunk = os.read(fd, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    out += chunk
+os.write(fd, b"n\n")
+os.waitpid(pid, 0)
+sys.stdout.buffer.write(out)
+"#;
+    let mut c = Command::new("python3");
+    c.current_dir(ws.path())
+        .env("RAWKO_CACHE_DIR", crate::support::cache_dir())
+        .env("RAWKO_DATA_DIR", ws.path().join(".test-data"))
+        .env("XDG_CONFIG_HOME", ws.config_home())
+        .args(["-c", script, rawko, "tool", "call", "Bash"])
+        .args([
+            "--read", ".", "--write", ".", "--allow", "echo *", "--allow", "touch *",
+        ])
+        .args(["--input", &input]);
+    let r = Run::of(c.output().expect("python3"));
+    // The terminal's own line discipline ends lines with CR LF.
+    let question = r
+        .stdout
+        .replace("\r\n", "\n")
+        .split("[y/N]")
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(question.contains("asks before running"), "{r:?}");
+    assert!(
+        question.contains("touch pwned\\r\\u{1b}[2Kecho harmless"),
+        "the command is not shown exactly: {question:?}"
+    );
+    assert_eq!(obeyable(&question), None, "{question:?}");
+    assert!(!ws.path().join("pwned").exists());
+}

@@ -170,25 +170,14 @@ impl Problems {
 /// Longest message kept; values quoted from a file are the user's, and may be huge.
 const MAX_MESSAGE_CHARS: usize = 300;
 
-/// `text` made safe to print on a terminal: control characters (an escape sequence hidden in
-/// a hostile file would otherwise drive the user's terminal) are written out as `\u{1b}`;
-/// newlines and tabs are kept only with `multiline`.
+/// `text` made safe to print on a terminal by the one sanitiser ([`rawko_text`]): control
+/// and deceptive format characters shown escaped; newlines and tabs kept only with `multiline`.
 pub fn printable(text: &str, multiline: bool) -> Cow<'_, str> {
-    let bad = |c: char| c.is_control() && !(multiline && (c == '\n' || c == '\t'));
-    if !text.chars().any(bad) {
-        return Cow::Borrowed(text);
+    if multiline {
+        rawko_text::block(text, usize::MAX)
+    } else {
+        rawko_text::line(text, usize::MAX)
     }
-    Cow::Owned(
-        text.chars()
-            .map(|c| {
-                if bad(c) {
-                    c.escape_unicode().to_string()
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect(),
-    )
 }
 
 /// One line of a message: printable, and cut short if a quoted value made it huge.

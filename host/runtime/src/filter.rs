@@ -148,7 +148,7 @@ impl FilterPlugin {
 }
 
 fn text(s: String) -> String {
-    super::log::sanitize(&s, MAX_TEXT)
+    rawko_text::line(&s, MAX_TEXT).into_owned()
 }
 
 fn decision(d: wf::Decision) -> Decision {

@@ -40,7 +40,7 @@ impl PluginLog {
             self.dropped_messages += 1;
             return;
         }
-        let message = sanitize(message, MAX_MESSAGE_BYTES.min(MAX_CALL_BYTES - self.kept));
+        let message = rawko_text::line(message, MAX_MESSAGE_BYTES.min(MAX_CALL_BYTES - self.kept));
         self.kept += message.len();
         let plugin = &*self.plugin;
         match level {
@@ -65,46 +65,8 @@ impl PluginLog {
     }
 }
 
-/// At most `max` bytes of `message`, on a character boundary, with control characters (which
-/// could move the cursor or fake other output on a terminal) shown escaped.
-pub fn sanitize(message: &str, max: usize) -> String {
-    let mut out = String::with_capacity(message.len().min(max));
-    for c in message.chars() {
-        let before = out.len();
-        if c.is_control() && c != '\t' {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-        if out.len() > max {
-            out.truncate(before);
-            out.push('…');
-            break;
-        }
-    }
-    out
-}
-
 impl Host for HostState {
     fn log(&mut self, level: Level, message: String) {
         self.log.record(level, &message);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn control_characters_are_escaped() {
-        assert_eq!(sanitize("a\x1b[2Jb\nc\td", 100), "a\\u{1b}[2Jb\\nc\td");
-    }
-
-    #[test]
-    fn long_messages_are_cut_on_a_char_boundary() {
-        let s = sanitize("ééééé", 5);
-        assert!(s.len() <= 5 + '…'.len_utf8(), "{s}");
-        assert!(s.ends_with('…'));
-        assert_eq!(sanitize("short", 100), "short");
     }
 }

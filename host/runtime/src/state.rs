@@ -77,7 +77,7 @@ impl HostState {
             }
             let text = String::from_utf8_lossy(&bytes);
             for line in text.lines() {
-                let line = super::log::sanitize(line, super::log::MAX_MESSAGE_BYTES);
+                let line = rawko_text::line(line, super::log::MAX_MESSAGE_BYTES);
                 tracing::debug!(target: "rawko::plugin", plugin, stream = name, "{line}");
             }
             if dropped > 0 {
@@ -99,7 +99,7 @@ impl HostState {
                     .take(2)
                     .collect();
                 last.reverse();
-                tail = super::log::sanitize(&last.join(" "), 500);
+                tail = rawko_text::line(&last.join(" "), 500).into_owned();
             }
         }
         self.log.finish();

@@ -134,15 +134,20 @@ pub fn settle_ask(report: &mut CheckReport) {
         return;
     }
     if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        // The exact command, on one line, every control character shown: a carriage return or
+        // an escape sequence in it must not rewrite what the user is asked to approve.
         eprint!(
             "{} asks before running `{}`: {}\nRun it? [y/N] ",
-            report.decided_by,
-            report
-                .command
-                .as_ref()
-                .map(|c| c.raw.as_str())
-                .unwrap_or(""),
-            report.reason
+            rawko_text::line(&report.decided_by, 200),
+            rawko_text::line(
+                report
+                    .command
+                    .as_ref()
+                    .map(|c| c.raw.as_str())
+                    .unwrap_or(""),
+                4000
+            ),
+            rawko_text::line(&report.reason, 1000)
         );
         let mut line = String::new();
         if std::io::stdin().read_line(&mut line).is_ok() && matches!(line.trim(), "y" | "Y" | "yes")

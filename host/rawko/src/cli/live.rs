@@ -11,7 +11,6 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use rawko_fsm::events::{EventSink, RunEvent, preview};
-use rawko_runtime::log::sanitize;
 
 /// Longest line of streamed text shown before it is wrapped onto the next line.
 const MAX_TEXT_LINE: usize = 400;
@@ -94,14 +93,14 @@ impl Live {
         let indent = "  ".repeat(st.depth as usize + 1);
         while let Some(nl) = st.pending.find('\n') {
             let line: String = st.pending.drain(..=nl).collect();
-            let shown = sanitize(line.trim_end_matches('\n'), MAX_TEXT_LINE);
+            let shown = safe(line.trim_end_matches('\n'), MAX_TEXT_LINE);
             self.line(&format!(
                 "{indent}{}",
                 self.style("2", &format!("│ {shown}"))
             ));
         }
         if all && !st.pending.trim().is_empty() {
-            let shown = sanitize(&st.pending, MAX_TEXT_LINE);
+            let shown = safe(&st.pending, MAX_TEXT_LINE);
             self.line(&format!(
                 "{indent}{}",
                 self.style("2", &format!("│ {shown}"))
@@ -125,23 +124,23 @@ impl EventSink for Live {
                 self.line(&format!(
                     "{} {}",
                     self.style("1", &format!("task {task}:")),
-                    sanitize(prompt, 200)
+                    safe(prompt, 200)
                 ));
             }
             RunEvent::TaskResumed { task, state } => {
                 self.line(&format!(
                     "{} at {}",
                     self.style("1", &format!("resuming task {task}")),
-                    sanitize(state, 80)
+                    safe(state, 80)
                 ));
             }
             RunEvent::StateEntered { agent, depth } => {
                 st.depth = *depth;
                 let indent = "  ".repeat(*depth as usize);
                 let what = if *depth == 0 {
-                    format!("▶ {}", sanitize(agent, 80))
+                    format!("▶ {}", safe(agent, 80))
                 } else {
-                    format!("↳ asking {}", sanitize(agent, 80))
+                    format!("↳ asking {}", safe(agent, 80))
                 };
                 self.line(&format!("{indent}{}", self.style("1;36", &what)));
             }
@@ -149,7 +148,7 @@ impl EventSink for Live {
                 st.text_agent = agent.clone();
                 self.spin(format!(
                     "{} · iteration {iteration} · thinking",
-                    sanitize(agent, 80)
+                    safe(agent, 80)
                 ));
             }
             RunEvent::Text { agent, text } => {
@@ -163,9 +162,9 @@ impl EventSink for Live {
             RunEvent::ToolCall { agent, tool, input } => {
                 self.spin(format!(
                     "{} · {} {}",
-                    sanitize(agent, 80),
-                    sanitize(tool, 80),
-                    preview(&sanitize(input, 200), 60)
+                    safe(agent, 80),
+                    safe(tool, 80),
+                    preview(&safe(input, 200), 60)
                 ));
             }
             RunEvent::ToolResult {
@@ -185,13 +184,13 @@ impl EventSink for Live {
                     self.style("33", "✗")
                 };
                 let detail = if verdict.starts_with("denied") {
-                    sanitize(verdict, 160)
+                    safe(verdict, 160)
                 } else {
-                    sanitize(first, 120)
+                    safe(first, 120)
                 };
                 self.line(&format!(
                     "{indent}  {mark} {} {} {}",
-                    sanitize(tool, 80),
+                    safe(tool, 80),
                     self.style("2", &format!("({duration_ms:.0} ms)")),
                     detail
                 ));
@@ -205,8 +204,8 @@ impl EventSink for Live {
                 let color = if outcome == "succeeded" { "32" } else { "33" };
                 self.line(&format!(
                     "{indent}  {} {}",
-                    self.style(color, &format!("{} {outcome}:", sanitize(agent, 80))),
-                    preview(&sanitize(summary, 2000), 160)
+                    self.style(color, &format!("{} {outcome}:", safe(agent, 80))),
+                    preview(&safe(summary, 2000), 160)
                 ));
                 if st.depth > 0 {
                     st.depth -= 1;
@@ -221,20 +220,22 @@ impl EventSink for Live {
             } => {
                 self.line(&format!(
                     "  {} {}",
-                    self.style("35", &format!("→ {}", sanitize(to, 80))),
+                    self.style("35", &format!("→ {}", safe(to, 80))),
                     self.style(
                         "2",
-                        &format!(
-                            "({event}, {mode}: {})",
-                            preview(&sanitize(reason, 400), 100)
-                        )
+                        &format!("({event}, {mode}: {})", preview(&safe(reason, 400), 100))
                     )
                 ));
             }
             RunEvent::TaskFinished { .. } => self.stop_spinner(),
             RunEvent::Warning { message } => {
-                self.line(&self.style("33", &format!("warning: {}", sanitize(message, 500))));
+                self.line(&self.style("33", &format!("warning: {}", safe(message, 500))));
             }
         }
     }
+}
+
+/// One line of outside text for the progress display: escaped and cut by the one sanitiser.
+fn safe(text: &str, max_chars: usize) -> String {
+    rawko_text::line(text, max_chars).into_owned()
 }

@@ -23,7 +23,7 @@ use rawko_config::trust::Status;
 use rawko_runtime::Runtime;
 use rawko_shell::exec::Launch;
 
-pub use output::{Table, print_json, print_out, terminal_safe};
+pub use output::{Table, print_err, print_json, print_out, terminal_safe};
 
 const ABOUT: &str = "An agentic coding robot whose every tool, model adapter and shell filter is a \
 sandboxed WebAssembly plugin";
@@ -168,7 +168,7 @@ impl Context {
         if let Some(line) = rawko_config::Ignored::summary(&ignored)
             && !self.warned_config.replace(true)
         {
-            eprintln!("warning: {}", terminal_safe(&line));
+            let _ = print_err(&format!("warning: {line}"));
         }
         Ok(layers)
     }
@@ -256,7 +256,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            let _ = print_err(&format!("error: {e:#}"));
             if e.downcast_ref::<BadInput>().is_some() {
                 ExitCode::from(2)
             } else {
@@ -300,7 +300,12 @@ fn init_tracing(verbose: u8) {
         .unwrap_or_else(|| {
             // Our own crate at the chosen level; dependencies only at warn unless tracing.
             let deps = if verbose >= 3 { "trace" } else { "warn" };
-            tracing_subscriber::EnvFilter::new(format!("{deps},rawko={default}"))
+            // Plugins' own log lines only with -v: a plugin cannot write to the user's
+            // terminal by logging.
+            let plugins = if verbose == 0 { "off" } else { default };
+            tracing_subscriber::EnvFilter::new(format!(
+                "{deps},rawko={default},rawko::plugin={plugins}"
+            ))
         });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -2,9 +2,18 @@
 
 use std::io::Write;
 
-/// Print `text` to stdout, adding a final newline if it lacks one.
+/// Print `text` to stdout, made safe for a terminal ([`terminal_safe`]), adding a final newline
+/// if it lacks one. Everything rawko prints for people goes through here or [`print_err`].
 pub fn print_out(text: &str) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
+    write_raw(&mut std::io::stdout().lock(), &terminal_safe(text))
+}
+
+/// Print `text` to stderr like [`print_out`]: made safe for a terminal.
+pub fn print_err(text: &str) -> std::io::Result<()> {
+    write_raw(&mut std::io::stderr().lock(), &terminal_safe(text))
+}
+
+fn write_raw(out: &mut dyn Write, text: &str) -> std::io::Result<()> {
     let result = out.write_all(text.as_bytes()).and_then(|()| {
         if text.is_empty() || text.ends_with('\n') {
             Ok(())
@@ -15,20 +24,19 @@ pub fn print_out(text: &str) -> std::io::Result<()> {
     ignore_broken_pipe(result.and_then(|()| out.flush()))
 }
 
-/// `text` made safe to show on a terminal: line breaks kept, every other control character (an
-/// escape sequence could move the cursor, retitle the window or fake other output) shown
-/// escaped. For text that came from a model, a tool, a file or a store a stranger may have made.
+/// `text` made safe to show on a terminal: line breaks and tabs kept, every other control
+/// character (an escape sequence could move the cursor, retitle the window or fake other
+/// output) and every deceptive format character shown escaped, by the one sanitiser
+/// ([`rawko_text`]). For text that came from a model, a tool, a file or a store a stranger may
+/// have made.
 pub fn terminal_safe(text: &str) -> String {
-    text.split('\n')
-        .map(|line| rawko_runtime::log::sanitize(line, usize::MAX))
-        .collect::<Vec<_>>()
-        .join("\n")
+    rawko_text::block(text, usize::MAX).into_owned()
 }
 
-/// Print `value` as pretty JSON on stdout.
+/// Print `value` as pretty JSON on stdout, exactly: JSON escaping keeps it safe.
 pub fn print_json(value: &serde_json::Value) -> std::io::Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
-    print_out(&text)
+    write_raw(&mut std::io::stdout().lock(), &text)
 }
 
 fn ignore_broken_pipe(result: std::io::Result<()>) -> std::io::Result<()> {
@@ -45,9 +53,9 @@ pub const MAX_CELL_CHARS: usize = 80;
 /// `text` as one table cell: control characters (tabs and line breaks too) shown escaped, and at
 /// most `max` characters, the last of them `…` when cut.
 pub fn cell(text: &str, max: usize) -> String {
-    let clean = rawko_runtime::log::sanitize(text, usize::MAX).replace('\t', "\\t");
+    let clean = rawko_text::line(text, usize::MAX);
     if clean.chars().count() <= max {
-        return clean;
+        return clean.into_owned();
     }
     let mut cut: String = clean.chars().take(max.saturating_sub(1)).collect();
     cut.push('…');

@@ -11,7 +11,7 @@ use std::time::Instant;
 use clap::Args;
 use rawko_plugin_sdk::llm::Message;
 
-use crate::cli::{BadInput, Context, print_json, print_out, terminal_safe};
+use crate::cli::{BadInput, Context, print_err, print_json, print_out, terminal_safe};
 use rawko_adapters::{Adapter, OpenError, OpenOptions, Recorder};
 use rawko_runtime::progress::{NoProgress, ProgressSink};
 
@@ -147,12 +147,7 @@ impl AskCmd {
                         print_out("\n")?;
                     }
                 } else {
-                    let text = reply.text();
-                    if std::io::stdout().is_terminal() {
-                        print_out(&terminal_safe(&text))?;
-                    } else {
-                        print_out(&text)?;
-                    }
+                    print_out(&reply.text())?;
                 }
                 Ok(ExitCode::SUCCESS)
             }
@@ -178,8 +173,7 @@ impl AskCmd {
                 "http": http,
             }))
         } else {
-            eprintln!("error: adapter {adapter}: {message}");
-            Ok(())
+            print_err(&format!("error: adapter {adapter}: {message}"))
         }
     }
 }

@@ -25,7 +25,6 @@ use rawko_fsm::session::{
 use rawko_fsm::{
     CancelFlag, DEFAULT_MAX_ITERATIONS, DEFAULT_TIMEOUT, Engine, StateLimits, TaskEnd,
 };
-use rawko_runtime::log::sanitize;
 use rawko_shell::exec::Launch;
 use rawko_store::{TaskStatus, TaskStore};
 use rawko_toolset::ToolSet;
@@ -168,7 +167,7 @@ impl ResumeCmd {
                 "task {} is already {}: {}",
                 task.id,
                 task.status.as_str(),
-                sanitize(task.summary.as_deref().unwrap_or(""), 2000)
+                rawko_text::block(task.summary.as_deref().unwrap_or(""), 2000)
             ))?;
             return Ok(ExitCode::from(if task.status == TaskStatus::Done {
                 0
@@ -628,7 +627,7 @@ pub fn report(
         // The task_finished event has said it all.
         return Ok(());
     }
-    let summary = sanitize(&end.summary, 20_000);
+    let summary = rawko_text::block(&end.summary, 20_000);
     if output.quiet {
         print_out(&summary)?;
         return Ok(());

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use crate::cli::{BadInput, Context, print_json, print_out};
+use crate::cli::{BadInput, Context, print_err, print_json, print_out};
 use rawko_runtime::tool::CallContext;
 use rawko_runtime::{Budget, Runtime, ToolPlugin};
 use rawko_toolset::bash::{self, BashContext};
@@ -164,7 +164,7 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
                     "error": { "code": e.code(), "message": e.to_string() },
                 }))?;
             } else {
-                eprintln!("error: {e}");
+                print_err(&format!("error: {e}"))?;
             }
             Ok(ExitCode::from(if e.is_bad_input() { 2 } else { 1 }))
         }
@@ -233,7 +233,7 @@ async fn call_as_agent(cx: &Context, args: &CallArgs, name: &str) -> anyhow::Res
             "decisions": outcome.decisions,
         }))?;
     } else if outcome.is_error {
-        eprintln!("error: {}", outcome.output);
+        print_err(&format!("error: {}", outcome.output))?;
     } else {
         print_out(&outcome.output)?;
     }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use crate::cli::commands::agents::usable_agent;
-use crate::cli::{Context, Table, print_json, print_out};
+use crate::cli::{Context, Table, print_err, print_json, print_out};
 use rawko_adapters::Trust;
 use rawko_fsm::session::{READ_ONLY_TOOLS, command_tool_spec, untrusted_agent};
 use rawko_toolset::ToolSet;
@@ -75,11 +75,11 @@ async fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
             }
         }
         if restricted && !args.json {
-            eprintln!(
+            print_err(&format!(
                 "note: agent {} comes from this untrusted workspace: read-only tools only \
                  (`rawko trust` to change that)",
                 agent.name
-            );
+            ))?;
         }
     }
     if args.json {

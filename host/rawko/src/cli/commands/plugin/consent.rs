@@ -85,9 +85,9 @@ pub fn check_signature(
             }
         )),
         Verdict::UntrustedKey(id) => {
-            eprintln!(
+            crate::cli::print_err(&format!(
                 "warning: signed by key {id}, which you do not trust; treating the plugin as unsigned"
-            );
+            ))?;
             Ok(None)
         }
         Verdict::Unsigned => Ok(None),
@@ -279,7 +279,7 @@ fn past(action: &str) -> &'static str {
 /// Ask a yes/no question on the terminal; anything but y/yes is no.
 pub fn ask(question: &str) -> anyhow::Result<bool> {
     let mut err = std::io::stderr().lock();
-    write!(err, "{question}")?;
+    write!(err, "{}", crate::cli::terminal_safe(question))?;
     err.flush()?;
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line)?;

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::consent::{self, GrantArgs, TrustArgs};
-use crate::cli::{BadInput, Context, print_out};
+use crate::cli::{BadInput, Context, print_err, print_out};
 use rawko_distribution::signature::Signer;
 use rawko_distribution::{
     self as distribution, Entry, Examined, Fetched, Grant, Kind, PluginStore, Source,
@@ -177,15 +177,12 @@ pub async fn install(cx: &Context, args: InstallArgs) -> anyhow::Result<ExitCode
         );
     }
 
-    eprint!(
-        "{}",
-        consent::describe(
-            &candidate.examined,
-            &source.to_string(),
-            candidate.signer.as_ref(),
-            None
-        )
-    );
+    print_err(&consent::describe(
+        &candidate.examined,
+        &source.to_string(),
+        candidate.signer.as_ref(),
+        None,
+    ))?;
     let requested = candidate.examined.manifest.requested();
     let grants = consent::decide(
         &args.grants,
@@ -292,16 +289,16 @@ pub async fn update(cx: &Context, args: UpdateArgs) -> anyhow::Result<ExitCode> 
         .filter(|g| requested.contains(g))
         .cloned()
         .collect();
-    eprintln!("updating {} {} -> {}", args.name, old.version, m.version);
-    eprint!(
-        "{}",
-        consent::describe(
-            &candidate.examined,
-            &source.to_string(),
-            candidate.signer.as_ref(),
-            Some(&new)
-        )
-    );
+    print_err(&format!(
+        "updating {} {} -> {}",
+        args.name, old.version, m.version
+    ))?;
+    print_err(&consent::describe(
+        &candidate.examined,
+        &source.to_string(),
+        candidate.signer.as_ref(),
+        Some(&new),
+    ))?;
     let grants = consent::decide(&args.grants, m, &new, kept, "update")?;
     let lock = store.lock()?;
     store.sweep_orphans(&lock);
