@@ -419,3 +419,71 @@ sys.stdout.buffer.write(out)
     assert_eq!(obeyable(&question), None, "{question:?}");
     assert!(!ws.path().join("pwned").exists());
 }
+
+/// Run `rawko args` in `ws`, killed after 20 s: a hang is a failure, not a stuck test.
+fn run_bounded(ws: &Workspace, args: &[&str]) -> Run {
+    let mut child = cmd(ws, "")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run rawko");
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            child.kill().unwrap();
+            panic!("rawko {args:?} hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Run::of(child.wait_with_output().unwrap())
+}
+
+fn mkfifo(path: &std::path::Path) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    assert!(Command::new("mkfifo").arg(path).status().unwrap().success());
+}
+
+#[test]
+fn fifos_and_huge_files_from_a_repository_get_a_clear_error_not_a_hang() {
+    let ws = Workspace::new();
+    mkfifo(&ws.path().join(".rawko/config.yaml"));
+    let r = run_bounded(&ws, &["adapters", "list"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("not a regular file"), "{r:?}");
+    std::fs::remove_file(ws.path().join(".rawko/config.yaml")).unwrap();
+    // A symbolic link to one, as an agent file.
+    mkfifo(&ws.path().join("pipe"));
+    std::fs::create_dir_all(ws.path().join(".rawko/agents")).unwrap();
+    std::os::unix::fs::symlink(
+        ws.path().join("pipe"),
+        ws.path().join(".rawko/agents/a.yaml"),
+    )
+    .unwrap();
+    let r = run_bounded(&ws, &["agents", "validate"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("a.yaml") || r.stderr.contains("a.yaml"),
+        "{r:?}"
+    );
+    // The Read tool on the FIFO: an error at once, not a read that never ends.
+    let r = run_bounded(
+        &ws,
+        &[
+            "tool",
+            "call",
+            "Read",
+            "--read",
+            ".",
+            "--input",
+            r#"{"path":"pipe"}"#,
+        ],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("not a regular file"), "{r:?}");
+    // A config far larger than any config.
+    ws.write(".rawko/config.yaml", format!("# {}\n", "x".repeat(4 << 20)));
+    let r = run_bounded(&ws, &["adapters", "list"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("at most"), "{r:?}");
+}

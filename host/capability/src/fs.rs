@@ -185,9 +185,63 @@ impl FsGrants {
     }
 }
 
+/// Read the file at `path` (symbolic links followed), refusing what is not a regular file (a
+/// FIFO would block the read for ever, a device could be endless) and anything larger than
+/// `max` bytes, without reading past `max`. For files a workspace or a download supplies.
+pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other(
+            "not a regular file (a FIFO, socket, device or directory)",
+        ));
+    }
+    let too_large =
+        |len: u64| std::io::Error::other(format!("{len} bytes or more; at most {max} are read"));
+    if meta.len() > max {
+        return Err(too_large(meta.len()));
+    }
+    let mut out = Vec::with_capacity(meta.len() as usize);
+    std::fs::File::open(path)?
+        .take(max + 1)
+        .read_to_end(&mut out)?;
+    if out.len() as u64 > max {
+        return Err(too_large(out.len() as u64));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_regular_files_of_bounded_size_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"12345").unwrap();
+        assert_eq!(read_regular(&file, 5).unwrap(), b"12345");
+        assert!(
+            read_regular(&file, 4)
+                .unwrap_err()
+                .to_string()
+                .contains("at most 4")
+        );
+        let fifo = dir.path().join("pipe");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        for p in [&fifo, &link, &dir.path().to_path_buf()] {
+            let e = read_regular(p, 100).unwrap_err().to_string();
+            assert!(e.contains("not a regular file"), "{e}");
+        }
+    }
 
     fn grants(list: &[(&Path, Access)]) -> FsGrants {
         let mut g = FsGrants::none();

@@ -247,6 +247,12 @@ impl Config {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(read_err(e)),
         };
+        // A FIFO would block the read for ever, a device could be endless.
+        if !meta.is_file() {
+            return Err(read_err(std::io::Error::other(
+                "not a regular file (a FIFO, socket, device or directory); a config must be a file",
+            )));
+        }
         if meta.len() > MAX_CONFIG_BYTES {
             return Err(read_err(std::io::Error::other(format!(
                 "{} bytes; a config file may be at most {MAX_CONFIG_BYTES}",

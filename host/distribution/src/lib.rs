@@ -21,7 +21,8 @@ use reqwest::Url;
 pub use manifest::{ComponentInfo, Grant, Kind, Manifest, ManifestError};
 pub use store::{Entry, Installed, PluginStore, PluginStoreError};
 
-use fetch::{FetchError, MAX_DOC_BYTES, MAX_PLUGIN_BYTES};
+pub use fetch::MAX_PLUGIN_BYTES;
+use fetch::{FetchError, MAX_DOC_BYTES};
 use rawko_capability::{Access, FsGrants};
 
 /// Where a plugin comes from.
@@ -85,8 +86,8 @@ pub async fn fetch(source: &Source) -> Result<Fetched, FetchError> {
         Source::File(path) => {
             let wasm = read_limited(path, MAX_PLUGIN_BYTES)?;
             let sig_path = with_suffix(path, ".minisig");
-            let signature = match std::fs::read_to_string(&sig_path) {
-                Ok(s) => Some(s),
+            let signature = match rawko_capability::fs::read_regular(&sig_path, 64 << 10) {
+                Ok(s) => Some(String::from_utf8_lossy(&s).into_owned()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(e) => return Err(FetchError::Other(format!("{}: {e}", sig_path.display()))),
             };
@@ -139,7 +140,7 @@ fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, FetchError> {
             limit,
         });
     }
-    std::fs::read(path).map_err(err)
+    rawko_capability::fs::read_regular(path, limit).map_err(err)
 }
 
 /// `path` with `suffix` appended to its file name.

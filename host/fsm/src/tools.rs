@@ -88,6 +88,9 @@ pub struct FinishError(pub String);
 
 /// Most characters of a summary kept; a summary is a report, not a file.
 const MAX_SUMMARY: usize = 20_000;
+/// Largest structured output accepted, as JSON: it goes to the store, to the next agents'
+/// prompts and to the terminal.
+const MAX_OUTPUT_BYTES: usize = 64 << 10;
 
 /// Check a `finish` call against its schema (and the agent's output schema).
 pub fn parse_finish(
@@ -96,6 +99,15 @@ pub fn parse_finish(
 ) -> Result<Finish, FinishError> {
     let value: serde_json::Value = serde_json::from_str(arguments)
         .map_err(|e| FinishError(format!("`finish` arguments are not valid JSON ({e})")))?;
+    if let Some(output) = value.get("output") {
+        let size = output.to_string().len();
+        if size > MAX_OUTPUT_BYTES {
+            return Err(FinishError(format!(
+                "`finish` output is {size} bytes of JSON; at most {MAX_OUTPUT_BYTES} are accepted: \
+                 put less in it (files belong in the workspace, not in the output)"
+            )));
+        }
+    }
     let spec = finish_spec(output_schema);
     let validator = jsonschema::options()
         .with_pattern_options(jsonschema::PatternOptions::regex())
@@ -136,6 +148,20 @@ mod tests {
         assert!(e.0.contains("status"), "{e:?}");
         let e = parse_finish("not json", None).unwrap_err();
         assert!(e.0.contains("not valid JSON"), "{e:?}");
+    }
+
+    #[test]
+    fn summaries_are_cut_and_huge_outputs_refused() {
+        let long = "x".repeat(MAX_SUMMARY * 3);
+        let f = parse_finish(
+            &json!({"status": "success", "summary": long}).to_string(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(f.summary.chars().count(), MAX_SUMMARY);
+        let huge = json!({"status": "success", "summary": "s", "output": {"blob": "y".repeat(MAX_OUTPUT_BYTES)}});
+        let e = parse_finish(&huge.to_string(), Some(&json!({"type": "object"}))).unwrap_err();
+        assert!(e.0.contains("at most"), "{e:?}");
     }
 
     #[test]

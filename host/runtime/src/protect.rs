@@ -137,11 +137,33 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             Box::new(async move {
                 let writes = oflags.intersects(OpenFlags::CREATE | OpenFlags::TRUNCATE)
                     || flags.intersects(DescriptorFlags::WRITE | DescriptorFlags::MUTATE_DIRECTORY);
-                let checked = if writes {
+                let mut checked = if writes {
                     guard(store.data_mut(), &fd, &path, follows(path_flags), false)
                 } else {
                     Ok(())
                 };
+                // Opening a FIFO blocks until someone opens its other end, and reading a device
+                // may never end: neither is a file a plugin has any business with, and a
+                // repository can ship a FIFO. Refused before the open that would block.
+                if checked.is_ok() {
+                    let at = Resource::<Descriptor>::new_borrow(fd.rep());
+                    let stat = store
+                        .data_mut()
+                        .filesystem()
+                        .stat_at(at, path_flags, path.clone())
+                        .await;
+                    // (WASI reports a FIFO or socket as `unknown`.)
+                    if let Ok(stat) = stat
+                        && !matches!(
+                            stat.type_,
+                            wt::DescriptorType::RegularFile
+                                | wt::DescriptorType::Directory
+                                | wt::DescriptorType::SymbolicLink
+                        )
+                    {
+                        checked = Err(ErrorCode::Unsupported);
+                    }
+                }
                 let reply = then(&mut store, checked, async |v| {
                     v.open_at(fd, path_flags, path, oflags, flags).await
                 })

@@ -6,7 +6,7 @@
 use std::io::IsTerminal;
 use std::path::Path;
 
-use rawko_distribution::{Kind, PluginStore};
+use rawko_distribution::{Kind, MAX_PLUGIN_BYTES as MAX_FILTER_BYTES, PluginStore};
 use rawko_runtime::filter::FilterQuery;
 use rawko_runtime::{FilterPlugin, Runtime, RuntimeError};
 use rawko_shell::parse::{ParseOptions, parse};
@@ -189,7 +189,7 @@ pub fn read_filter_files(
                     "bash filter {n:?}: name a bash-filter plugin's .wasm file (absolute, or relative to the config file) or an installed bash-filter plugin"
                 ));
             }
-            let wasm = std::fs::read(&path)
+            let wasm = rawko_capability::fs::read_regular(&path, MAX_FILTER_BYTES)
                 .map_err(|e| format!("bash filter {}: {e}", path.display()))?;
             let name = path
                 .file_stem()

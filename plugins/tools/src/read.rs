@@ -48,7 +48,16 @@ pub fn read(input: &ReadInput, cx: &Context) -> Result<String, ToolError> {
     let path = cx.readable(&input.path)?;
     let shown = cx.display(&path).into_owned();
     // One open serves both the directory check and the read.
-    let mut file = std::fs::File::open(&path).map_err(|e| ToolError::io(&path, &e))?;
+    // The host refuses to open what is not a file or directory (a FIFO would block the read).
+    let mut file = std::fs::File::open(&path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::Unsupported {
+            ToolError::InvalidInput(format!(
+                "{shown} is not a regular file (a FIFO, socket or device); Read reads files"
+            ))
+        } else {
+            ToolError::io(&path, &e)
+        }
+    })?;
     let meta = file.metadata().map_err(|e| ToolError::io(&path, &e))?;
     if meta.is_dir() {
         return Err(ToolError::InvalidInput(format!(

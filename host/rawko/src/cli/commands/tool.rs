@@ -175,7 +175,7 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
 async fn tool_set(cx: &Context, rt: &Runtime, plugins: &[PathBuf]) -> anyhow::Result<ToolSet> {
     let mut set = ToolSet::with_installed(rt, &cx.dirs.data, cx.workspace()).await?;
     for path in plugins {
-        let wasm = std::fs::read(path)
+        let wasm = rawko_capability::fs::read_regular(path, rawko_distribution::MAX_PLUGIN_BYTES)
             .map_err(|e| BadInput::new(format!("plugin {}: {e}", path.display())))?;
         let name = path
             .file_stem()
