@@ -328,26 +328,12 @@ fn strings_from_outside_reach_the_terminal_only_escaped() {
 
     // Tool output and tool errors.
     ws.write("evil.txt", format!("text{ESC}\n"));
-    let r = run(
-        cmd(&ws, ""),
-        &[
-            "tool",
-            "call",
-            "Read",
-            "--read",
-            ".",
-            "--input",
-            r#"{"path":"evil.txt"}"#,
-        ],
-    );
+    let r = run(cmd(&ws, ""), &read_args(r#"{"path":"evil.txt"}"#));
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("text"), "{r:?}");
     assert_terminal_safe("tool call output", &r);
     let input = json!({ "path": format!("no{ESC}") }).to_string();
-    let r = run(
-        cmd(&ws, ""),
-        &["tool", "call", "Read", "--read", ".", "--input", &input],
-    );
+    let r = run(cmd(&ws, ""), &read_args(&input));
     assert_ne!(r.code, 0, "{r:?}");
     assert_terminal_safe("tool call error", &r);
 
@@ -420,6 +406,11 @@ sys.stdout.buffer.write(out)
     assert!(!ws.path().join("pwned").exists());
 }
 
+/// `rawko tool call Read` with the workspace readable, on `input`.
+fn read_args(input: &str) -> [&str; 7] {
+    ["tool", "call", "Read", "--read", ".", "--input", input]
+}
+
 /// Run `rawko args` in `ws`, killed after 20 s: a hang is a failure, not a stuck test.
 fn run_bounded(ws: &Workspace, args: &[&str]) -> Run {
     let mut child = cmd(ws, "")
@@ -467,18 +458,7 @@ fn fifos_and_huge_files_from_a_repository_get_a_clear_error_not_a_hang() {
         "{r:?}"
     );
     // The Read tool on the FIFO: an error at once, not a read that never ends.
-    let r = run_bounded(
-        &ws,
-        &[
-            "tool",
-            "call",
-            "Read",
-            "--read",
-            ".",
-            "--input",
-            r#"{"path":"pipe"}"#,
-        ],
-    );
+    let r = run_bounded(&ws, &read_args(r#"{"path":"pipe"}"#));
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("not a regular file"), "{r:?}");
     // A config far larger than any config.
