@@ -655,10 +655,17 @@ pub(crate) fn updates_ask_again_for_new_capabilities_and_refuse_new_signers() {
         serde_json::json!(["fs.read=public", "net.http=api.example.com"])
     );
 
-    // A new signer is accepted only when asked for.
+    // A new signer is accepted only when asked for (and going back, only when asked for).
     let r = plugin(
         &ws,
-        &["update", "greeter", "--from", "greeter.wasm", "--yes"],
+        &[
+            "update",
+            "greeter",
+            "--from",
+            "greeter.wasm",
+            "--yes",
+            "--allow-downgrade",
+        ],
     );
     assert_eq!(r.code, 0, "{r:?}");
     let r = plugin(

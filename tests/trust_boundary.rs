@@ -467,3 +467,61 @@ fn fifos_and_huge_files_from_a_repository_get_a_clear_error_not_a_hang() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("at most"), "{r:?}");
 }
+
+#[test]
+fn a_plugin_cannot_take_over_another_plugins_tool() {
+    let ws = Workspace::new();
+    // Both provide `Connect`: which one a model reaches must not be an accident of order.
+    let r = run(
+        cmd(&ws, ""),
+        &[
+            "tool",
+            "call",
+            "Connect",
+            "--plugin",
+            rawko_test_artifacts::HOSTILE_TOOL,
+            "--plugin",
+            rawko_test_artifacts::GREEDY_TOOL,
+            "--input",
+            "{}",
+        ],
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("tool `Connect` is provided by both plugin"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn an_update_never_silently_goes_back_to_an_older_version() {
+    let ws = Workspace::new();
+    std::fs::copy(rawko_test_artifacts::GREETER, ws.path().join("v1.wasm")).unwrap();
+    std::fs::copy(rawko_test_artifacts::GREETER_NET, ws.path().join("v2.wasm")).unwrap();
+    let r = run(cmd(&ws, ""), &["plugin", "install", "v2.wasm", "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = run(
+        cmd(&ws, ""),
+        &["plugin", "update", "greeter", "--from", "v1.wasm", "--yes"],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains("older than the installed 0.2.0")
+            && r.stderr.contains("--allow-downgrade"),
+        "{r:?}"
+    );
+    let r = run(
+        cmd(&ws, ""),
+        &[
+            "plugin",
+            "update",
+            "greeter",
+            "--from",
+            "v1.wasm",
+            "--yes",
+            "--allow-downgrade",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+}

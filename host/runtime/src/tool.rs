@@ -409,10 +409,23 @@ async fn describe(
         .collect())
 }
 
-/// Refuse a tool list that would confuse a model or the host.
+/// Most tools one plugin may provide: each is offered to the model on every turn.
+pub const MAX_TOOLS: usize = 64;
+/// Longest tool description, in bytes.
+pub const MAX_DESCRIPTION_BYTES: usize = 4096;
+/// Largest input schema, as JSON.
+pub const MAX_SCHEMA_BYTES: usize = 32 << 10;
+
+/// Refuse a tool list that would confuse a model or the host, or crowd its prompts.
 fn check_specs(specs: Vec<CachedSpec>) -> Result<Vec<ToolInfo>, String> {
     if specs.is_empty() {
         return Err("provides no tools".into());
+    }
+    if specs.len() > MAX_TOOLS {
+        return Err(format!(
+            "provides {} tools; a plugin may provide at most {MAX_TOOLS}",
+            specs.len()
+        ));
     }
     let mut seen = std::collections::HashSet::new();
     let mut tools = Vec::with_capacity(specs.len());
@@ -431,6 +444,19 @@ fn check_specs(specs: Vec<CachedSpec>) -> Result<Vec<ToolInfo>, String> {
         }
         if !seen.insert(s.name.clone()) {
             return Err(format!("provides tool `{}` twice", s.name));
+        }
+        if s.description.len() > MAX_DESCRIPTION_BYTES {
+            return Err(format!(
+                "tool `{}` has a description of {} bytes; at most {MAX_DESCRIPTION_BYTES} are allowed (it goes into every prompt)",
+                s.name,
+                s.description.len()
+            ));
+        }
+        if s.input_schema.to_string().len() > MAX_SCHEMA_BYTES {
+            return Err(format!(
+                "tool `{}` has an input schema over {MAX_SCHEMA_BYTES} bytes",
+                s.name
+            ));
         }
         if !s.input_schema.is_object() {
             return Err(format!(

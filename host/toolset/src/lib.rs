@@ -35,6 +35,24 @@ impl Provider<'_> {
     }
 }
 
+/// Why a tool set could not be assembled.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolSetError {
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// Two providers for one tool name: which one a model reaches is the user's decision, not
+    /// an accident of load order.
+    #[error(
+        "tool `{tool}` is provided by both {first} and {second}; a tool has one provider: remove \
+         the plugin you do not want (`rawko plugin remove NAME`)"
+    )]
+    Conflict {
+        tool: String,
+        first: String,
+        second: String,
+    },
+}
+
 /// Loaded tool plugins and host tools, and which one provides each tool name.
 #[derive(Debug, Default)]
 pub struct ToolSet {
@@ -44,25 +62,26 @@ pub struct ToolSet {
 
 impl ToolSet {
     /// The built-in tool plugins and the host's own tools.
-    pub async fn builtin(rt: &Runtime) -> Result<Self, RuntimeError> {
+    pub async fn builtin(rt: &Runtime) -> Result<Self, ToolSetError> {
         let mut set = ToolSet::default();
-        for b in BUILTIN_TOOL_PLUGINS {
-            set.add(ToolPlugin::load(rt, b.name, b.wasm).await?);
-        }
         set.host.push(HostTool {
             info: crate::bash::info(),
         });
+        for b in BUILTIN_TOOL_PLUGINS {
+            set.add(ToolPlugin::load(rt, b.name, b.wasm).await?)?;
+        }
         Ok(set)
     }
 
     /// Load the built-in tool plugins, then every installed tool plugin in `data_dir`, each held
-    /// to the filesystem the user granted it in `workspace`. Built-in tools keep their names; an
-    /// installed plugin that cannot be loaded is reported and left out.
+    /// to the filesystem the user granted it in `workspace`. An installed plugin that cannot be
+    /// loaded is reported and left out; one that provides a tool name already provided is an
+    /// error naming both.
     pub async fn with_installed(
         rt: &Runtime,
         data_dir: &Path,
         workspace: &Path,
-    ) -> Result<Self, RuntimeError> {
+    ) -> Result<Self, ToolSetError> {
         let mut set = ToolSet::builtin(rt).await?;
         let installed = match PluginStore::new(data_dir).installed() {
             Ok(list) => list,
@@ -79,27 +98,27 @@ impl ToolSet {
                 Err(e) => Err(e.to_string()),
             };
             match loaded {
-                Ok(plugin) => set.add(plugin.with_fs_limit(fs_limit(p.grants(), workspace))),
+                Ok(plugin) => set.add(plugin.with_fs_limit(fs_limit(p.grants(), workspace)))?,
                 Err(e) => tracing::warn!("installed plugin {} is not loaded: {e}", p.name),
             }
         }
         Ok(set)
     }
 
-    /// Add a plugin. Tool names already provided (by an earlier plugin or the host) keep their
-    /// provider; the later duplicate is reported and ignored.
-    pub fn add(&mut self, plugin: ToolPlugin) {
+    /// Add a plugin, unless it provides a tool name already provided (by the host, a built-in
+    /// or an earlier plugin).
+    pub fn add(&mut self, plugin: ToolPlugin) -> Result<(), ToolSetError> {
         for t in plugin.tools() {
             if let Some((other, _)) = self.find(&t.name) {
-                tracing::warn!(
-                    "plugin {} also provides tool `{}`; using the one from {}",
-                    plugin.name(),
-                    t.name,
-                    other.name()
-                );
+                return Err(ToolSetError::Conflict {
+                    tool: t.name.clone(),
+                    first: describe(other),
+                    second: format!("plugin {}", plugin.name()),
+                });
             }
         }
         self.plugins.push(plugin);
+        Ok(())
     }
 
     /// The provider of tool `name`, and the tool. Host tools come first: a plugin cannot
@@ -138,6 +157,17 @@ impl ToolSet {
             .into_iter()
             .map(|(_, t)| t.name.clone())
             .collect()
+    }
+}
+
+/// A provider as the user knows it.
+fn describe(p: Provider<'_>) -> String {
+    match p {
+        Provider::Host(_) => "rawko itself".into(),
+        Provider::Plugin(p) if BUILTIN_TOOL_PLUGINS.iter().any(|b| b.name == p.name()) => {
+            format!("the built-in plugin {}", p.name())
+        }
+        Provider::Plugin(p) => format!("plugin {}", p.name()),
     }
 }
 

@@ -181,7 +181,8 @@ async fn tool_set(cx: &Context, rt: &Runtime, plugins: &[PathBuf]) -> anyhow::Re
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "plugin".into());
-        set.add(ToolPlugin::load(rt, &name, &wasm).await?);
+        set.add(ToolPlugin::load(rt, &name, &wasm).await?)
+            .map_err(|e| BadInput::new(e.to_string()))?;
     }
     Ok(set)
 }

@@ -43,7 +43,7 @@ pub struct InstallArgs {
 #[command(
     after_help = "A new version that asks for more than the installed one stops and asks \
     again (or needs --yes / --grant). One signed by another key than the installed version is \
-    refused unless --allow-new-signer."
+    refused unless --allow-new-signer, and a lower version unless --allow-downgrade."
 )]
 pub struct UpdateArgs {
     /// The installed plugin
@@ -57,6 +57,9 @@ pub struct UpdateArgs {
     /// Accept a new version signed by a different key than the installed one
     #[arg(long)]
     allow_new_signer: bool,
+    /// Accept a version lower than the installed one (an old version may have known holes)
+    #[arg(long)]
+    allow_downgrade: bool,
     #[command(flatten)]
     trust: TrustArgs,
     #[command(flatten)]
@@ -177,6 +180,7 @@ pub async fn install(cx: &Context, args: InstallArgs) -> anyhow::Result<ExitCode
         );
     }
 
+    refuse_tool_conflicts(&store, &candidate.examined)?;
     print_err(&consent::describe(
         &candidate.examined,
         &source.to_string(),
@@ -205,6 +209,46 @@ pub async fn install(cx: &Context, args: InstallArgs) -> anyhow::Result<ExitCode
     report(&name, &e);
     store.commit(&lock, &name, &candidate.fetched.wasm, e)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Refuse a plugin that provides a tool name rawko, a built-in plugin or another installed
+/// plugin already provides: which tool a model reaches must not depend on install order.
+fn refuse_tool_conflicts(store: &PluginStore, candidate: &Examined) -> anyhow::Result<()> {
+    let mine = &candidate.manifest.provides.tools;
+    if mine.is_empty() {
+        return Ok(());
+    }
+    let mut taken: Vec<(String, String)> = vec![("Bash".into(), "rawko itself".into())];
+    for b in rawko_builtins::BUILTIN_TOOL_PLUGINS {
+        if let Ok(e) = rawko_distribution::examine(b.wasm) {
+            for t in e.manifest.provides.tools {
+                taken.push((t, format!("the built-in plugin {}", b.name)));
+            }
+        }
+    }
+    for p in store.installed()? {
+        if p.name == candidate.manifest.name || !p.kinds().contains(&Kind::Tool) {
+            continue;
+        }
+        if let Ok(wasm) = p.wasm()
+            && let Ok(e) = rawko_distribution::examine(&wasm)
+        {
+            for t in e.manifest.provides.tools {
+                taken.push((t, format!("plugin {}", p.name)));
+            }
+        }
+    }
+    for t in mine {
+        if let Some((_, who)) = taken.iter().find(|(name, _)| name == t) {
+            anyhow::bail!(
+                "refused: {} provides tool `{t}`, which {who} already provides; a tool has one \
+                 provider (remove the other plugin first with `rawko plugin remove NAME`, if it is \
+                 one you installed)",
+                candidate.manifest.name
+            );
+        }
+    }
+    Ok(())
 }
 
 fn report(name: &str, e: &Entry) {
@@ -258,6 +302,18 @@ pub async fn update(cx: &Context, args: UpdateArgs) -> anyhow::Result<ExitCode> 
         ))?;
         return Ok(ExitCode::SUCCESS);
     }
+    if let Ok(old_version) = semver::Version::parse(&old.version)
+        && m.version < old_version
+        && !args.allow_downgrade
+    {
+        anyhow::bail!(
+            "refused: {source} has {} {}, older than the installed {old_version}; an old version \
+             may have holes the new one fixed. Rerun with --allow-downgrade to go back",
+            args.name,
+            m.version
+        );
+    }
+    refuse_tool_conflicts(&store, &candidate.examined)?;
     if let Some(old_signer) = &old.signer {
         let same = candidate
             .signer
