@@ -525,3 +525,98 @@ fn an_update_never_silently_goes_back_to_an_older_version() {
     );
     assert_eq!(r.code, 0, "{r:?}");
 }
+
+/// A registry that wants a login and records what it is sent.
+fn login_registry(challenge: &str) -> ModelServer {
+    let server = ModelServer::start();
+    server.repeat(
+        crate::support::model_server::Reply::status(401).header("www-authenticate", challenge),
+    );
+    server
+}
+
+fn install_from(ws: &Workspace, registry: &ModelServer, host: &str) -> Run {
+    let reference = format!("oci://{}/team/tool:1.0", registry.addr());
+    let mut c = cmd(ws, "");
+    c.env("RAWKO_REGISTRY_USERNAME", "me")
+        .env("RAWKO_REGISTRY_PASSWORD", "registry-secret-123")
+        .env("RAWKO_REGISTRY_HOST", host);
+    run(c, &["plugin", "install", &reference, "--yes"])
+}
+
+fn sent_credentials(server: &ModelServer) -> bool {
+    server
+        .received()
+        .iter()
+        .any(|r| r.header("authorization").is_some())
+}
+
+#[test]
+fn registry_credentials_go_only_to_their_registry() {
+    let ws = Workspace::new();
+    // A registry the credentials are not for asks for them: it gets nothing.
+    let other = login_registry(r#"Basic realm="give me your login""#);
+    let r = install_from(&ws, &other, "registry.example.com");
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(
+        !sent_credentials(&other),
+        "credentials sent to another registry"
+    );
+    assert!(r.stderr.contains("RAWKO_REGISTRY_HOST"), "{r:?}");
+    // Their own registry gets them (the control).
+    let own = login_registry(r#"Basic realm="login""#);
+    let host = own.addr().to_string();
+    install_from(&ws, &own, &host);
+    assert!(
+        sent_credentials(&own),
+        "the registry's own login was not sent"
+    );
+    // Their registry's challenge names a token service elsewhere: it gets no login.
+    let tokens = ModelServer::start();
+    tokens.repeat(crate::support::model_server::Reply::status(403));
+    let elsewhere = format!(
+        r#"Bearer realm="http://localhost:{}/token",service="x""#,
+        tokens.addr().port()
+    );
+    let own = login_registry(&elsewhere);
+    let host = own.addr().to_string();
+    let r = install_from(&ws, &own, &host);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(tokens.hits() > 0, "the token service was not asked: {r:?}");
+    assert!(
+        !sent_credentials(&tokens),
+        "credentials sent to a token realm on another site"
+    );
+}
+
+#[test]
+fn a_secret_echoed_back_encoded_is_redacted() {
+    use base64::Engine as _;
+    let ws = Workspace::new();
+    let server = ModelServer::start();
+    let key = "sk-\"odd\"/key+=&%x-1234567890";
+    let echo = format!(
+        "bad key {} / {} / {}",
+        base64::engine::general_purpose::STANDARD.encode(key),
+        url::form_urlencoded::byte_serialize(key.as_bytes()).collect::<String>(),
+        serde_json::to_string(key).unwrap(),
+    );
+    server.push(openai::error(400, &echo));
+    let config = format!(
+        "adapters:\n  x:\n    plugin: openai\n    model: m\n    base_url: {}\n    api_key_env: ODD_KEY\n    \
+         allow_private_network: true\n",
+        server.base_url()
+    );
+    let mut c = cmd(&ws, &config);
+    c.env("ODD_KEY", key);
+    let r = run(c, &["ask", "--no-stream", "--adapter", "x", "hi"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("[redacted]"), "{r:?}");
+    for shown in [
+        base64::engine::general_purpose::STANDARD.encode(key),
+        url::form_urlencoded::byte_serialize(key.as_bytes()).collect::<String>(),
+        "1234567890".to_string(),
+    ] {
+        assert!(!r.stderr.contains(&shown), "{shown} leaked: {r:?}");
+    }
+}

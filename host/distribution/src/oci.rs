@@ -8,7 +8,9 @@
 //!
 //! Registries that ask for authentication get it: a `Bearer` challenge is answered by fetching a
 //! token from the realm it names (anonymously, or with `RAWKO_REGISTRY_USERNAME` /
-//! `RAWKO_REGISTRY_PASSWORD`), a `Basic` one with those credentials. Every manifest and blob is
+//! `RAWKO_REGISTRY_PASSWORD`), a `Basic` one with those credentials. The credentials are the
+//! registry's named by `RAWKO_REGISTRY_HOST` and go to that registry only (and to its token
+//! realm when the realm is on the same site), never to another registry a reference names. Every manifest and blob is
 //! checked against its digest; a tag is resolved to a manifest digest once and everything after
 //! that is fetched by digest.
 //!
@@ -271,7 +273,7 @@ impl Client {
 
     /// The `Authorization` value answering `challenge`.
     async fn answer(&self, url: &Url, challenge: &str, scope: &str) -> Result<String, FetchError> {
-        let creds = credentials();
+        let creds = credentials_for(url);
         let (scheme, params) = parse_challenge(challenge);
         match scheme.to_ascii_lowercase().as_str() {
             "basic" => {
@@ -279,7 +281,11 @@ impl Client {
                     return Err(FetchError::Status {
                         url: url.to_string(),
                         status: 401,
-                        hint: ": the registry wants a user name and password; set RAWKO_REGISTRY_USERNAME and RAWKO_REGISTRY_PASSWORD".into(),
+                        hint: format!(
+                            ": the registry wants a user name and password; set RAWKO_REGISTRY_USERNAME, \
+                             RAWKO_REGISTRY_PASSWORD and RAWKO_REGISTRY_HOST={}",
+                            host_of(url)
+                        ),
                     });
                 };
                 let probe = self
@@ -314,7 +320,11 @@ impl Client {
                 }
                 fetch::check_scheme(&token_url)?;
                 let mut req = self.http.get(token_url.clone());
-                if let Some((user, pass)) = creds {
+                // The registry's credentials go to its own token service, not to any host a
+                // challenge names.
+                if let Some((user, pass)) = creds
+                    && same_site(&token_url, url)
+                {
                     req = req.basic_auth(user, Some(pass));
                 }
                 let resp = req.send().await.map_err(|e| FetchError::Http {
@@ -325,7 +335,7 @@ impl Client {
                     return Err(FetchError::Status {
                         url: token_url.to_string(),
                         status: resp.status().as_u16(),
-                        hint: ": the registry's token service refused (set RAWKO_REGISTRY_USERNAME and RAWKO_REGISTRY_PASSWORD if it needs a login)".into(),
+                        hint: ": the registry's token service refused (set RAWKO_REGISTRY_USERNAME, RAWKO_REGISTRY_PASSWORD and RAWKO_REGISTRY_HOST if it needs a login)".into(),
                     });
                 }
                 let body = fetch::read_body(resp, MAX_DOC_BYTES, None).await?;
@@ -554,7 +564,7 @@ fn ok_or_status(resp: reqwest::Response, what: &str) -> Result<reqwest::Response
     let hint = match status {
         StatusCode::NOT_FOUND => format!(" (no such {what})"),
         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
-            " (not allowed; set RAWKO_REGISTRY_USERNAME and RAWKO_REGISTRY_PASSWORD if the registry needs a login)".into()
+            " (not allowed; set RAWKO_REGISTRY_USERNAME, RAWKO_REGISTRY_PASSWORD and RAWKO_REGISTRY_HOST if the registry needs a login)".into()
         }
         _ => String::new(),
     };
@@ -565,12 +575,59 @@ fn ok_or_status(resp: reqwest::Response, what: &str) -> Result<reqwest::Response
     })
 }
 
-fn credentials() -> Option<(String, String)> {
+/// The registry credentials from the environment, if they are `registry`'s: given for the host
+/// (and port) `RAWKO_REGISTRY_HOST` names, and for no other, as container tools key logins by
+/// registry.
+fn credentials_for(registry: &Url) -> Option<(String, String)> {
     let user = std::env::var("RAWKO_REGISTRY_USERNAME")
         .ok()
         .filter(|u| !u.is_empty())?;
     let pass = std::env::var("RAWKO_REGISTRY_PASSWORD").unwrap_or_default();
-    Some((user, pass))
+    let Some(host) = std::env::var("RAWKO_REGISTRY_HOST")
+        .ok()
+        .filter(|h| !h.trim().is_empty())
+    else {
+        tracing::warn!(
+            "RAWKO_REGISTRY_USERNAME is set but RAWKO_REGISTRY_HOST is not: the credentials are \
+             sent nowhere until it names their registry"
+        );
+        return None;
+    };
+    if host.trim().eq_ignore_ascii_case(&host_of(registry)) {
+        Some((user, pass))
+    } else {
+        tracing::debug!(
+            "registry credentials are for {host}, not {}: not sent",
+            host_of(registry)
+        );
+        None
+    }
+}
+
+/// `host` or `host:port` of `url`, lowercase.
+fn host_of(url: &Url) -> String {
+    let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+    match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host,
+    }
+}
+
+/// Whether two URLs are on the same site: the same host, or two names under the same parent
+/// domain (a registry's token service at `auth.example.com` for `registry.example.com`).
+fn same_site(a: &Url, b: &Url) -> bool {
+    let (Some(x), Some(y)) = (a.host_str(), b.host_str()) else {
+        return false;
+    };
+    if x.eq_ignore_ascii_case(y) {
+        return true;
+    }
+    let is_name = |h: &str| h.parse::<std::net::IpAddr>().is_err() && !h.starts_with('[');
+    let site = |h: &str| {
+        let labels: Vec<&str> = h.rsplitn(3, '.').collect();
+        (labels.len() >= 3).then(|| format!("{}.{}", labels[1], labels[0]).to_ascii_lowercase())
+    };
+    is_name(x) && is_name(y) && site(x).is_some() && site(x) == site(y)
 }
 
 /// `Bearer realm="...",service="...",scope="..."` -> ("Bearer", params).
@@ -614,6 +671,31 @@ fn now_rfc3339() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_stay_on_their_registrys_site() {
+        let u = |s: &str| Url::parse(s).unwrap();
+        assert_eq!(
+            host_of(&u("https://Registry.Example.com/v2/")),
+            "registry.example.com"
+        );
+        assert_eq!(host_of(&u("http://127.0.0.1:5000/v2/")), "127.0.0.1:5000");
+        let registry = u("https://registry-1.docker.io/v2/a/b/manifests/1");
+        assert!(same_site(&u("https://auth.docker.io/token"), &registry));
+        assert!(same_site(
+            &u("https://registry-1.docker.io/token"),
+            &registry
+        ));
+        assert!(!same_site(&u("https://evil.example/token"), &registry));
+        assert!(!same_site(
+            &u("https://docker.io.evil.example/token"),
+            &registry
+        ));
+        assert!(!same_site(
+            &u("http://127.0.0.2/token"),
+            &u("http://127.0.0.1/v2/")
+        ));
+    }
 
     #[test]
     fn references_parse() {

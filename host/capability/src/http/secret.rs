@@ -43,11 +43,15 @@ impl std::fmt::Debug for Redactor {
 }
 
 impl Redactor {
+    /// A redactor for `secrets` in every encoding a server, a plugin or a log could echo them
+    /// back in: as they are, JSON-escaped, percent- and form-encoded, and base64 (standard and
+    /// URL-safe, at each of the three alignments a secret can have inside a longer encoded
+    /// value, such as a Basic credential).
     pub fn new<'a>(secrets: impl IntoIterator<Item = &'a Secret>) -> Self {
         let mut v: Vec<Vec<u8>> = secrets
             .into_iter()
-            .map(|s| s.0.as_bytes().to_vec())
-            .filter(|s| !s.is_empty())
+            .filter(|s| !s.0.is_empty())
+            .flat_map(|s| encodings(s.0.as_bytes()))
             .collect();
         // Longest first, so a secret containing another is replaced whole.
         v.sort_by_key(|s| std::cmp::Reverse(s.len()));
@@ -84,6 +88,51 @@ impl Redactor {
             held: Vec::new(),
         }
     }
+}
+
+/// Shortest encoded form worth redacting besides the secret itself: shorter ones would match
+/// ordinary text.
+const MIN_ENCODED: usize = 8;
+
+/// `secret` and the forms it takes when echoed back encoded.
+fn encodings(secret: &[u8]) -> Vec<Vec<u8>> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+    let mut out = vec![secret.to_vec()];
+    let mut json = Vec::with_capacity(secret.len());
+    let mut percent = Vec::with_capacity(secret.len());
+    for &b in secret {
+        match b {
+            b'"' => json.extend_from_slice(b"\\\""),
+            b'\\' => json.extend_from_slice(b"\\\\"),
+            0..0x20 => json.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
+            _ => json.push(b),
+        }
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            percent.push(b);
+        } else {
+            percent.extend_from_slice(format!("%{b:02X}").as_bytes());
+        }
+    }
+    let form: String = url::form_urlencoded::byte_serialize(secret).collect();
+    out.extend([json, percent, form.into_bytes()]);
+    // In base64, a secret starting at byte offset k (mod 3) of the encoded value always encodes
+    // to the same characters for the 3-byte groups it fills alone.
+    for engine in [STANDARD_NO_PAD, URL_SAFE_NO_PAD] {
+        for k in 0..3usize {
+            let mut padded = vec![0u8; k];
+            padded.extend_from_slice(secret);
+            let full_groups = padded.len() / 3;
+            let first = if k == 0 { 0 } else { 1 };
+            if full_groups <= first {
+                continue;
+            }
+            let encoded = engine.encode(&padded[..full_groups * 3]);
+            out.push(encoded.as_bytes()[first * 4..].to_vec());
+        }
+    }
+    out.retain(|e| e.as_slice() == secret || e.len() >= MIN_ENCODED);
+    out
 }
 
 fn replace(input: &[u8], secret: &[u8]) -> Vec<u8> {
@@ -144,6 +193,48 @@ impl StreamRedactor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_are_redacted_in_every_encoding_they_echo_back_in() {
+        use base64::Engine as _;
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE};
+        let key = "sk-\"odd\"/key+=&%é\\end";
+        let r = Redactor::new(&[Secret::new(key.into())]);
+        let json = r#"sk-\"odd\"/key+=&%é\\end"#;
+        let percent: String = key
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect();
+        let form: String = url::form_urlencoded::byte_serialize(key.as_bytes()).collect();
+        let mut echoes = vec![
+            key.to_string(),
+            json.to_string(),
+            percent,
+            form,
+            STANDARD.encode(key),
+            URL_SAFE.encode(key),
+        ];
+        // Inside a longer encoded value, at every alignment (a Basic credential, say).
+        for user in ["a:", "ab:", "abc:"] {
+            echoes.push(STANDARD.encode(format!("{user}{key}")));
+        }
+        for echo in echoes {
+            let text = format!("error: the server said {echo} (bad key)");
+            let out = r.text(&text);
+            assert!(
+                out.contains(REDACTED) && !out.contains(&echo),
+                "{echo} -> {out}"
+            );
+        }
+        // Ordinary text is left alone.
+        assert_eq!(r.text("nothing secret here"), "nothing secret here");
+    }
 
     fn redactor() -> Redactor {
         Redactor::new(&[
