@@ -646,3 +646,27 @@ fn a_hostile_plugin_cannot_write_rename_or_link_its_way_into_git_or_rawko() {
     .unwrap();
     h.assert_healthy();
 }
+
+#[test]
+fn a_hostile_plugin_cannot_hoard_the_hosts_file_handles() {
+    let h = Harness::new();
+    let out = h.attack("Hoard", json!({"path": "hello.txt"}), Access::ReadOnly);
+    // Either the plugin is told no more handles (and says how many it got), or the call traps:
+    // never 100,000 of rawko's file descriptors.
+    match out {
+        Ok(text) => {
+            let got: usize = text
+                .trim_start_matches("stopped after ")
+                .split(':')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("the plugin held every handle: {text}"));
+            assert!(got <= rawko_runtime::MAX_HANDLES, "{text}");
+        }
+        Err(e) => assert!(
+            e.to_string().contains("capacity") || e.to_string().contains("resource"),
+            "{e}"
+        ),
+    }
+    h.assert_healthy();
+}

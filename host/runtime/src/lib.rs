@@ -28,7 +28,7 @@ use wasmtime::component::{HasSelf, InstancePre, Linker};
 pub use adapter::{AdapterCallError, AdapterPlugin};
 pub use budget::{Budget, BudgetKind};
 pub use filter::{FilterError, FilterPlugin};
-pub use state::HostState;
+pub use state::{HostState, MAX_HANDLES};
 pub use tool::{ToolCallError, ToolCallOutput, ToolInfo, ToolPlugin};
 
 /// Why the runtime could not start or a plugin could not be loaded.

@@ -14,6 +14,9 @@ use crate::http::HttpCtx;
 use crate::progress::ProgressCtx;
 use rawko_capability::{Access, FsGrants, GrantError, Protected};
 
+/// Most resources (open files and directories, streams, pollables) one call may hold at once.
+pub const MAX_HANDLES: usize = 512;
+
 /// Bytes of a plugin's stdout, and of its stderr, kept per call.
 pub const STDIO_CAP: usize = 64 * 1024;
 
@@ -51,10 +54,14 @@ impl HostState {
             .stderr(stderr.clone());
         preopen(grants, &mut wasi)?;
         let protected = grants.protected();
+        // Each open file, directory and stream is an entry here (and a file descriptor of
+        // rawko's): a plugin gets a bounded number at once, not rawko's whole fd limit.
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_HANDLES);
         Ok(HostState {
             protected: (!protected.is_empty()).then(|| Arc::new(protected)),
             wasi: wasi.build(),
-            table: ResourceTable::new(),
+            table,
             limiter: CallLimiter::new(budget.memory),
             log: PluginLog::new(plugin),
             stdout,

@@ -302,7 +302,26 @@ impl Tool for Trap {
     }
 }
 
+/// Opens the same file over and over without closing any, to exhaust the host's handles.
+pub struct Hoard;
+impl Tool for Hoard {
+    const NAME: &'static str = "Hoard";
+    const DESCRIPTION: &'static str = "Opens `path` 100,000 times and keeps every handle.";
+    type Input = PathArg;
+    fn call(i: PathArg, _: &Context) -> Result<String, ToolError> {
+        let mut kept = Vec::new();
+        for _ in 0..100_000 {
+            match std::fs::File::open(&i.path) {
+                Ok(f) => kept.push(f),
+                Err(e) => return Ok(format!("stopped after {}: {e}", kept.len())),
+            }
+        }
+        Ok(format!("holding {}", kept.len()))
+    }
+}
+
 rawko_plugin_sdk::export_tools!(
+    Hoard,
     Noop,
     RawRead,
     RawWrite,
