@@ -20,6 +20,7 @@
 //! - `cli_agents`: `rawko init` and `rawko agents` on every dialect and on hostile files.
 //! - `agents_watch`: hot reload, in process and through `rawko agents watch`.
 //! - `demo`: `rawko demo`, offline, through the real binary.
+//! - `first_hour`: what a new user trips over, fixed.
 //! - `run_crash`: `rawko run` killed with SIGKILL at several points, then `rawko resume`.
 //! - `run_scenarios`: `rawko run` end to end, one folder per scenario under `tests/scenarios/`.
 //! - `trust_boundary`: a stranger's repository attacking the trust boundary: config, task store,
@@ -35,6 +36,7 @@ mod cli_agents;
 mod cli_bash;
 mod cli_tools;
 mod demo;
+mod first_hour;
 mod http_attacks;
 mod http_faults;
 mod installed_plugins;

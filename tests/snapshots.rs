@@ -249,6 +249,7 @@ fn unknown_commands_and_flags() {
     for (name, args) in [
         ("error_unknown_subcommand", &["nosuch"][..]),
         ("error_misspelt_subcommand", &["agent", "list"]),
+        ("error_transposed_subcommand", &["rnu", "x"]),
         ("error_unknown_flag", &["--bogus"]),
         ("error_missing_subcommand", &["agents"]),
     ] {
@@ -273,6 +274,10 @@ fn unknown_agent_and_tool_and_bad_tool_input() {
         (
             "error_tool_call_bad_json",
             &["tool", "call", "Read", "--input", "not json"],
+        ),
+        (
+            "error_tool_call_no_grant",
+            &["tool", "call", "Read", "--input", r#"{"path":"a.txt"}"#],
         ),
     ] {
         let r = run(&ws, args);

@@ -597,6 +597,8 @@ pub struct SessionLlms {
     opened: RefCell<BTreeMap<String, Rc<Adapter>>>,
     /// Completions each instance has already had in this task.
     pub completed: RefCell<BTreeMap<String, u32>>,
+    /// The config files `default` was looked for in, for the error when it is missing.
+    pub config_files: Vec<PathBuf>,
 }
 
 impl SessionLlms {
@@ -621,6 +623,7 @@ impl SessionLlms {
             options: OpenOptions::default(),
             opened: RefCell::new(BTreeMap::new()),
             completed: RefCell::new(BTreeMap::new()),
+            config_files: Vec::new(),
         }
     }
 
@@ -641,10 +644,20 @@ impl SessionLlms {
             return Ok(name.to_string());
         }
         self.default.clone().ok_or_else(|| {
+            let looked: Vec<String> = self
+                .config_files
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
             format!(
-                "agent {} names no adapter and the config sets no `defaults.adapter`; pass \
-                 --adapter NAME (available: {})",
+                "agent {} names no adapter and no config sets `defaults.adapter` (looked in {}); \
+                 set it there, or pass --adapter NAME (available: {})",
                 agent.name,
+                if looked.is_empty() {
+                    "no config file".to_string()
+                } else {
+                    looked.join(" and ")
+                },
                 self.instances
                     .keys()
                     .cloned()

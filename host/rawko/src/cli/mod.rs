@@ -223,11 +223,34 @@ impl BadInput {
     }
 }
 
+/// Add the nearest subcommand to an "unrecognized subcommand" error when clap found none
+/// (clap's own matching misses transposed letters: `rawko rnu`).
+fn suggest_subcommand(e: &mut clap::Error) {
+    use clap::CommandFactory;
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::InvalidSubcommand || e.get(ContextKind::SuggestedSubcommand).is_some()
+    {
+        return;
+    }
+    let Some(ContextValue::String(typed)) = e.get(ContextKind::InvalidSubcommand) else {
+        return;
+    };
+    let cmd = Cli::command();
+    let names: Vec<&str> = cmd.get_subcommands().map(|c| c.get_name()).collect();
+    if let Some(near) = rawko_agents::diag::did_you_mean(typed, &names) {
+        e.insert(
+            ContextKind::SuggestedSubcommand,
+            ContextValue::Strings(vec![near.to_string()]),
+        );
+    }
+}
+
 /// Run the command line and return the process exit status.
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
+        Err(mut e) => {
+            suggest_subcommand(&mut e);
             let _ = e.print();
             return if e.use_stderr() {
                 ExitCode::from(2)

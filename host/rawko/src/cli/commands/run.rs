@@ -471,7 +471,7 @@ impl Setup {
             None => (ArbiterMode::Fixed, None),
         };
 
-        let llms = SessionLlms::new(
+        let mut llms = SessionLlms::new(
             rt.clone(),
             instances,
             self.adapter.clone(),
@@ -480,6 +480,10 @@ impl Setup {
             !self.output.no_stream,
             self.recorder.clone(),
         );
+        llms.config_files = vec![
+            self.config_dir.join(rawko_config::FILE_NAME),
+            self.workspace.join(".rawko").join(rawko_config::FILE_NAME),
+        ];
         if let Task::Existing(id, _) = &task {
             // A resumed task continues each instance's numbering (a replay picks up there).
             for name in llms.instances.keys() {

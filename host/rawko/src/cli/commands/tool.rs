@@ -164,7 +164,17 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
                     "error": { "code": e.code(), "message": e.to_string() },
                 }))?;
             } else {
-                print_err(&format!("error: {e}"))?;
+                let mut message = format!("error: {e}");
+                if args.read.is_empty()
+                    && args.write.is_empty()
+                    && message.contains("no filesystem access")
+                {
+                    message.push_str(
+                        "\n  hint: a call gets only the directories you grant: --read DIR, \
+                         --write DIR, or --agent NAME to call it as that agent would",
+                    );
+                }
+                print_err(&message)?;
             }
             Ok(ExitCode::from(if e.is_bad_input() { 2 } else { 1 }))
         }

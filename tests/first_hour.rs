@@ -1,0 +1,36 @@
+//! What a new user trips over in the first hour, through the real binary.
+
+use crate::support::model_server::{ModelServer, openai};
+use crate::support::{Run, TEST_KEY, Workspace, rawko};
+
+/// `rawko init` writes a workspace `defaults:` block; the user's `defaults.adapter` still holds,
+/// because layers merge key by key.
+#[test]
+fn init_keeps_the_users_default_adapter() {
+    let ws = Workspace::new();
+    let server = ModelServer::start();
+    let user = ws.config_home().join("rawko");
+    std::fs::create_dir_all(&user).unwrap();
+    std::fs::write(
+        user.join("config.yaml"),
+        format!(
+            "adapters:\n  mine:\n    plugin: openai\n    model: m\n    base_url: {}\n    \
+             api_key_env: TEST_KEY\n    allow_private_network: true\ndefaults:\n  adapter: mine\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    let r = Run::of(rawko(&ws).arg("init").output().unwrap());
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(ws.read(".rawko/config.yaml").contains("defaults:"));
+    server.push(openai::text("hello from mine", 3, 3));
+    let r = Run::of(
+        rawko(&ws)
+            .env("TEST_KEY", TEST_KEY)
+            .args(["ask", "--no-stream", "hi"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.stdout.trim(), "hello from mine");
+}
