@@ -34,3 +34,39 @@ fn init_keeps_the_users_default_adapter() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.stdout.trim(), "hello from mine");
 }
+
+/// From a subdirectory, rawko works in the repository's workspace, as git would, and says so
+/// with `-v`.
+#[test]
+fn the_workspace_is_found_from_a_subdirectory() {
+    let ws = Workspace::new();
+    ws.write(
+        ".rawko/agents/helper.yaml",
+        "name: helper\nwhenToUse: Helps.\nsystemPrompt: You help.\ntransitions: {onSuccess: done}\n",
+    );
+    ws.write("src/deep/main.rs", "fn main() {}\n");
+    let r = Run::of(
+        rawko(&ws)
+            .current_dir(ws.path().join("src/deep"))
+            .args(["-v", "agents", "list"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("helper"), "{r:?}");
+    assert!(
+        r.stderr.contains(&format!(
+            "workspace {}: the nearest directory with a .rawko/",
+            ws.path().display()
+        )),
+        "{r:?}"
+    );
+    // --workspace is taken as given.
+    let r = Run::of(
+        rawko(&ws)
+            .args(["--workspace", "src/deep", "agents", "list"])
+            .output()
+            .unwrap(),
+    );
+    assert!(!r.stdout.contains("helper"), "{r:?}");
+}

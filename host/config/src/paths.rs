@@ -56,3 +56,83 @@ impl Dirs {
         }
     }
 }
+
+/// How the workspace was found, for `-v`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// The nearest directory (up to the git root) with a `.rawko/`.
+    RawkoDir,
+    /// The root of the git repository the directory is in.
+    GitRoot,
+    /// Neither: the directory itself.
+    Here,
+}
+
+impl std::fmt::Display for Found {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Found::RawkoDir => "the nearest directory with a .rawko/",
+            Found::GitRoot => "the root of the git repository",
+            Found::Here => "the current directory (no .rawko/ or git repository above it)",
+        })
+    }
+}
+
+/// The workspace a command run in `start` (absolute, canonical) works in, as git finds its
+/// repository: the nearest directory with a `.rawko/`, up to the root of the git repository;
+/// else that root; else `start`. The search never leaves directories owned by the owner of
+/// `start`, nor goes above the home directory, so a `.rawko/` someone else planted in a shared
+/// parent (`/tmp/.rawko`) is never picked up.
+pub fn discover_workspace(start: &Path) -> (PathBuf, Found) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(owner) = std::fs::metadata(start).map(|m| m.uid()) else {
+        return (start.to_path_buf(), Found::Here);
+    };
+    let home = std::env::home_dir();
+    for dir in start.ancestors() {
+        if std::fs::metadata(dir).map(|m| m.uid()).ok() != Some(owner) {
+            break;
+        }
+        if dir.join(".rawko").is_dir() {
+            return (dir.to_path_buf(), Found::RawkoDir);
+        }
+        if dir.join(".git").exists() {
+            return (dir.to_path_buf(), Found::GitRoot);
+        }
+        if home.as_deref() == Some(dir) {
+            break;
+        }
+    }
+    (start.to_path_buf(), Found::Here)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_workspace_is_found_as_git_finds_a_repository() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap().join("repo");
+        let deep = root.join("src/a/b");
+        std::fs::create_dir_all(&deep).unwrap();
+        assert_eq!(discover_workspace(&deep), (deep.clone(), Found::Here));
+        std::fs::create_dir(root.join(".git")).unwrap();
+        assert_eq!(discover_workspace(&deep), (root.clone(), Found::GitRoot));
+        // A .rawko/ between the directory and the git root is nearer.
+        std::fs::create_dir(root.join("src/.rawko")).unwrap();
+        assert_eq!(
+            discover_workspace(&deep),
+            (root.join("src"), Found::RawkoDir)
+        );
+        // Above the git root nothing counts.
+        std::fs::remove_dir(root.join("src/.rawko")).unwrap();
+        std::fs::create_dir(tmp.path().join(".rawko")).unwrap();
+        assert_eq!(discover_workspace(&deep), (root.clone(), Found::GitRoot));
+        // A git worktree or submodule has a .git file.
+        let sub = root.join("vendor/lib");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(sub.join(".git"), "gitdir: ../../.git/modules/lib\n").unwrap();
+        assert_eq!(discover_workspace(&sub), (sub.clone(), Found::GitRoot));
+    }
+}

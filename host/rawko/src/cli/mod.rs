@@ -49,7 +49,8 @@ pub struct Cli {
 /// Flags every command takes.
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// The workspace to work in [default: the current directory]
+    /// The workspace to work in [default: the nearest directory up to the git root with a
+    /// .rawko/, else the git root, else the current directory]
     #[arg(long, global = true, value_name = "DIR")]
     workspace: Option<PathBuf>,
     /// Where rawko keeps grants, trust decisions, installed plugins and (in state/, unless
@@ -105,9 +106,15 @@ impl Context {
             None => std::env::current_dir()
                 .map_err(|e| BadInput::new(format!("cannot read the current directory: {e}")))?,
         };
-        let workspace = requested
+        let mut workspace = requested
             .canonicalize()
             .map_err(|e| BadInput::new(format!("workspace {}: {e}", requested.display())))?;
+        // Without --workspace, the workspace is found as git finds a repository.
+        if global.workspace.is_none() && workspace.is_dir() {
+            let (found, how) = rawko_config::paths::discover_workspace(&workspace);
+            tracing::info!("workspace {}: {how}", found.display());
+            workspace = found;
+        }
         if !workspace.is_dir() {
             return Err(BadInput::new(format!(
                 "workspace {} is not a directory",
@@ -330,10 +337,28 @@ fn init_tracing(verbose: u8) {
                 "{deps},rawko={default},rawko::plugin={plugins}"
             ))
         });
+    // Log lines quote errors, paths and files from outside: they go through the sanitiser,
+    // so they carry no colours of their own either.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| SafeStderr)
+        .with_ansi(false)
         .with_target(verbose >= 2)
         .without_time()
         .try_init();
+}
+
+/// Stderr, with every write made safe for a terminal ([`terminal_safe`]).
+struct SafeStderr;
+
+impl std::io::Write for SafeStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        std::io::stderr().write_all(terminal_safe(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }
