@@ -70,3 +70,60 @@ fn the_workspace_is_found_from_a_subdirectory() {
     );
     assert!(!r.stdout.contains("helper"), "{r:?}");
 }
+
+/// `run --json` gives a tool call's input as the JSON object it is.
+#[test]
+fn json_events_carry_tool_inputs_as_objects() {
+    let ws = Workspace::new();
+    ws.write("a.txt", "hello\n");
+    let server = ModelServer::start();
+    server.push(openai::tool_call(
+        "c1",
+        "Read",
+        &serde_json::json!({"path": "a.txt"}),
+    ));
+    server.push(openai::tool_call(
+        "c2",
+        "finish",
+        &serde_json::json!({"status": "success", "summary": "read it"}),
+    ));
+    let user = ws.config_home().join("rawko");
+    std::fs::create_dir_all(&user).unwrap();
+    std::fs::write(
+        user.join("config.yaml"),
+        format!(
+            "adapters:\n  mine:\n    plugin: openai\n    model: m\n    base_url: {}\n    \
+             api_key_env: TEST_KEY\n    allow_private_network: true\ndefaults:\n  adapter: mine\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(user.join("agents")).unwrap();
+    std::fs::write(
+        user.join("agents/looker.yaml"),
+        "name: looker\nwhenToUse: Looks.\nsystemPrompt: You look.\ntools:\n  allowed: [Read]\n\
+         transitions: {onSuccess: done}\n",
+    )
+    .unwrap();
+    let r = Run::of(
+        rawko(&ws)
+            .env("TEST_KEY", TEST_KEY)
+            .args([
+                "run",
+                "--json",
+                "--no-stream",
+                "--agent",
+                "looker",
+                "Read a.txt",
+            ])
+            .output()
+            .unwrap(),
+    );
+    let call = r
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["type"] == "tool_call" && e["tool"] == "Read")
+        .unwrap_or_else(|| panic!("no Read call: {r:?}"));
+    assert_eq!(call["input"]["path"], "a.txt", "{call}");
+}

@@ -5,6 +5,20 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
+/// Largest tool input an event carries whole, as JSON.
+pub const MAX_EVENT_INPUT: usize = 16 << 10;
+
+/// A tool call's input for an event: the JSON value when it is JSON and not too large, else a
+/// string preview.
+pub fn event_input(arguments: &str) -> serde_json::Value {
+    if arguments.len() <= MAX_EVENT_INPUT
+        && let Ok(v) = serde_json::from_str::<serde_json::Value>(arguments)
+    {
+        return v;
+    }
+    serde_json::Value::String(preview(arguments, 200))
+}
+
 /// One thing that happened in a run.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -34,7 +48,9 @@ pub enum RunEvent {
     ToolCall {
         agent: String,
         tool: String,
-        input: String,
+        /// The call's input as the JSON it is (a string preview when it is not JSON or is
+        /// larger than [`MAX_EVENT_INPUT`]).
+        input: serde_json::Value,
     },
     ToolResult {
         agent: String,

@@ -757,7 +757,7 @@ impl Engine<'_> {
         self.events.emit(&RunEvent::ToolCall {
             agent: agent.name.clone(),
             tool: name.to_string(),
-            input: preview(arguments, 200),
+            input: events::event_input(arguments),
         });
         let started = Instant::now();
         let offered = specs.iter().any(|s| s.name == name);

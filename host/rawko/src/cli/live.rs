@@ -160,11 +160,15 @@ impl EventSink for Live {
                 self.flush_text(&mut st, false);
             }
             RunEvent::ToolCall { agent, tool, input } => {
+                let input = match input {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
                 self.spin(format!(
                     "{} · {} {}",
                     safe(agent, 80),
                     safe(tool, 80),
-                    preview(&safe(input, 200), 60)
+                    preview(&safe(&input, 200), 60)
                 ));
             }
             RunEvent::ToolResult {
