@@ -3,12 +3,8 @@
 use crate::support::model_server::{ModelServer, openai};
 use crate::support::{Run, TEST_KEY, Workspace, rawko};
 
-/// `rawko init` writes a workspace `defaults:` block; the user's `defaults.adapter` still holds,
-/// because layers merge key by key.
-#[test]
-fn init_keeps_the_users_default_adapter() {
-    let ws = Workspace::new();
-    let server = ModelServer::start();
+/// Give the user a config whose default adapter `mine` asks `server`; returns its directory.
+fn user_config(ws: &Workspace, server: &ModelServer) -> std::path::PathBuf {
     let user = ws.config_home().join("rawko");
     std::fs::create_dir_all(&user).unwrap();
     std::fs::write(
@@ -20,6 +16,16 @@ fn init_keeps_the_users_default_adapter() {
         ),
     )
     .unwrap();
+    user
+}
+
+/// `rawko init` writes a workspace `defaults:` block; the user's `defaults.adapter` still holds,
+/// because layers merge key by key.
+#[test]
+fn init_keeps_the_users_default_adapter() {
+    let ws = Workspace::new();
+    let server = ModelServer::start();
+    let user = user_config(&ws, &server);
     let r = Run::of(rawko(&ws).arg("init").output().unwrap());
     assert_eq!(r.code, 0, "{r:?}");
     assert!(ws.read(".rawko/config.yaml").contains("defaults:"));
@@ -87,17 +93,7 @@ fn json_events_carry_tool_inputs_as_objects() {
         "finish",
         &serde_json::json!({"status": "success", "summary": "read it"}),
     ));
-    let user = ws.config_home().join("rawko");
-    std::fs::create_dir_all(&user).unwrap();
-    std::fs::write(
-        user.join("config.yaml"),
-        format!(
-            "adapters:\n  mine:\n    plugin: openai\n    model: m\n    base_url: {}\n    \
-             api_key_env: TEST_KEY\n    allow_private_network: true\ndefaults:\n  adapter: mine\n",
-            server.base_url()
-        ),
-    )
-    .unwrap();
+    let user = user_config(&ws, &server);
     std::fs::create_dir_all(user.join("agents")).unwrap();
     std::fs::write(
         user.join("agents/looker.yaml"),
