@@ -25,7 +25,7 @@ fn user_config(ws: &Workspace, server: &ModelServer) -> std::path::PathBuf {
 fn init_keeps_the_users_default_adapter() {
     let ws = Workspace::new();
     let server = ModelServer::start();
-    let user = user_config(&ws, &server);
+    user_config(&ws, &server);
     let r = Run::of(rawko(&ws).arg("init").output().unwrap());
     assert_eq!(r.code, 0, "{r:?}");
     assert!(ws.read(".rawko/config.yaml").contains("defaults:"));
