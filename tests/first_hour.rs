@@ -123,3 +123,88 @@ fn json_events_carry_tool_inputs_as_objects() {
         .unwrap_or_else(|| panic!("no Read call: {r:?}"));
     assert_eq!(call["input"]["path"], "a.txt", "{call}");
 }
+
+/// `git add -A` after `rawko init` and a run commits nothing private: run state lives outside the
+/// workspace, and `.rawko/.gitignore` covers what rawko keeps in `.rawko/`.
+#[test]
+fn git_add_after_init_and_a_run_commits_nothing_private() {
+    let ws = Workspace::new();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .current_dir(ws.path())
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&["init", "-q"]);
+    let server = ModelServer::start();
+    server.push(openai::tool_call(
+        "c1",
+        "finish",
+        &serde_json::json!({"status": "success", "summary": "nothing to do"}),
+    ));
+    user_config(&ws, &server);
+    // rawko's data and state where a user's are: outside the workspace.
+    let data = tempfile::tempdir().unwrap();
+    let r = Run::of(
+        rawko(&ws)
+            .env("RAWKO_DATA_DIR", data.path())
+            .arg("init")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(ws.read(".rawko/.gitignore").contains("/knowledge.db"));
+    let _ = Run::of(
+        rawko(&ws)
+            .env("RAWKO_DATA_DIR", data.path())
+            .env("TEST_KEY", TEST_KEY)
+            .args(["run", "--json", "--max-steps", "1", "Look around."])
+            .output()
+            .unwrap(),
+    );
+    let added = git(&["add", "-A", "--dry-run"]);
+    assert!(added.contains(".rawko/config.yaml"), "{added}");
+    assert!(
+        !added.contains(".db"),
+        "private files would be committed: {added}"
+    );
+}
+
+/// `agents show` in an untrusted workspace shows what the agent will get, not what it asks for.
+#[test]
+fn agents_show_gives_an_untrusted_agents_effective_rights() {
+    let ws = Workspace::new();
+    ws.write(
+        ".rawko/agents/helper.yaml",
+        "name: helper\nwhenToUse: Helps.\nsystemPrompt: You help.\ntools:\n  allowed: [Read, Write, Bash]\n\
+         transitions: {onSuccess: done}\n",
+    );
+    let r = Run::of(
+        rawko(&ws)
+            .args(["agents", "show", "helper"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains(
+            "tools:         Read (the workspace is not trusted; the file asks for: Read, Write, Bash)"
+        ),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout
+            .contains("writes:        no (the workspace is not trusted)"),
+        "{r:?}"
+    );
+    let r = Run::of(
+        rawko(&ws)
+            .args(["agents", "show", "helper", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.json()["tools_effective"], serde_json::json!(["Read"]));
+    assert_eq!(r.json()["can_write"], false);
+}

@@ -203,7 +203,8 @@ fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
         });
         if let Some(a) = &entry.agent {
             v["agent"] = serde_json::to_value(a.as_ref())?;
-            v["can_write"] = json!(a.can_write());
+            v["can_write"] = json!(a.can_write() && !a.is_untrusted(trusted));
+            v["tools_effective"] = json!(effective_tools(a, trusted));
             v["sandbox"] = json!(a.sandbox_mode(trusted));
             v["network"] = json!(a.network_allowed(trusted));
         }
@@ -298,13 +299,26 @@ fn describe(a: &Agent, trusted: bool, line: &mut impl FnMut(&str, &str)) {
         None => "every tool".to_string(),
         Some(l) => l.join(", "),
     };
-    line("tools:", &tools);
+    if a.is_untrusted(trusted) {
+        // What it will get, not what the file asks for.
+        line(
+            "tools:",
+            &format!(
+                "{} (the workspace is not trusted; the file asks for: {tools})",
+                effective_tools(a, trusted).join(", ")
+            ),
+        );
+    } else {
+        line("tools:", &tools);
+    }
     if !a.tools.blocked.is_empty() {
         line("blocked:", &a.tools.blocked.join(", "));
     }
     line(
         "writes:",
-        if a.can_write() {
+        if a.is_untrusted(trusted) {
+            "no (the workspace is not trusted)"
+        } else if a.can_write() {
             "yes"
         } else {
             "no (read-only: Write, Edit and Bash are not allowed)"
@@ -368,6 +382,22 @@ fn describe(a: &Agent, trusted: bool, line: &mut impl FnMut(&str, &str)) {
             "output:",
             "checked against its output schema (--json shows it)",
         );
+    }
+}
+
+/// The tools an agent gets: an untrusted one only the read-only tools it asks for.
+fn effective_tools(a: &Agent, trusted: bool) -> Vec<String> {
+    if a.is_untrusted(trusted) {
+        rawko_agents::model::READ_TOOLS
+            .iter()
+            .filter(|t| a.may_call(t))
+            .map(|t| t.to_string())
+            .collect()
+    } else {
+        match &a.tools.allowed {
+            Some(l) => l.clone(),
+            None => vec!["*".to_string()],
+        }
     }
 }
 

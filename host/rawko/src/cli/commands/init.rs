@@ -27,6 +27,10 @@ pub struct InitCmd {
     force: bool,
 }
 
+/// The `.rawko/.gitignore` that `rawko init` writes when there is none.
+pub const GITIGNORE: &str = "# Written by `rawko init`: files rawko keeps here for this machine only.\n\
+/knowledge.db\n/knowledge.db-*\n/*.db-wal\n/*.db-shm\n";
+
 /// The `config.yaml` that `rawko init` writes: every setting explained, the optional ones
 /// commented out. It must parse as a [`rawko_config::Config`] (a test checks).
 pub const DEFAULT_CONFIG: &str = r#"# rawko settings for this workspace, written by `rawko init`.
@@ -112,6 +116,14 @@ impl InitCmd {
             .with_context(|| format!("cannot write the agents into {}", agents_dir.display()))?;
         for p in written {
             out.push_str(&format!("{} {}\n", verb(&p), shown(ws, &p)));
+        }
+        // What rawko keeps in .rawko/ for this machine only stays out of `git add -A`. (Run
+        // state and trust live outside the workspace altogether.)
+        let ignore = ws.join(".rawko").join(".gitignore");
+        if !ignore.exists() {
+            std::fs::write(&ignore, GITIGNORE)
+                .with_context(|| format!("cannot write {}", ignore.display()))?;
+            out.push_str(&format!("created {}\n", shown(ws, &ignore)));
         }
         if already_trusted || foreign.is_empty() || ask_to_trust(ws, &foreign)? {
             trust
