@@ -250,6 +250,8 @@ fn json_output_reports_success_and_failure() {
     let v = r.json();
     assert_eq!(v["ok"], false);
     assert_eq!(v["error"]["code"], "denied");
+    // As the help promises, an error says how long it took too.
+    assert!(v["duration_ms"].as_f64().is_some(), "{v}");
 }
 
 #[test]

@@ -17,6 +17,8 @@ fn the_demo_fixes_the_sample_project_offline() {
     );
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("is done."), "{r:?}");
+    // The demo's workspace is gone when it ends: no hint points at its tasks.
+    assert!(!r.stdout.contains("tasks show"), "{r:?}");
     assert!(
         r.stdout
             .contains("-    text.split(' ').filter(|w| !w.is_empty()).count()")
@@ -29,6 +31,12 @@ fn the_demo_fixes_the_sample_project_offline() {
             "{agent} ran: {r:?}"
         );
     }
+    // A fixed transition says its reason once, not the event twice.
+    assert!(
+        r.stderr.contains("→ developer (onSuccess after succeeded)")
+            && !r.stderr.contains("fixed: onSuccess"),
+        "{r:?}"
+    );
     assert!(
         r.stderr.contains("Bash"),
         "the tests ran through Bash: {r:?}"

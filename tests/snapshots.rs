@@ -352,3 +352,24 @@ fn agents_validate_on_a_broken_agent() {
         snapshot(&ws, name, args, &r);
     }
 }
+
+/// `plugin inspect`: the component's facts under its header, then what it asks for.
+#[test]
+fn plugin_inspect() {
+    let ws = Workspace::new();
+    std::fs::copy(
+        rawko_test_artifacts::GREETER,
+        ws.path().join("greeter.wasm"),
+    )
+    .unwrap();
+    let args = ["plugin", "inspect", "greeter.wasm"];
+    let r = run(&ws, &args);
+    assert_eq!(r.code, 0, "{r:?}");
+    // The component's bytes (and so its digest) depend on where it was built.
+    let mut text = transcript(&args, &r);
+    while let Some(i) = text.find("sha256:") {
+        let end = (i + 7 + 64).min(text.len());
+        text.replace_range(i..end, "[DIGEST]");
+    }
+    settings(&ws).bind(|| insta::assert_snapshot!("plugin_inspect", text));
+}

@@ -225,10 +225,15 @@ impl EventSink for Live {
                 self.line(&format!(
                     "  {} {}",
                     self.style("35", &format!("→ {}", safe(to, 80))),
-                    self.style(
-                        "2",
-                        &format!("({event}, {mode}: {})", preview(&safe(reason, 400), 100))
-                    )
+                    self.style("2", &{
+                        // A fixed transition's reason already names the event.
+                        let reason = preview(&safe(reason, 400), 100);
+                        if mode == "fixed" {
+                            format!("({reason})")
+                        } else {
+                            format!("({event}, {mode}: {reason})")
+                        }
+                    })
                 ));
             }
             RunEvent::TaskFinished { .. } => self.stop_spinner(),

@@ -100,6 +100,8 @@ impl DemoCmd {
             instances: Some(instances),
             max_steps: 20,
             launch: cx.launch()?,
+            // The demo workspace is deleted (or, kept, printed with its own hint below).
+            timeline_hint: false,
         };
         let options = serde_json::json!({ "adapter": ADAPTER, "max_steps": 20, "demo": true });
         let start = Start::New {

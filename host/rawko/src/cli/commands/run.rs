@@ -303,6 +303,8 @@ pub struct Setup {
     pub max_steps: u32,
     /// How native commands start (the kernel sandbox, unless `--no-sandbox`).
     pub launch: Launch,
+    /// End with where the timeline is (not for a demo whose workspace is about to go).
+    pub timeline_hint: bool,
 }
 
 /// A run, assembled and ready to drive.
@@ -335,6 +337,7 @@ impl Setup {
             instances: None,
             max_steps: DEFAULT_MAX_STEPS,
             launch: cx.launch()?,
+            timeline_hint: true,
         })
     }
 
@@ -355,10 +358,11 @@ impl Setup {
         store: &TaskStore,
     ) -> anyhow::Result<(String, TaskEnd)> {
         let output = self.output.clone();
+        let timeline_hint = self.timeline_hint;
         let run = self.prepare(start, store).await?;
         let id = run.task().to_string();
         let end = run.drive(store).await?;
-        report(store, &id, &end, &output)?;
+        report(store, &id, &end, &output, timeline_hint)?;
         Ok((id, end))
     }
 
@@ -626,6 +630,7 @@ pub fn report(
     id: &str,
     end: &TaskEnd,
     output: &OutputFlags,
+    timeline_hint: bool,
 ) -> anyhow::Result<()> {
     if output.json {
         // The task_finished event has said it all.
@@ -646,8 +651,13 @@ pub fn report(
         TaskStatus::Running => format!("Task {id} stopped at {}.", end.state),
         other => format!("Task {id} {}.", other.as_str()),
     };
+    let hint = if timeline_hint {
+        format!(" · `rawko tasks show {id}` for the timeline")
+    } else {
+        String::new()
+    };
     print_out(&format!(
-        "\n{headline}\n{summary}\n\ntokens: {} in, {} out · `rawko tasks show {id}` for the timeline",
+        "\n{headline}\n{summary}\n\ntokens: {} in, {} out{hint}",
         usage.input_tokens + usage.cache_read + usage.cache_write,
         usage.output_tokens,
     ))?;

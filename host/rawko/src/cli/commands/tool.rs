@@ -118,6 +118,7 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
         .into());
     };
 
+    let started = std::time::Instant::now();
     let result = match provider {
         Provider::Plugin(plugin) => {
             let call_cx = CallContext {
@@ -162,6 +163,7 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
                     "tool": args.tool,
                     "plugin": provider.name(),
                     "error": { "code": e.code(), "message": e.to_string() },
+                    "duration_ms": started.elapsed().as_secs_f64() * 1000.0,
                 }))?;
             } else {
                 let mut message = format!("error: {e}");

@@ -101,7 +101,10 @@ pub async fn inspect(cx: &Context, args: InspectArgs) -> anyhow::Result<ExitCode
         return Ok(ExitCode::SUCCESS);
     }
 
-    let mut out = String::new();
+    // The facts about the component, indented under its header; then what it asks for.
+    let mut facts = String::new();
+    let mut head = String::new();
+    let mut asks = String::new();
     match &manifest {
         Ok(m) => {
             let examined = distribution::Examined {
@@ -112,22 +115,29 @@ pub async fn inspect(cx: &Context, args: InspectArgs) -> anyhow::Result<ExitCode
                     .unwrap_or_else(|_| semver::Version::new(0, 0, 0)),
                 digest: digest.clone(),
             };
-            out.push_str(&consent::describe(&examined, &source, None, None));
-            out.push_str(&format!(
+            let described = consent::describe(&examined, &source, None, None);
+            match described.find("\nIt asks for") {
+                Some(i) => {
+                    head.push_str(&described[..=i]);
+                    asks.push_str(&described[i + 1..]);
+                }
+                None => head.push_str(&described),
+            }
+            facts.push_str(&format!(
                 "  wit:       {} (the manifest accepts {})\n",
                 world.unwrap_or_default().join(", "),
                 m.wit
             ));
         }
-        Err(e) => out.push_str(&format!("{source}\n  digest: {digest}\n  manifest: {e}\n")),
+        Err(e) => head.push_str(&format!("{source}\n  digest: {digest}\n  manifest: {e}\n")),
     }
-    out.push_str(&format!(
+    facts.push_str(&format!(
         "  signer:    {}\n",
         signer.as_deref().unwrap_or("none")
     ));
     if let Some(p) = &installed {
         let g: Vec<String> = p.entry.grants.iter().map(ToString::to_string).collect();
-        out.push_str(&format!(
+        facts.push_str(&format!(
             "  installed: yes; granted {}\n",
             if g.is_empty() {
                 "nothing".into()
@@ -139,8 +149,9 @@ pub async fn inspect(cx: &Context, args: InspectArgs) -> anyhow::Result<ExitCode
     if let Err(e) = &check
         && manifest.is_ok()
     {
-        out.push_str(&format!("  REFUSED:   {e}\n"));
+        facts.push_str(&format!("  REFUSED:   {e}\n"));
     }
+    let mut out = format!("{head}{facts}{asks}");
     out.push_str("imports:\n");
     for i in &info.imports {
         out.push_str(&format!("  {i}\n"));
