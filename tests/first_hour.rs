@@ -208,3 +208,20 @@ fn agents_show_gives_an_untrusted_agents_effective_rights() {
     assert_eq!(r.json()["tools_effective"], serde_json::json!(["Read"]));
     assert_eq!(r.json()["can_write"], false);
 }
+
+/// `agents show` prints an agent's output schema, not only with `--json`.
+#[test]
+fn agents_show_prints_the_output_schema() {
+    let ws = Workspace::new();
+    let r = Run::of(
+        rawko(&ws)
+            .args(["agents", "show", "reviewer"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("\noutput schema:\n  {") && r.stdout.contains("\"verdict\""),
+        "{r:?}"
+    );
+}

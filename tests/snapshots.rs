@@ -373,3 +373,17 @@ fn plugin_inspect() {
     }
     settings(&ws).bind(|| insta::assert_snapshot!("plugin_inspect", text));
 }
+
+/// `agents validate` lists a file's problems in line order, as an editor shows them.
+#[test]
+fn agents_validate_in_line_order() {
+    let ws = Workspace::new();
+    ws.write(
+        ".rawko/agents/messy.yaml",
+        "name: messy\ntransitions: {onSuccess: nowhere}\ntools:\n  allowed: [Reed]\n\
+         systemPrompt: p\ncolour: red\nlimits: {maxIterations: 0}\n",
+    );
+    let args = ["agents", "validate"];
+    let r = run(&ws, &args);
+    snapshot(&ws, "agents_validate_in_line_order", &args, &r);
+}

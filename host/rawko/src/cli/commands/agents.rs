@@ -245,6 +245,15 @@ fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
                 out.push_str(&printable(l, true));
                 out.push('\n');
             }
+            if let Some(schema) = &a.output_schema {
+                out.push_str("\noutput schema:\n");
+                let text = serde_json::to_string_pretty(schema).unwrap_or_default();
+                for l in text.lines() {
+                    out.push_str("  ");
+                    out.push_str(&printable(l, true));
+                    out.push('\n');
+                }
+            }
         }
         print_out(&out)?;
     }
@@ -378,10 +387,7 @@ fn describe(a: &Agent, trusted: bool, line: &mut impl FnMut(&str, &str)) {
         },
     );
     if a.output_schema.is_some() {
-        line(
-            "output:",
-            "checked against its output schema (--json shows it)",
-        );
+        line("output:", "checked against its output schema (below)");
     }
 }
 
@@ -440,13 +446,15 @@ fn one_line(s: &str) -> String {
 
 fn validate(cx: &Context, args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let search = search_path(cx);
-    let (files, diagnostics) = if args.paths.is_empty() {
+    let (files, mut diagnostics) = if args.paths.is_empty() {
         let registry = Registry::load(&search);
         let files = registry.files().iter().map(|f| f.display.clone()).collect();
         (files, registry.diagnostics().to_vec())
     } else {
         validate_paths(&search, &args.paths)?
     };
+    // In the order an editor shows them: by file, then line and column.
+    diagnostics.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
     let warnings = diagnostics
         .iter()
