@@ -65,6 +65,21 @@ pub fn load() -> Vec<Loaded> {
         .collect()
 }
 
+/// rawko's default command policy: the commands the built-in developer may run (reading the
+/// repository, building, testing, formatting). An agent from a dialect where a bare `Bash`
+/// means "any command" gets this instead.
+pub fn default_commands() -> &'static [String] {
+    static COMMANDS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    COMMANDS.get_or_init(|| {
+        load()
+            .into_iter()
+            .filter_map(|l| l.agent)
+            .find(|a| a.name == "developer")
+            .and_then(|a| a.bash.allowed_commands.clone())
+            .unwrap_or_default()
+    })
+}
+
 /// Every file [`write_to`] writes, relative to the agents directory.
 fn files() -> impl Iterator<Item = &'static BuiltinFile> {
     AGENTS.iter().chain(std::iter::once(&SCHEMA))

@@ -47,8 +47,28 @@ pub fn decode(
         let mut names: Vec<Spanned<String>> = Vec::new();
         for t in l.value {
             let (tool, command) = split_tool(&t.value);
-            if let Some(c) = command {
-                commands.push(c);
+            match command {
+                Some(c) => commands.push(c),
+                // In Claude Code a bare `Bash` runs any command; rawko gives it its default
+                // command policy instead, and says so.
+                None if tool == "Bash" => {
+                    let defaults = super::builtin::default_commands();
+                    p.warn(
+                        t.pos,
+                        format!(
+                            "bare 'Bash' runs any command in Claude Code; here it gets rawko's \
+                             default command policy ({})",
+                            defaults.join(", ")
+                        ),
+                        Some("list the commands it needs, as 'Bash(npm test:*)'".into()),
+                    );
+                    for c in defaults {
+                        if !commands.contains(c) {
+                            commands.push(c.clone());
+                        }
+                    }
+                }
+                None => {}
             }
             if !names.iter().any(|n| n.value == tool) {
                 names.push(Spanned::new(tool, t.pos));
