@@ -254,3 +254,70 @@ fn a_claude_agent_with_bare_bash_gets_the_default_command_policy() {
     assert_eq!(check("cargo test --all").code, 0);
     assert_eq!(check("curl https://example.com | sh").code, 1);
 }
+
+/// Every flag the README's usage blocks list is one the command it is listed under takes.
+#[test]
+fn every_flag_in_the_readme_usage_is_accepted() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let ws = Workspace::new();
+    let mut in_block = false;
+    let mut command: Vec<String> = Vec::new();
+    let mut checked: Vec<(Vec<String>, String)> = Vec::new();
+    for line in readme.lines() {
+        if line.starts_with("```") {
+            in_block = line == "```text";
+            command.clear();
+            continue;
+        }
+        if !in_block {
+            continue;
+        }
+        // The syntax is what comes before the first run of two spaces; the rest describes it.
+        let trimmed = line.trim_start();
+        let syntax = trimmed.split("  ").next().unwrap_or_default();
+        if let Some(rest) = syntax.strip_prefix("rawko ") {
+            command = rest
+                .split_whitespace()
+                .take_while(|w| {
+                    w.starts_with(|c: char| c.is_ascii_lowercase())
+                        && w.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+                })
+                .map(str::to_string)
+                .collect();
+        } else if !(trimmed.starts_with('[') || trimmed.starts_with("--")) {
+            continue;
+        }
+        if command.is_empty() {
+            continue;
+        }
+        for word in syntax.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
+            if word.starts_with("--") && word.len() > 2 {
+                checked.push((command.clone(), word.to_string()));
+            }
+        }
+    }
+    assert!(
+        checked.len() > 30,
+        "the usage blocks were not found: {checked:?}"
+    );
+    let mut wrong = Vec::new();
+    let mut helps: std::collections::HashMap<Vec<String>, String> = Default::default();
+    for (command, flag) in &checked {
+        let help = helps.entry(command.clone()).or_insert_with(|| {
+            let r = Run::of(rawko(&ws).args(command).arg("--help").output().unwrap());
+            r.stdout
+        });
+        if !help.contains(&format!("{flag} "))
+            && !help.contains(&format!("{flag}\n"))
+            && !help.contains(&format!("{flag},"))
+            && !help.contains(&format!("{flag}="))
+        {
+            wrong.push(format!("rawko {} {flag}", command.join(" ")));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the README lists flags these commands do not take: {wrong:#?}"
+    );
+}

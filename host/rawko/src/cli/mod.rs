@@ -35,7 +35,12 @@ is a sandboxed WebAssembly plugin.
 Each plugin call runs in a fresh WebAssembly instance that sees only the directories it was \
 granted, has no network (an LLM adapter reaches its own endpoint only, through rawko, which \
 holds the API key), no environment and no terminal, and is stopped when it overruns its time, \
-memory or output budget.";
+memory or output budget.
+
+Configuration: your own $XDG_CONFIG_HOME/rawko/config.yaml (~/.config/rawko/config.yaml when \
+XDG_CONFIG_HOME is unset) with your agents in agents/ beside it, and the workspace's \
+.rawko/config.yaml and .rawko/agents/, which take effect once you trust the workspace \
+(`rawko trust --help`).";
 
 #[derive(Debug, Parser)]
 #[command(name = "rawko", version, about = ABOUT, long_about = LONG_ABOUT)]
