@@ -31,6 +31,16 @@ fn the_demo_fixes_the_sample_project_offline() {
             "{agent} ran: {r:?}"
         );
     }
+    // A tool's line says what it was about: the file read, the command run.
+    assert!(
+        r.stderr
+            .lines()
+            .any(|l| l.contains("✓ Read") && l.ends_with("src/lib.rs"))
+            && r.stderr
+                .lines()
+                .any(|l| l.contains("✓ Bash") && l.contains("cargo test")),
+        "{r:?}"
+    );
     // A fixed transition says its reason once, not the event twice.
     assert!(
         r.stderr.contains("→ developer (onSuccess after succeeded)")

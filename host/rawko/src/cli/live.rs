@@ -30,6 +30,8 @@ struct State {
     pending: String,
     text_agent: String,
     depth: u32,
+    /// What the last tool call was about (its path, command or pattern), for its result line.
+    target: String,
 }
 
 impl Live {
@@ -160,6 +162,11 @@ impl EventSink for Live {
                 self.flush_text(&mut st, false);
             }
             RunEvent::ToolCall { agent, tool, input } => {
+                st.target = ["path", "command", "pattern", "query"]
+                    .iter()
+                    .find_map(|k| input.get(k).and_then(|v| v.as_str()))
+                    .unwrap_or_default()
+                    .to_string();
                 let input = match input {
                     serde_json::Value::String(s) => s.clone(),
                     other => other.to_string(),
@@ -187,10 +194,16 @@ impl EventSink for Live {
                 } else {
                     self.style("33", "✗")
                 };
+                // What the call was about (the file read, the command run), then, for a
+                // failure, the first line of what it said.
                 let detail = if verdict.starts_with("denied") {
                     safe(verdict, 160)
-                } else {
+                } else if st.target.is_empty() {
                     safe(first, 120)
+                } else if *ok {
+                    safe(&st.target, 120)
+                } else {
+                    format!("{}: {}", safe(&st.target, 80), safe(first, 100))
                 };
                 self.line(&format!(
                     "{indent}  {mark} {} {} {}",
