@@ -245,8 +245,8 @@ fn decide_trust(cx: &Context, flag: bool, may_prompt: bool) -> anyhow::Result<bo
             "brings agents or config of its own"
         };
         let question = format!(
-            "{} {why}:\n{}\nUntil you trust it, its agents get read-only tools and its config \
-             only narrows yours.\nTrust this workspace? [y/N] ",
+            "{} {why}:\n{}\nUntil you trust it, its agents get read-only tools\nand its config \
+             only narrows yours. Trust this workspace? [y/N] ",
             terminal_safe(&ws.display().to_string()),
             brought_list(&brought)
         );
@@ -592,6 +592,11 @@ impl Prepared {
                             .into(),
                     });
                     if tokio::signal::ctrl_c().await.is_ok() {
+                        // Leave no spinner behind on the user's terminal.
+                        if std::io::stderr().is_terminal() {
+                            eprint!("\r\x1b[2K");
+                        }
+                        eprintln!("stopped at once; `rawko resume` continues the task");
                         std::process::exit(130);
                     }
                 }
