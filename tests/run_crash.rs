@@ -271,3 +271,47 @@ fn ctrl_c_cancels_cleanly_and_resume_continues() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(log_lines(&ws), ["one", "two", "three", "four"]);
 }
+
+/// Two `rawko run` started at once in a workspace with no task store yet both get their task:
+/// the store is created and migrated once, under SQLite's write lock.
+#[test]
+fn two_runs_at_once_in_a_fresh_workspace_both_start() {
+    for round in 0..4 {
+        let ws = Workspace::new();
+        let server = crate::support::model_server::ModelServer::start();
+        server.repeat(crate::support::model_server::openai::tool_call(
+            "c1",
+            "finish",
+            &serde_json::json!({"status": "success", "summary": "done"}),
+        ));
+        let user = ws.config_home().join("rawko");
+        std::fs::create_dir_all(&user).unwrap();
+        std::fs::write(
+            user.join("config.yaml"),
+            format!(
+                "adapters:\n  s:\n    plugin: openai\n    model: m\n    base_url: {}\n    \
+                 api_key_env: TEST_KEY\n    allow_private_network: true\ndefaults:\n  adapter: s\n",
+                server.base_url()
+            ),
+        )
+        .unwrap();
+        let spawn = || {
+            rawko(&ws)
+                .env("TEST_KEY", crate::support::TEST_KEY)
+                .args(["run", "--json", "--max-steps", "1", "Look around."])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        for child in [a, b] {
+            let r = Run::of(child.wait_with_output().unwrap());
+            assert!(
+                !r.stderr.contains("already exists") && !r.stderr.contains("locked"),
+                "round {round}: {r:?}"
+            );
+            assert!(r.stdout.contains("task_started"), "round {round}: {r:?}");
+        }
+    }
+}

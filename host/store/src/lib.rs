@@ -138,6 +138,24 @@ CREATE TABLE usage (
 CREATE INDEX usage_turn ON usage(turn_id);
 "#];
 
+/// Run `op` again while SQLite says the database is busy or locked, for up to five seconds.
+fn retry_busy<T>(mut op: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match op() {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10 + fastrand::u64(0..20)));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// SQLite's own hardening for a file that may have been written by someone else: defensive
 /// mode (no writes to the schema or to shadow tables through SQL), no functions with side
 /// effects called from schema objects, and no triggers or views at all (rawko uses neither).
@@ -430,15 +448,16 @@ impl TaskStore {
             path: path.to_path_buf(),
             source,
         };
-        let mut conn = Connection::open(path).map_err(open_err)?;
+        let conn = Connection::open(path).map_err(open_err)?;
         defend(&conn).map_err(open_err)?;
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(open_err)?;
         // WAL: readers (`rawko tasks show` during a run) never block the writer, and a commit
         // is one append. NORMAL synchronisation keeps every commit across a process crash or
         // kill; only a power failure can lose the last few, never corrupt the file.
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(open_err)?;
+        // Switching a new file to WAL takes an exclusive lock without waiting on the busy
+        // handler: another rawko creating the same store at this moment makes it fail at once.
+        retry_busy(|| conn.pragma_update(None, "journal_mode", "WAL")).map_err(open_err)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(open_err)?;
         conn.pragma_update(None, "foreign_keys", true)
@@ -453,20 +472,45 @@ impl TaskStore {
                 known: MIGRATIONS.len(),
             });
         }
-        // Before migrating: a migration must not run next to someone else's trigger.
-        check_schema(&conn, version as usize).map_err(|e| match e {
-            SchemaCheck::Sql(source) => open_err(source),
-            SchemaCheck::Foreign(what) => StoreError::Foreign {
-                path: path.to_path_buf(),
-                what,
-            },
-        })?;
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            let tx = conn.transaction().map_err(open_err)?;
-            tx.execute_batch(sql).map_err(open_err)?;
-            tx.pragma_update(None, "user_version", (i + 1) as i64)
-                .map_err(open_err)?;
-            tx.commit().map_err(open_err)?;
+        // Each step takes the write lock first and reads the version under it: two rawkos
+        // opening a new store at once migrate it once, the second seeing the first's work.
+        loop {
+            retry_busy(|| conn.execute_batch("BEGIN IMMEDIATE")).map_err(open_err)?;
+            let step = (|| -> std::result::Result<bool, SchemaCheck> {
+                let at: i64 = conn
+                    .pragma_query_value(None, "user_version", |r| r.get(0))
+                    .map_err(SchemaCheck::Sql)?;
+                // Checked under the lock, at the version it is: no migration runs next to a
+                // trigger someone else put there, and nothing is used that rawko did not create.
+                check_schema(&conn, (at.max(0) as usize).min(MIGRATIONS.len()))?;
+                let Some(sql) = MIGRATIONS.get(at as usize) else {
+                    return Ok(false);
+                };
+                let migrate = || -> rusqlite::Result<()> {
+                    conn.execute_batch(sql)?;
+                    conn.pragma_update(None, "user_version", at + 1)
+                };
+                migrate().map_err(SchemaCheck::Sql)?;
+                Ok(true)
+            })();
+
+            match step {
+                Ok(true) => conn.execute_batch("COMMIT").map_err(open_err)?,
+                Ok(false) => {
+                    conn.execute_batch("COMMIT").map_err(open_err)?;
+                    break;
+                }
+                Err(e) => {
+                    let _ = conn.execute_batch("ROLLBACK");
+                    return Err(match e {
+                        SchemaCheck::Sql(source) => open_err(source),
+                        SchemaCheck::Foreign(what) => StoreError::Foreign {
+                            path: path.to_path_buf(),
+                            what,
+                        },
+                    });
+                }
+            }
         }
         Ok(TaskStore {
             conn,
