@@ -277,34 +277,14 @@ fn ctrl_c_cancels_cleanly_and_resume_continues() {
 #[test]
 fn two_runs_at_once_in_a_fresh_workspace_both_start() {
     for round in 0..4 {
-        let ws = Workspace::new();
-        let server = crate::support::model_server::ModelServer::start();
-        server.repeat(crate::support::model_server::openai::tool_call(
+        let (ws, server) = setup();
+        server.repeat(openai::tool_call(
             "c1",
             "finish",
-            &serde_json::json!({"status": "success", "summary": "done"}),
+            &json!({"status": "success", "summary": "done"}),
         ));
-        let user = ws.config_home().join("rawko");
-        std::fs::create_dir_all(&user).unwrap();
-        std::fs::write(
-            user.join("config.yaml"),
-            format!(
-                "adapters:\n  s:\n    plugin: openai\n    model: m\n    base_url: {}\n    \
-                 api_key_env: TEST_KEY\n    allow_private_network: true\ndefaults:\n  adapter: s\n",
-                server.base_url()
-            ),
-        )
-        .unwrap();
-        let spawn = || {
-            rawko(&ws)
-                .env("TEST_KEY", crate::support::TEST_KEY)
-                .args(["run", "--json", "--max-steps", "1", "Look around."])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        };
-        let (a, b) = (spawn(), spawn());
+        let args = ["run", "--json", "--max-steps", "1", "Look around."];
+        let (a, b) = (spawn(&ws, &args), spawn(&ws, &args));
         for child in [a, b] {
             let r = Run::of(child.wait_with_output().unwrap());
             assert!(
@@ -314,4 +294,67 @@ fn two_runs_at_once_in_a_fresh_workspace_both_start() {
             assert!(r.stdout.contains("task_started"), "round {round}: {r:?}");
         }
     }
+}
+
+/// A task has one runner: `rawko resume` of a task another rawko is running refuses, naming it,
+/// instead of running its steps a second time.
+#[test]
+fn a_task_being_run_is_not_run_twice() {
+    let (ws, server) = setup();
+    // The first model call takes a while: the task is being run meanwhile.
+    server.push(
+        openai::tool_call(
+            "c1",
+            "finish",
+            &json!({"status": "success", "summary": "done"}),
+        )
+        .delay(Duration::from_secs(4)),
+    );
+    let mut first = rawko(&ws)
+        .env("TEST_KEY", TEST_KEY)
+        .args([
+            "run",
+            "--json",
+            "--no-stream",
+            "--max-steps",
+            "1",
+            "Look around.",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The task's id, from the first event.
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(first.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let event: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let id = event["task"].as_str().unwrap().to_string();
+    std::thread::sleep(Duration::from_millis(500));
+    let second = Run::of(
+        rawko(&ws)
+            .env("TEST_KEY", TEST_KEY)
+            .args(["resume", "--json", &id])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(second.code, 2, "{second:?}");
+    assert!(
+        second.stderr.contains("is being run by rawko (pid"),
+        "{second:?}"
+    );
+    let first = first.wait_with_output().unwrap();
+    assert!(first.status.code().is_some(), "{first:?}");
+    // Its lease is given up when it ends: the task can be taken up again.
+    let third = Run::of(
+        rawko(&ws)
+            .env("TEST_KEY", TEST_KEY)
+            .args(["resume", "--json", &id])
+            .output()
+            .unwrap(),
+    );
+    assert!(!third.stderr.contains("is being run"), "{third:?}");
 }

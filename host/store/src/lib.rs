@@ -55,7 +55,8 @@ pub fn path_for(state_dir: &Path, workspace: &Path) -> PathBuf {
 }
 
 /// Schema migrations, in order. Never edit a released entry; append a new one.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE tasks (
     id          TEXT PRIMARY KEY,
     prompt      TEXT NOT NULL,
@@ -136,7 +137,39 @@ CREATE TABLE usage (
     at            INTEGER NOT NULL
 );
 CREATE INDEX usage_turn ON usage(turn_id);
-"#];
+"#,
+    r#"
+ALTER TABLE tasks ADD COLUMN lease_pid INTEGER;
+ALTER TABLE tasks ADD COLUMN lease_host TEXT;
+ALTER TABLE tasks ADD COLUMN lease_at INTEGER;
+"#,
+];
+
+/// How long a runner's lease holds without a heartbeat before another runner may take the task.
+pub const LEASE_STALE: Duration = Duration::from_secs(30);
+/// How often a runner renews its lease.
+pub const LEASE_HEARTBEAT: Duration = Duration::from_secs(10);
+
+/// Who runs a task now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub pid: u32,
+    pub host: String,
+    /// Milliseconds since the Unix epoch, of the last heartbeat.
+    pub at: i64,
+}
+
+/// This machine's name, for leases.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+/// Whether process `pid` exists on this machine.
+fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
 
 /// Run `op` again while SQLite says the database is busy or locked, for up to five seconds.
 fn retry_busy<T>(mut op: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
@@ -620,6 +653,67 @@ impl TaskStore {
     }
 
     /// Set a task's status and closing summary (e.g. cancelled by the user).
+    /// Become `task`'s one runner: take its lease unless another live runner holds it (its
+    /// heartbeat younger than [`LEASE_STALE`], and, on this machine, its process alive). Returns
+    /// the holder when it is someone else.
+    pub fn acquire_lease(&self, task: &str) -> Result<std::result::Result<(), Lease>> {
+        let me = std::process::id();
+        let host = host_name();
+        retry_busy(|| self.conn.execute_batch("BEGIN IMMEDIATE"))?;
+        let held = (|| -> rusqlite::Result<Option<Lease>> {
+            let row: Option<(Option<i64>, Option<String>, Option<i64>)> = self
+                .conn
+                .query_row(
+                    "SELECT lease_pid, lease_host, lease_at FROM tasks WHERE id = ?1",
+                    params![task],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .optional()?;
+            if let Some((Some(pid), Some(h), Some(at))) = row {
+                let pid = pid as u32;
+                let fresh = now_ms() - at < LEASE_STALE.as_millis() as i64;
+                let live = h != host || alive(pid);
+                if fresh && live && pid != me {
+                    return Ok(Some(Lease { pid, host: h, at }));
+                }
+            }
+            self.conn.execute(
+                "UPDATE tasks SET lease_pid = ?2, lease_host = ?3, lease_at = ?4 WHERE id = ?1",
+                params![task, me as i64, host, now_ms()],
+            )?;
+            Ok(None)
+        })();
+        match held {
+            Ok(holder) => {
+                self.conn.execute_batch("COMMIT")?;
+                Ok(holder.map_or(Ok(()), Err))
+            }
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Renew this process's lease on `task` (a heartbeat); false when it is not ours any more.
+    pub fn renew_lease(&self, task: &str) -> Result<bool> {
+        let n = self.conn.execute(
+            "UPDATE tasks SET lease_at = ?3 WHERE id = ?1 AND lease_pid = ?2",
+            params![task, std::process::id() as i64, now_ms()],
+        )?;
+        Ok(n == 1)
+    }
+
+    /// Give up this process's lease on `task`.
+    pub fn release_lease(&self, task: &str) -> Result<()> {
+        self.conn.execute(
+            "UPDATE tasks SET lease_pid = NULL, lease_host = NULL, lease_at = NULL
+             WHERE id = ?1 AND lease_pid = ?2",
+            params![task, std::process::id() as i64],
+        )?;
+        Ok(())
+    }
+
     /// Take a cancelled task up again where it stopped (`rawko resume`).
     pub fn reopen(&self, task: &str) -> Result<bool> {
         let n = self.conn.execute(
@@ -993,6 +1087,40 @@ mod tests {
         Connection::open(&path).unwrap().execute_batch(sql).unwrap();
         let opened = TaskStore::open(&path);
         (dir, opened)
+    }
+
+    #[test]
+    fn one_runner_holds_a_task_until_its_lease_goes_stale_or_it_dies() {
+        let (_d, s) = store();
+        let id = s
+            .create_task("t", "planner", &serde_json::json!({}))
+            .unwrap();
+        assert_eq!(s.acquire_lease(&id).unwrap(), Ok(()));
+        assert_eq!(
+            s.acquire_lease(&id).unwrap(),
+            Ok(()),
+            "our own lease is ours again"
+        );
+        let hold = |pid: i64, age_ms: i64| {
+            s.conn
+                .execute(
+                    "UPDATE tasks SET lease_pid = ?2, lease_host = ?3, lease_at = ?4 WHERE id = ?1",
+                    params![id, pid, host_name(), now_ms() - age_ms],
+                )
+                .unwrap();
+        };
+        // A live runner (pid 1 always exists) with a fresh heartbeat keeps it.
+        hold(1, 1000);
+        let holder = s.acquire_lease(&id).unwrap().unwrap_err();
+        assert_eq!((holder.pid, holder.host), (1, host_name()));
+        // A stale heartbeat, or a dead runner, gives it up.
+        hold(1, LEASE_STALE.as_millis() as i64 + 1000);
+        assert_eq!(s.acquire_lease(&id).unwrap(), Ok(()));
+        hold(i32::MAX as i64, 0);
+        assert_eq!(s.acquire_lease(&id).unwrap(), Ok(()));
+        assert!(s.renew_lease(&id).unwrap());
+        s.release_lease(&id).unwrap();
+        assert!(!s.renew_lease(&id).unwrap());
     }
 
     #[test]

@@ -26,7 +26,7 @@ use rawko_fsm::{
     CancelFlag, DEFAULT_MAX_ITERATIONS, DEFAULT_TIMEOUT, Engine, StateLimits, TaskEnd,
 };
 use rawko_shell::exec::Launch;
-use rawko_store::{TaskStatus, TaskStore};
+use rawko_store::{self as store, TaskStatus, TaskStore};
 use rawko_toolset::ToolSet;
 use rawko_toolset::chain::Chain;
 
@@ -361,7 +361,20 @@ impl Setup {
         let timeline_hint = self.timeline_hint;
         let run = self.prepare(start, store).await?;
         let id = run.task().to_string();
-        let end = run.drive(store).await?;
+        // One runner per task: a second `rawko resume` of a task being run stops here.
+        if let Err(holder) = store.acquire_lease(&id)? {
+            return Err(BadInput::new(format!(
+                "task {id} is being run by rawko (pid {} on {}); wait for it to end, or stop it \
+                 (Ctrl-C) and `rawko resume {id}`",
+                holder.pid,
+                rawko_text::line(&holder.host, 80)
+            ))
+            .into());
+        }
+        let _heartbeat = Heartbeat::start(store.path(), &id);
+        let end = run.drive(store).await;
+        let _ = store.release_lease(&id);
+        let end = end?;
         report(store, &id, &end, &output, timeline_hint)?;
         Ok((id, end))
     }
@@ -626,6 +639,45 @@ impl Prepared {
         let end = engine.run(&self.task).await;
         watcher.abort();
         Ok(end?)
+    }
+}
+
+/// Renews this runner's lease on a task from its own thread (and its own connection) until
+/// dropped, so a long model call or tool never lets the lease go stale.
+struct Heartbeat {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    fn start(path: &Path, task: &str) -> Heartbeat {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let (path, task) = (path.to_path_buf(), task.to_string());
+        let thread = std::thread::spawn(move || {
+            let Ok(store) = TaskStore::open(&path) else {
+                return;
+            };
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(store::LEASE_HEARTBEAT)
+            {
+                if !store.renew_lease(&task).unwrap_or(false) {
+                    return;
+                }
+            }
+        });
+        Heartbeat {
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
