@@ -237,10 +237,16 @@ fn killed_during_a_tool_call_resumes() {
     crash_and_resume(Point::InTool);
 }
 
-/// Ctrl-C (SIGINT) while the model thinks: the current step finishes, the task is marked
-/// cancelled with exit status 130, and `rawko resume` completes it.
+/// Ctrl-C (SIGINT), or SIGTERM, while the model thinks: the current step finishes, the task is
+/// marked cancelled with exit status 130, and `rawko resume` completes it.
 #[test]
 fn ctrl_c_cancels_cleanly_and_resume_continues() {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        cancel_then_resume(signal);
+    }
+}
+
+fn cancel_then_resume(signal: libc::c_int) {
     let (ws, server) = setup();
     let all = replies(false);
     server.push(all[0].clone());
@@ -248,7 +254,7 @@ fn ctrl_c_cancels_cleanly_and_resume_continues() {
     let child = spawn(&ws, &["run", "--json", "--agent", "worker", "do the steps"]);
     wait_for("the second model request", || server.hits() > 1);
     // SAFETY: kill(2) on our own child's pid.
-    let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let sent = unsafe { libc::kill(child.id() as libc::pid_t, signal) };
     assert_eq!(sent, 0);
     let out = child.wait_with_output().unwrap();
     let r = Run::of(out);

@@ -597,14 +597,29 @@ impl Prepared {
             let cancel = cancel.clone();
             let events = self.events.clone();
             tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
+                // SIGTERM (a service manager, `kill`, a closing terminal's job control) is
+                // treated as Ctrl-C: finish the step, mark the task cancelled; twice, stop now.
+                let mut term =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+                let mut stop = async || {
+                    tokio::select! {
+                        r = tokio::signal::ctrl_c() => r.is_ok(),
+                        Some(()) = async {
+                            match term.as_mut() {
+                                Some(t) => t.recv().await,
+                                None => std::future::pending().await,
+                            }
+                        } => true,
+                    }
+                };
+                if stop().await {
                     cancel.cancel();
                     events.emit(&RunEvent::Warning {
                         message: "cancelling: finishing the current step (Ctrl-C again stops \
                                   at once; `rawko resume` continues)"
                             .into(),
                     });
-                    if tokio::signal::ctrl_c().await.is_ok() {
+                    if stop().await {
                         // Leave no spinner behind on the user's terminal.
                         if std::io::stderr().is_terminal() {
                             eprint!("\r\x1b[2K");
