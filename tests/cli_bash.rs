@@ -460,3 +460,37 @@ fn regression_fd_number_over_32_bits_panicked_the_parser() {
         assert!(r.stdout.contains("parser"), "{command}: {r:?}");
     }
 }
+
+/// The private temporary directories of rawkos that are gone (killed before they could clean up)
+/// are removed by the next one; a live rawko's are left alone.
+#[test]
+fn temporary_directories_of_dead_runs_do_not_pile_up() {
+    let ws = Workspace::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let dead = tmp.path().join(format!("rawko-exec-{}-abc", i32::MAX));
+    let live = tmp
+        .path()
+        .join(format!("rawko-exec-{}-def", std::process::id()));
+    for d in [&dead, &live] {
+        std::fs::create_dir_all(d.join("left/behind")).unwrap();
+    }
+    let input = serde_json::json!({ "command": "echo hi" }).to_string();
+    let r = Run::of(
+        crate::support::rawko(&ws)
+            .env("TMPDIR", tmp.path())
+            .args(["tool", "call", "Bash", "--read", ".", "--allow", "echo *"])
+            .args(["--input", &input])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!dead.exists(), "a dead run's directory is still there");
+    assert!(live.exists(), "a live run's directory was removed");
+    // And this run's own is gone when it ends.
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+}

@@ -173,6 +173,37 @@ pub async fn run(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutpu
         .map_err(|_| ExecError::Setup("the executor thread stopped unexpectedly".into()))?
 }
 
+/// The name each command's private temporary directory starts with, followed by the pid of the
+/// rawko that made it.
+const TMP_PREFIX: &str = "rawko-exec-";
+
+/// Remove the temporary directories of rawkos that are gone (killed, or stopped at once by a
+/// second Ctrl-C, before they could clean up): `rawko-exec-<pid>-*` whose process is not alive.
+fn sweep_stale_tmp() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(TMP_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+        let ours = entry.metadata().is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.is_dir() && m.uid() == unsafe { libc::geteuid() }
+        });
+        if !alive && ours {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput, ExecError> {
     let started = Instant::now();
     let setup = |what: &str, e: std::io::Error| ExecError::Setup(format!("{what}: {e}"));
@@ -182,9 +213,11 @@ fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput
     let tmp = if opts.write_paths.is_empty() && !sandboxed {
         None
     } else {
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(sweep_stale_tmp);
         Some(
             tempfile::Builder::new()
-                .prefix("rawko-exec-")
+                .prefix(&format!("{TMP_PREFIX}{}-", std::process::id()))
                 .tempdir()
                 .map_err(|e| setup("temporary directory", e))?,
         )
