@@ -273,9 +273,17 @@ fn cancel_then_resume(signal: libc::c_int) {
         server.push(r);
     }
     let id = task_id(&ws);
+    let before = server.hits();
     let r = resume(&ws, &id);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(log_lines(&ws), ["one", "two", "three", "four"]);
+    // Resume continued the interrupted turn, with its history: the model was not asked to start
+    // the state over.
+    let first = String::from_utf8_lossy(&server.received()[before].body).into_owned();
+    assert!(
+        first.contains("echo one >> runs.log") && first.contains("echo two >> runs.log"),
+        "resume started the state again: {first}"
+    );
 }
 
 /// Two `rawko run` started at once in a workspace with no task store yet both get their task:
@@ -363,4 +371,45 @@ fn a_task_being_run_is_not_run_twice() {
             .unwrap(),
     );
     assert!(!third.stderr.contains("is being run"), "{third:?}");
+}
+
+/// Two Ctrl-C (or `timeout -s INT`, which signals twice): rawko stops at once and the task is
+/// left cancelled, not `running`, and resumes.
+#[test]
+fn a_second_ctrl_c_stops_at_once_and_leaves_the_task_resumable() {
+    let (ws, server) = setup();
+    let all = replies(false);
+    server.push(all[0].clone());
+    server.push(all[1].clone().delay(Duration::from_secs(20)));
+    let child = spawn(&ws, &["run", "--json", "--agent", "worker", "do the steps"]);
+    wait_for("the second model request", || server.hits() > 1);
+    for _ in 0..2 {
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) },
+            0
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let started = Instant::now();
+    let r = Run::of(child.wait_with_output().unwrap());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "it waited for the model"
+    );
+    assert_eq!(r.code, 130, "{r:?}");
+    let list = Run::of(
+        rawko(&ws)
+            .args(["tasks", "list", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(list.json()[0]["status"], "cancelled", "{list:?}");
+    for r in all.iter().skip(1).cloned() {
+        server.push(r);
+    }
+    let id = task_id(&ws);
+    let r = resume(&ws, &id);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(log_lines(&ws), ["one", "two", "three", "four"]);
 }

@@ -417,12 +417,16 @@ impl Engine<'_> {
                     depth,
                 )
                 .await?;
-            self.store.end_turn(
-                turn,
-                outcome.event.as_str(),
-                &outcome.summary,
-                outcome.output.as_ref(),
-            )?;
+            // A cancelled turn stays open: `rawko resume` continues it where it stopped, with
+            // its messages and committed tool calls, instead of starting the state again.
+            if outcome.event != Event::Cancelled {
+                self.store.end_turn(
+                    turn,
+                    outcome.event.as_str(),
+                    &outcome.summary,
+                    outcome.output.as_ref(),
+                )?;
+            }
             self.events.emit(&RunEvent::StateEnded {
                 agent: agent.name.clone(),
                 outcome: outcome.event.as_str().into(),
@@ -600,6 +604,15 @@ impl Engine<'_> {
                 on_text: Some(&on_text),
             };
             let completion = match tokio::time::timeout(remaining, llm.complete(request)).await {
+                // Cancelled while the model was asked: whatever became of the call, the task is
+                // interrupted, not failed, and resumes from here.
+                Err(_) | Ok(Err(_)) if self.cancel.is_cancelled() => {
+                    return Ok(TurnOutcome {
+                        event: Event::Cancelled,
+                        summary: "cancelled while the model was answering".into(),
+                        output: None,
+                    });
+                }
                 Err(_) => {
                     return Ok(TurnOutcome {
                         event: Event::Timeout,

@@ -596,6 +596,7 @@ impl Prepared {
         let watcher = {
             let cancel = cancel.clone();
             let events = self.events.clone();
+            let (store_path, task) = (store.path().to_path_buf(), self.task.clone());
             tokio::spawn(async move {
                 // SIGTERM (a service manager, `kill`, a closing terminal's job control) is
                 // treated as Ctrl-C: finish the step, mark the task cancelled; twice, stop now.
@@ -624,7 +625,16 @@ impl Prepared {
                         if std::io::stderr().is_terminal() {
                             eprint!("\r\x1b[2K");
                         }
-                        eprintln!("stopped at once; `rawko resume` continues the task");
+                        // The task is left cancelled, not `running`, and free to resume.
+                        if let Ok(s) = TaskStore::open(&store_path) {
+                            let _ = s.finish_task(
+                                &task,
+                                TaskStatus::Cancelled,
+                                "stopped at once (a second Ctrl-C)",
+                            );
+                            let _ = s.release_lease(&task);
+                        }
+                        eprintln!("stopped at once; `rawko resume {task}` continues the task");
                         std::process::exit(130);
                     }
                 }
