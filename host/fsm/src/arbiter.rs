@@ -38,6 +38,19 @@ impl Event {
         }
     }
 
+    /// The event [`Event::as_str`] wrote.
+    pub fn parse(s: &str) -> Option<Event> {
+        [
+            Event::Succeeded,
+            Event::Failed,
+            Event::MaxIterations,
+            Event::Timeout,
+            Event::Cancelled,
+        ]
+        .into_iter()
+        .find(|e| e.as_str() == s)
+    }
+
     pub fn is_failure(self) -> bool {
         matches!(self, Event::Failed | Event::MaxIterations | Event::Timeout)
     }

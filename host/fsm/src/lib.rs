@@ -154,6 +154,8 @@ impl Engine<'_> {
             .find(|a| a.is_untrusted(self.workspace_trusted));
         let mut state = task.state.clone();
         let mut steps = task.steps.max(0) as u32;
+        // Only the state the task was resumed in can have ended without its transition.
+        let mut resumed = true;
         loop {
             let target: Target = state.parse().unwrap_or(Target::Failed);
             let agent_name = match target {
@@ -209,11 +211,23 @@ impl Engine<'_> {
                 untrusted_by = Some(agent.clone());
             }
 
-            self.events.emit(&RunEvent::StateEntered {
-                agent: agent.name.clone(),
-                depth: 0,
-            });
-            let outcome = self.turn(id, &agent, None, 0).await?;
+            // A state whose turn ended but whose transition was never committed (a kill while
+            // the arbiter decided) is not run again: its outcome is judged again.
+            let judged_again = if std::mem::take(&mut resumed) {
+                self.ended_without_transition(id, &agent.name)?
+            } else {
+                None
+            };
+            let outcome = match judged_again {
+                Some(outcome) => outcome,
+                None => {
+                    self.events.emit(&RunEvent::StateEntered {
+                        agent: agent.name.clone(),
+                        depth: 0,
+                    });
+                    self.turn(id, &agent, None, 0).await?
+                }
+            };
             if outcome.event == Event::Cancelled {
                 let summary = format!("cancelled during {}", agent.name);
                 self.store
@@ -286,6 +300,38 @@ impl Engine<'_> {
             state = t.to;
             steps += 1;
         }
+    }
+
+    /// The outcome of `agent`'s last top-level turn in `task`, when that turn ended and no
+    /// transition out of it was committed after it.
+    fn ended_without_transition(
+        &self,
+        task: &str,
+        agent: &str,
+    ) -> Result<Option<TurnOutcome>, EngineError> {
+        let turns = self.store.turns(task)?;
+        let Some(last) = turns.iter().rev().find(|t| t.parent_id.is_none()) else {
+            return Ok(None);
+        };
+        let (Some(ended), Some(event)) = (
+            last.ended_at,
+            last.outcome.as_deref().and_then(Event::parse),
+        ) else {
+            return Ok(None);
+        };
+        if last.agent != agent || event == Event::Cancelled {
+            return Ok(None);
+        }
+        let judged = self
+            .store
+            .transitions(task)?
+            .iter()
+            .any(|t| t.from.as_deref() == Some(agent) && t.at >= ended);
+        Ok((!judged).then(|| TurnOutcome {
+            event,
+            summary: last.summary.clone().unwrap_or_default(),
+            output: last.output.clone(),
+        }))
     }
 
     fn commit_transition(

@@ -655,6 +655,38 @@ fn a_run_killed_mid_task_resumes_without_repeating_committed_calls() {
     assert_eq!(w.store.integrity_check().unwrap(), Ok(()));
 }
 
+/// Killed after a state's turn ended but before its transition was committed (while the LLM
+/// arbiter was deciding, say): resume judges the stored outcome again and never runs the state
+/// a second time.
+#[test]
+fn a_state_that_ended_before_its_transition_is_not_run_again() {
+    let w = World::new(pipeline());
+    let id = w
+        .store
+        .create_task("add a --verbose flag", "developer", &json!({}))
+        .unwrap();
+    let turn = w.store.start_turn(&id, "developer", None).unwrap();
+    w.store
+        .end_turn(turn, "succeeded", "wrote the flag", None)
+        .unwrap();
+    // The developer has no replies scripted: running it again would fail the state.
+    w.script(
+        "tester",
+        vec![Reply::Calls(vec![finish("success", "green")])],
+    );
+    let end = w.run(&id);
+    assert_eq!(end.status, TaskStatus::Done, "{end:?}");
+    assert_eq!(w.path(&id), ["developer->tester", "tester->done"]);
+    let developer_turns = w
+        .store
+        .turns(&id)
+        .unwrap()
+        .iter()
+        .filter(|t| t.agent == "developer")
+        .count();
+    assert_eq!(developer_turns, 1, "the developer ran again");
+}
+
 #[test]
 fn a_run_killed_inside_a_tool_call_reruns_only_that_call() {
     let w = World::new(vec![simple(
