@@ -413,3 +413,33 @@ fn a_second_ctrl_c_stops_at_once_and_leaves_the_task_resumable() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(log_lines(&ws), ["one", "two", "three", "four"]);
 }
+
+/// The model unreachable after every retry: the task is interrupted (exit 75), not failed, and
+/// `rawko resume` finishes it once the model is back.
+#[test]
+fn an_outage_interrupts_the_task_and_resume_finishes_it() {
+    let (ws, server) = setup();
+    // One attempt and three retries, each answered "unavailable, try now".
+    for _ in 0..4 {
+        server.push(Reply::status(503).header("retry-after", "0"));
+    }
+    let r = Run::of(
+        spawn(&ws, &["run", "--json", "--agent", "worker", "do the steps"])
+            .wait_with_output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 75, "{r:?}");
+    let list = Run::of(
+        rawko(&ws)
+            .args(["tasks", "list", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(list.json()[0]["status"], "interrupted", "{list:?}");
+    for r in replies(false) {
+        server.push(r);
+    }
+    let r = resume(&ws, &task_id(&ws));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(log_lines(&ws), ["one", "two", "three", "four"]);
+}

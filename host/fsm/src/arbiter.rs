@@ -25,6 +25,8 @@ pub enum Event {
     MaxIterations,
     Timeout,
     Cancelled,
+    /// The model could not be reached after its retries: the task waits for `rawko resume`.
+    Interrupted,
 }
 
 impl Event {
@@ -35,6 +37,7 @@ impl Event {
             Event::MaxIterations => "max_iterations",
             Event::Timeout => "timeout",
             Event::Cancelled => "cancelled",
+            Event::Interrupted => "interrupted",
         }
     }
 
@@ -46,6 +49,7 @@ impl Event {
             Event::MaxIterations,
             Event::Timeout,
             Event::Cancelled,
+            Event::Interrupted,
         ]
         .into_iter()
         .find(|e| e.as_str() == s)
@@ -125,7 +129,8 @@ impl Arbiter<'_> {
                 None => (t.on_failure.clone(), "onFailure"),
             },
             Event::Failed | Event::Timeout => (t.on_failure.clone(), "onFailure"),
-            Event::Cancelled => (Some(Target::Failed), "cancelled"),
+            // The engine stops the task before asking the arbiter about these.
+            Event::Cancelled | Event::Interrupted => (Some(Target::Failed), "cancelled"),
         };
         match target {
             Some(target) => Choice {

@@ -228,17 +228,27 @@ impl Engine<'_> {
                     self.turn(id, &agent, None, 0).await?
                 }
             };
-            if outcome.event == Event::Cancelled {
-                let summary = format!("cancelled during {}", agent.name);
-                self.store
-                    .finish_task(id, TaskStatus::Cancelled, &summary)?;
+            // Stopped without ending: the task waits, resumable, in this state.
+            let stopped = match outcome.event {
+                Event::Cancelled => Some((
+                    TaskStatus::Cancelled,
+                    format!("cancelled during {}", agent.name),
+                )),
+                Event::Interrupted => Some((
+                    TaskStatus::Interrupted,
+                    format!("{} ({})", outcome.summary, agent.name),
+                )),
+                _ => None,
+            };
+            if let Some((status, summary)) = stopped {
+                self.store.finish_task(id, status, &summary)?;
                 self.events.emit(&RunEvent::TaskFinished {
                     task: id.to_string(),
-                    status: "cancelled".into(),
+                    status: status.as_str().into(),
                     summary: summary.clone(),
                 });
                 return Ok(TaskEnd {
-                    status: TaskStatus::Cancelled,
+                    status,
                     state: agent.name.clone(),
                     summary,
                 });
@@ -319,7 +329,7 @@ impl Engine<'_> {
         ) else {
             return Ok(None);
         };
-        if last.agent != agent || event == Event::Cancelled {
+        if last.agent != agent || matches!(event, Event::Cancelled | Event::Interrupted) {
             return Ok(None);
         }
         let judged = self
@@ -465,7 +475,7 @@ impl Engine<'_> {
                 .await?;
             // A cancelled turn stays open: `rawko resume` continues it where it stopped, with
             // its messages and committed tool calls, instead of starting the state again.
-            if outcome.event != Event::Cancelled {
+            if !matches!(outcome.event, Event::Cancelled | Event::Interrupted) {
                 self.store.end_turn(
                     turn,
                     outcome.event.as_str(),
@@ -663,6 +673,13 @@ impl Engine<'_> {
                     return Ok(TurnOutcome {
                         event: Event::Timeout,
                         summary: format!("{} ran out of time waiting for its model", agent.name),
+                        output: None,
+                    });
+                }
+                Ok(Err(e)) if e.is_transient() => {
+                    return Ok(TurnOutcome {
+                        event: Event::Interrupted,
+                        summary: format!("interrupted: {e}"),
                         output: None,
                     });
                 }

@@ -50,6 +50,19 @@ pub enum LlmError {
     Other(String),
 }
 
+impl LlmError {
+    /// A fault that may pass (the network, an overloaded or failing provider, a garbled body)
+    /// rather than one that will not (a refused key, a bad request): after the HTTP layer's own
+    /// retries, it interrupts the task instead of failing it.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            LlmError::Transport(_) | LlmError::Malformed(_) => true,
+            LlmError::Status { status, .. } => matches!(status, 408 | 425 | 429 | 500..=599),
+            LlmError::Other(_) => false,
+        }
+    }
+}
+
 pub type LlmFuture<'a> = Pin<Box<dyn Future<Output = Result<Completion, LlmError>> + 'a>>;
 
 /// A model behind an adapter instance.

@@ -43,7 +43,10 @@ fn simple(name: &str, tools: &str, transitions: &str) -> Arc<Agent> {
 enum Reply {
     Calls(Vec<(&'static str, String)>),
     Text(&'static str),
+    /// The model cannot be reached (a transient fault).
     Error,
+    /// The provider refuses the key (a fault that will not pass by itself).
+    Refused,
     Hang,
 }
 
@@ -100,6 +103,12 @@ impl Llm for ScriptedLlm {
                     )));
                 }
                 Some(Reply::Error) => return Err(LlmError::Transport("connection refused".into())),
+                Some(Reply::Refused) => {
+                    return Err(LlmError::Status {
+                        status: 401,
+                        message: "invalid key".into(),
+                    });
+                }
                 Some(Reply::Hang) => std::future::pending().await,
                 Some(Reply::Text(t)) => vec![Content::Text { text: t.into() }],
                 Some(Reply::Calls(calls)) => calls
@@ -537,13 +546,16 @@ fn repeated_failures_escalate() {
 }
 
 #[test]
-fn model_errors_fail_the_state() {
-    let w = World::new(vec![simple(
-        "a",
-        "Read",
-        "  onSuccess: done\n  onFailure: failed",
-    )]);
-    w.script("a", vec![Reply::Error]);
+fn a_refused_key_fails_the_state_and_an_unreachable_model_interrupts_the_task() {
+    let agents = || {
+        vec![simple(
+            "a",
+            "Read",
+            "  onSuccess: done\n  onFailure: failed",
+        )]
+    };
+    let w = World::new(agents());
+    w.script("a", vec![Reply::Refused]);
     let id = w.task("a");
     assert_eq!(w.run(&id).status, TaskStatus::Failed);
     assert!(
@@ -551,8 +563,22 @@ fn model_errors_fail_the_state() {
             .summary
             .as_deref()
             .unwrap()
-            .contains("connection refused")
+            .contains("invalid key")
     );
+
+    // Unreachable (after the HTTP layer's retries): interrupted, the turn left open.
+    let w = World::new(agents());
+    w.script("a", vec![Reply::Error]);
+    let id = w.task("a");
+    let end = w.run(&id);
+    assert_eq!(end.status, TaskStatus::Interrupted);
+    assert!(end.summary.contains("connection refused"), "{end:?}");
+    assert_eq!(w.store.turns(&id).unwrap()[0].ended_at, None);
+    // Resumed once the model is back: the same turn goes on and the task ends.
+    assert!(w.store.reopen(&id).unwrap());
+    w.script("a", vec![Reply::Calls(vec![finish("success", "done")])]);
+    assert_eq!(w.run(&id).status, TaskStatus::Done);
+    assert_eq!(w.store.turns(&id).unwrap().len(), 1);
 }
 
 #[test]

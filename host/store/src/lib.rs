@@ -296,6 +296,8 @@ pub enum TaskStatus {
     Failed,
     Escalated,
     Cancelled,
+    /// Stopped by a fault that outlived its retries (the model unreachable): resumable.
+    Interrupted,
 }
 
 impl TaskStatus {
@@ -306,7 +308,16 @@ impl TaskStatus {
             TaskStatus::Failed => "failed",
             TaskStatus::Escalated => "escalated",
             TaskStatus::Cancelled => "cancelled",
+            TaskStatus::Interrupted => "interrupted",
         }
+    }
+
+    /// Whether `rawko resume` takes the task up again: it stopped without ending.
+    pub fn is_resumable(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Running | TaskStatus::Cancelled | TaskStatus::Interrupted
+        )
     }
 
     fn parse(s: &str) -> TaskStatus {
@@ -315,6 +326,7 @@ impl TaskStatus {
             "failed" => TaskStatus::Failed,
             "escalated" => TaskStatus::Escalated,
             "cancelled" => TaskStatus::Cancelled,
+            "interrupted" => TaskStatus::Interrupted,
             _ => TaskStatus::Running,
         }
     }
@@ -718,7 +730,7 @@ impl TaskStore {
     pub fn reopen(&self, task: &str) -> Result<bool> {
         let n = self.conn.execute(
             "UPDATE tasks SET status = 'running', summary = NULL, updated_at = ?2
-             WHERE id = ?1 AND status = 'cancelled'",
+             WHERE id = ?1 AND status IN ('cancelled', 'interrupted')",
             params![task, now_ms()],
         )?;
         Ok(n == 1)

@@ -62,8 +62,9 @@ pub struct OutputFlags {
     the workspace): `rawko tasks show ID` shows the timeline, and \
     `rawko resume ID` continues a task that was interrupted. Ctrl-C finishes the current step \
     and marks the task cancelled; a second Ctrl-C stops at once (resume continues it).\n\n\
-    Exit status: 0 when the task is done, 1 when it failed or was escalated, 130 when \
-    cancelled, 2 on bad input.")]
+    Exit status: 0 when the task is done, 1 when it failed or was escalated, 75 when a fault \
+    that outlived its retries (the model unreachable) interrupted it, 130 when cancelled, 2 on \
+    bad input; an interrupted or cancelled task resumes.")]
 pub struct RunCmd {
     /// What to do
     task: String,
@@ -162,7 +163,7 @@ impl ResumeCmd {
         let task = store
             .task(&self.task_id)
             .map_err(|e| BadInput::new(e.to_string()))?;
-        if task.status.is_finished() && task.status != TaskStatus::Cancelled {
+        if !task.status.is_resumable() {
             print_out(&format!(
                 "task {} is already {}: {}",
                 task.id,
@@ -193,7 +194,7 @@ impl ResumeCmd {
             max_steps,
             ..Setup::new(cx, trusted, &self.output)?
         };
-        if task.status == TaskStatus::Cancelled {
+        if matches!(task.status, TaskStatus::Cancelled | TaskStatus::Interrupted) {
             store.reopen(&task.id)?;
         }
         let (_, end) = setup.run(Start::Resume { id: &task.id }, &store).await?;
@@ -730,6 +731,11 @@ pub fn report(
             "Task {id} was cancelled at {}; `rawko resume {id}` continues it.",
             end.state
         ),
+        TaskStatus::Interrupted => format!(
+            "Task {id} was interrupted at {} (the model could not be reached); `rawko resume \
+             {id}` continues it.",
+            end.state
+        ),
         TaskStatus::Running => format!("Task {id} stopped at {}.", end.state),
         other => format!("Task {id} {}.", other.as_str()),
     };
@@ -746,11 +752,12 @@ pub fn report(
     Ok(())
 }
 
-/// 0 done, 130 cancelled, 1 otherwise.
+/// 0 done, 130 cancelled, 75 interrupted (EX_TEMPFAIL: try again), 1 otherwise.
 pub fn exit_code(end: &TaskEnd) -> ExitCode {
     match end.status {
         TaskStatus::Done => ExitCode::SUCCESS,
         TaskStatus::Cancelled => ExitCode::from(130),
+        TaskStatus::Interrupted => ExitCode::from(75),
         _ => ExitCode::from(1),
     }
 }
