@@ -443,3 +443,33 @@ fn an_outage_interrupts_the_task_and_resume_finishes_it() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(log_lines(&ws), ["one", "two", "three", "four"]);
 }
+
+/// Ctrl-C while the model hangs: rawko waits a few seconds for the answer, not the adapter's
+/// whole timeout, and leaves the task cancelled and resumable.
+#[test]
+fn ctrl_c_during_a_hung_model_call_does_not_wait_for_the_timeout() {
+    let (ws, server) = setup();
+    let all = replies(false);
+    server.push(all[0].clone());
+    server.push(all[1].clone().delay(Duration::from_secs(40)));
+    let child = spawn(&ws, &["run", "--json", "--agent", "worker", "do the steps"]);
+    wait_for("the second model request", || server.hits() > 1);
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) },
+        0
+    );
+    let started = Instant::now();
+    let r = Run::of(child.wait_with_output().unwrap());
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "it waited for the model"
+    );
+    assert_eq!(r.code, 130, "{r:?}");
+    for r in all.iter().skip(1).cloned() {
+        server.push(r);
+    }
+    let r = resume(&ws, &task_id(&ws));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(log_lines(&ws), ["one", "two", "three", "four"]);
+}

@@ -35,6 +35,8 @@ use rawko_store::{AuditEntry, StoreError, TaskStatus, TaskStore, ToolCall, Trans
 pub const MAX_AGENT_DEPTH: u32 = 3;
 /// Default iterations per state when neither the agent nor the config says.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 20;
+/// How long a model call may still take after Ctrl-C before it is abandoned.
+pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
 /// Default wall-clock limit per state.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -659,7 +661,28 @@ impl Engine<'_> {
                 tools: &specs,
                 on_text: Some(&on_text),
             };
-            let completion = match tokio::time::timeout(remaining, llm.complete(request)).await {
+            // After Ctrl-C the step in progress may finish, but a model that does not answer
+            // within CANCEL_GRACE is not waited for: the call is abandoned (nothing of it was
+            // committed) and asked again on resume.
+            let abandoned = async {
+                while !self.cancel.is_cancelled() {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                tokio::time::sleep(CANCEL_GRACE).await;
+            };
+            let call = tokio::time::timeout(remaining, llm.complete(request));
+            let answered = tokio::select! {
+                r = call => Some(r),
+                () = abandoned => None,
+            };
+            let Some(answered) = answered else {
+                return Ok(TurnOutcome {
+                    event: Event::Cancelled,
+                    summary: "cancelled while the model was answering".into(),
+                    output: None,
+                });
+            };
+            let completion = match answered {
                 // Cancelled while the model was asked: whatever became of the call, the task is
                 // interrupted, not failed, and resumes from here.
                 Err(_) | Ok(Err(_)) if self.cancel.is_cancelled() => {
