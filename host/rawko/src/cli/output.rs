@@ -33,6 +33,38 @@ pub fn terminal_safe(text: &str) -> String {
     rawko_text::block(text, usize::MAX).into_owned()
 }
 
+/// A note on stderr if something takes longer than a second (compiling plugins on first use,
+/// say), so a terminal never sits silent; nothing when it is quick or stderr is not a terminal.
+pub struct SlowNote {
+    done: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl SlowNote {
+    pub fn after_a_second(text: &'static str) -> SlowNote {
+        use std::io::IsTerminal;
+        if !std::io::stderr().is_terminal() {
+            return SlowNote { done: None };
+        }
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                wait.recv_timeout(std::time::Duration::from_secs(1))
+            {
+                eprintln!("{text}");
+            }
+        });
+        SlowNote { done: Some(done) }
+    }
+}
+
+impl Drop for SlowNote {
+    fn drop(&mut self) {
+        if let Some(d) = self.done.take() {
+            let _ = d.send(());
+        }
+    }
+}
+
 /// Print `value` as pretty JSON on stdout, exactly: JSON escaping keeps it safe.
 pub fn print_json(value: &serde_json::Value) -> std::io::Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;

@@ -43,7 +43,11 @@ impl ToolsCmd {
 
 async fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
     let rt = cx.runtime()?;
+    let note = crate::cli::output::SlowNote::after_a_second(
+        "preparing the tool plugins (compiled once on first use, then cached)…",
+    );
     let set = ToolSet::with_installed(&rt, &cx.dirs.data, cx.workspace()).await?;
+    drop(note);
     let mut tools: Vec<(String, String, String, serde_json::Value)> = set
         .tools()
         .into_iter()
