@@ -494,3 +494,51 @@ fn temporary_directories_of_dead_runs_do_not_pile_up() {
         .collect();
     assert_eq!(left.len(), 1, "{left:?}");
 }
+
+/// rawko killed while a command runs: the command dies with it, in the kernel sandbox and
+/// without it.
+#[test]
+fn a_command_does_not_outlive_a_killed_rawko() {
+    for (sandbox, seconds) in [(true, "53.75"), (false, "54.75")] {
+        let ws = Workspace::new();
+        let input = serde_json::json!({ "command": format!("sleep {seconds}") }).to_string();
+        let mut c = rawko(&ws);
+        if !sandbox {
+            c.arg("--no-sandbox");
+        }
+        let mut child = c
+            .args(["tool", "call", "Bash", "--read", ".", "--allow", "sleep *"])
+            .args(["--input", &input])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // The program itself, not rawko (whose arguments hold the same text).
+        let needle = format!("sleep {seconds}");
+        let running = || -> Vec<String> {
+            processes_with(&needle)
+                .into_iter()
+                .filter(|p| p.starts_with(&needle))
+                .collect()
+        };
+        let started = std::time::Instant::now();
+        while running().is_empty() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        child.kill().unwrap(); // SIGKILL: no chance to clean up
+        child.wait().unwrap();
+        let started = std::time::Instant::now();
+        while !running().is_empty() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(5),
+                "sandbox {sandbox}: the command outlived rawko: {:?}",
+                running()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}

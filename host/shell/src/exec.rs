@@ -693,6 +693,17 @@ impl Exec<'_> {
             None => {
                 let mut c = std::process::Command::new(path);
                 c.arg0(words[0]).args(&words[1..]);
+                // Unconfined, nothing else ends the program if rawko is killed: the kernel
+                // does. (In the sandbox the helper, PID 1 of its namespace, does the same.)
+                // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+                unsafe {
+                    c.pre_exec(|| {
+                        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Ok(())
+                    });
+                }
                 c
             }
         };
