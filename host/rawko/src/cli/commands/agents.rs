@@ -415,7 +415,7 @@ fn sandbox_line(a: &Agent, trusted: bool) -> String {
         m => m.to_string(),
     };
     if let Some(asked) = a.sandbox.filter(|&m| m != mode) {
-        let why = if untrusted_workspace(a, trusted) {
+        let why = if a.is_untrusted(trusted) {
             "the workspace is not trusted"
         } else {
             "full is only for your own agents"
@@ -434,10 +434,6 @@ fn network_line(a: &Agent, trusted: bool) -> String {
     } else {
         "off".to_string()
     }
-}
-
-fn untrusted_workspace(a: &Agent, trusted: bool) -> bool {
-    a.source.origin == AgentOrigin::Workspace && !trusted
 }
 
 fn one_line(s: &str) -> String {
