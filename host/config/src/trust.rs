@@ -34,12 +34,22 @@ pub const BROUGHT: &[&str] = &[
 /// as far as these reach (the count itself is part of the digest).
 const MAX_FILES: usize = 10_000;
 const MAX_DEPTH: usize = 16;
+const MAX_VISITS: usize = 100_000;
 
 /// The files a workspace brings ([`BROUGHT`], and `.wasm` files under `.rawko/`), relative
 /// and sorted. Symbolic links are listed, not followed.
 pub fn brought(workspace: &Path) -> Vec<PathBuf> {
-    fn walk(root: &Path, rel: &Path, depth: usize, wasm_only: bool, out: &mut Vec<PathBuf>) {
-        if out.len() >= MAX_FILES || depth > MAX_DEPTH {
+    fn walk(
+        root: &Path,
+        rel: &Path,
+        depth: usize,
+        wasm_only: bool,
+        out: &mut Vec<PathBuf>,
+        visits: &mut usize,
+    ) {
+        // Entries looked at, not only files kept: a huge tree under .rawko/ costs a bounded walk.
+        *visits += 1;
+        if out.len() >= MAX_FILES || depth > MAX_DEPTH || *visits > MAX_VISITS {
             return;
         }
         let Ok(meta) = std::fs::symlink_metadata(root.join(rel)) else {
@@ -52,17 +62,25 @@ pub fn brought(workspace: &Path) -> Vec<PathBuf> {
             let mut names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
             names.sort();
             for name in names {
-                walk(root, &rel.join(name), depth + 1, wasm_only, out);
+                walk(root, &rel.join(name), depth + 1, wasm_only, out, visits);
             }
         } else if !wasm_only || rel.extension().is_some_and(|e| e == "wasm") {
             out.push(rel.to_path_buf());
         }
     }
     let mut out = Vec::new();
+    let mut visits = 0;
     for rel in BROUGHT {
-        walk(workspace, Path::new(rel), 0, false, &mut out);
+        walk(workspace, Path::new(rel), 0, false, &mut out, &mut visits);
     }
-    walk(workspace, Path::new(".rawko"), 0, true, &mut out);
+    walk(
+        workspace,
+        Path::new(".rawko"),
+        0,
+        true,
+        &mut out,
+        &mut visits,
+    );
     out.sort();
     out.dedup();
     out
