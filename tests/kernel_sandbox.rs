@@ -308,3 +308,23 @@ fn resource_limits_hold() {
     let size = std::fs::metadata(s.ws.path().join("big")).map_or(0, |m| m.len());
     assert!(size < 5 << 30, "the file grew to {size} bytes");
 }
+
+/// Shared memory works in the sandbox (Python's multiprocessing, test runners need it) on a
+/// private `/dev/shm`: nothing written there reaches the host's.
+#[test]
+fn shared_memory_is_private_to_the_sandbox() {
+    let s = Setup::new();
+    let name = format!("rawko-shm-test-{}", std::process::id());
+    let r = s.bash_at_real_home(
+        "builder",
+        &format!(
+            "python3 -c \"open('/dev/shm/{name}', 'w').write('x'); \
+             import os; print('shm-ok', len(os.listdir('/dev/shm')))\""
+        ),
+    );
+    assert!(r.stdout.contains("shm-ok 1"), "{r:?}");
+    assert!(
+        !std::path::Path::new(&format!("/dev/shm/{name}")).exists(),
+        "the write reached the host's /dev/shm"
+    );
+}

@@ -159,15 +159,32 @@ fn confine(policy: &Policy) -> Result<(), String> {
     landlock(policy)
 }
 
+/// Where POSIX shared memory lives; the sandbox gets a private tmpfs there.
+const SHM: &str = "/dev/shm";
+/// Whether that private tmpfs is mounted: only then may the program write there (never the
+/// host's own /dev/shm).
+static SHM_PRIVATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn mount(
     source: Option<&str>,
     target: &Path,
     fstype: Option<&str>,
     flags: libc::c_ulong,
 ) -> Result<(), String> {
+    mount_with(source, target, fstype, flags, "")
+}
+
+fn mount_with(
+    source: Option<&str>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: &str,
+) -> Result<(), String> {
     let cs = |s: &str| CString::new(s).expect("no NUL");
     let source = source.map(cs);
     let fstype = fstype.map(cs);
+    let data = (!data.is_empty()).then(|| cs(data));
     let target_c = CString::new(target.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
     // SAFETY: every pointer is a NUL-terminated string or null, and lives across the call.
     let r = unsafe {
@@ -176,7 +193,8 @@ fn mount(
             target_c.as_ptr(),
             fstype.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
             flags,
-            std::ptr::null(),
+            data.as_ref()
+                .map_or(std::ptr::null(), |s| s.as_ptr().cast::<libc::c_void>()),
         )
     };
     if r != 0 {
@@ -199,6 +217,20 @@ fn mounts(policy: &Policy) -> Result<(), String> {
         Some("proc"),
         libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
     )?;
+    // A private /dev/shm (POSIX shared memory: Python's multiprocessing, browsers, test
+    // runners), empty and gone with the sandbox; the host's stays unseen. Best effort.
+    if Path::new(SHM).is_dir()
+        && mount_with(
+            Some("tmpfs"),
+            Path::new(SHM),
+            Some("tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            "size=256m,mode=1777",
+        )
+        .is_ok()
+    {
+        SHM_PRIVATE.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     for p in &policy.read_only {
         mount(
             Some(&p.to_string_lossy()),
@@ -298,7 +330,13 @@ fn landlock(policy: &Policy) -> Result<(), String> {
         .add_rules(path_beneath_rules(&policy.write, AccessFs::from_all(abi)))
         .map_err(err)?
         .add_rules(path_beneath_rules(
-            ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"],
+            ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"]
+                .into_iter()
+                .chain(
+                    SHM_PRIVATE
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                        .then_some(SHM),
+                ),
             AccessFs::from_all(abi),
         ))
         .map_err(err)?
