@@ -17,6 +17,8 @@ fn the_demo_fixes_the_sample_project_offline() {
     );
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("is done."), "{r:?}");
+    // The run ends with the files the task changed.
+    assert!(r.stdout.contains("files changed: src/lib.rs"), "{r:?}");
     // The demo's workspace is gone when it ends: no hint points at its tasks.
     assert!(!r.stdout.contains("tasks show"), "{r:?}");
     assert!(

@@ -744,8 +744,29 @@ pub fn report(
     } else {
         String::new()
     };
+    // The files the task's Write and Edit calls changed, from the store (not from git, which
+    // would run programs the repository's config names).
+    let mut changed: Vec<String> = Vec::new();
+    for c in store.tool_calls(id).unwrap_or_default() {
+        if c.is_error || !matches!(c.tool.as_str(), "Write" | "Edit") {
+            continue;
+        }
+        let path = serde_json::from_str::<serde_json::Value>(&c.input)
+            .ok()
+            .and_then(|v| v.get("path").and_then(|p| p.as_str()).map(str::to_string));
+        if let Some(p) = path
+            && !changed.contains(&p)
+        {
+            changed.push(p);
+        }
+    }
+    let files = if changed.is_empty() {
+        String::new()
+    } else {
+        format!("\nfiles changed: {}", changed.join(", "))
+    };
     print_out(&format!(
-        "\n{headline}\n{summary}\n\ntokens: {} in, {} out{hint}",
+        "\n{headline}\n{summary}\n{files}\ntokens: {} in, {} out{hint}",
         usage.input_tokens + usage.cache_read + usage.cache_write,
         usage.output_tokens,
     ))?;
