@@ -515,3 +515,46 @@ fn failure_error(f: Failure, tool: &str, budget: &Budget, stderr: String) -> Too
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, description: &str) -> CachedSpec {
+        CachedSpec {
+            name: name.into(),
+            description: description.into(),
+            input_schema: serde_json::json!({"type": "object"}),
+        }
+    }
+
+    /// A plugin cannot crowd every prompt: too many tools, a huge description or schema, a
+    /// name given twice, all refuse the plugin; a plugin at the limits loads.
+    #[test]
+    fn a_tool_list_that_would_crowd_the_prompts_is_refused() {
+        let at_limit: Vec<CachedSpec> = (0..MAX_TOOLS)
+            .map(|i| spec(&format!("T{i}"), &"d".repeat(MAX_DESCRIPTION_BYTES)))
+            .collect();
+        assert_eq!(check_specs(at_limit).unwrap().len(), MAX_TOOLS);
+
+        let too_many: Vec<CachedSpec> = (0..=MAX_TOOLS)
+            .map(|i| spec(&format!("T{i}"), "d"))
+            .collect();
+        assert!(check_specs(too_many).unwrap_err().contains("at most 64"));
+
+        let long = vec![spec("Big", &"d".repeat(MAX_DESCRIPTION_BYTES + 1))];
+        assert!(check_specs(long).unwrap_err().contains("description"));
+
+        let mut huge = spec("Schema", "d");
+        huge.input_schema =
+            serde_json::json!({"type": "object", "description": "x".repeat(MAX_SCHEMA_BYTES)});
+        assert!(
+            check_specs(vec![huge])
+                .unwrap_err()
+                .contains("input schema over")
+        );
+
+        let twice = vec![spec("Same", "a"), spec("Same", "b")];
+        assert!(check_specs(twice).unwrap_err().contains("twice"));
+    }
+}
