@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Args;
 
-use super::run::brought_list;
+use super::trust::brought_list;
 use crate::cli::{Context, print_out, terminal_safe};
 use rawko_agents::builtin;
 use rawko_agents::registry::workspace_dir;

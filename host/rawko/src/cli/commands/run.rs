@@ -249,7 +249,7 @@ fn decide_trust(cx: &Context, flag: bool, may_prompt: bool) -> anyhow::Result<bo
             "{} {why}:\n{}\nUntil you trust it, its agents get read-only tools\nand its config \
              only narrows yours. Trust this workspace? [y/N] ",
             terminal_safe(&ws.display().to_string()),
-            brought_list(&brought)
+            super::trust::brought_list(&brought)
         );
         if super::plugin::consent::ask(&question)? {
             store.trust(ws, "prompt")?;
@@ -262,19 +262,6 @@ fn decide_trust(cx: &Context, flag: bool, may_prompt: bool) -> anyhow::Result<bo
     }
     tracing::info!("workspace is not trusted: its own agents get read-only tools");
     Ok(false)
-}
-
-/// What a workspace brings, one indented line per file (at most 20), for people.
-pub fn brought_list(brought: &[PathBuf]) -> String {
-    let mut lines: Vec<String> = brought
-        .iter()
-        .take(20)
-        .map(|p| format!("  {}", terminal_safe(&p.display().to_string())))
-        .collect();
-    if brought.len() > 20 {
-        lines.push(format!("  and {} more", brought.len() - 20));
-    }
-    lines.join("\n")
 }
 
 /// How a run starts.

@@ -46,10 +46,7 @@ impl TrustCmd {
                 "it brings no agents or config of its own yet; when it does, they take effect"
                     .to_string()
             } else {
-                format!(
-                    "what it brings takes effect:\n{}",
-                    super::run::brought_list(&brought)
-                )
+                format!("what it brings takes effect:\n{}", brought_list(&brought))
             };
             print_out(&format!(
                 "{} is trusted; {what}",
@@ -58,4 +55,17 @@ impl TrustCmd {
         }
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// What a workspace brings, one indented line per file (at most 20), for people.
+pub fn brought_list(brought: &[std::path::PathBuf]) -> String {
+    let mut lines: Vec<String> = brought
+        .iter()
+        .take(20)
+        .map(|p| format!("  {}", terminal_safe(&p.display().to_string())))
+        .collect();
+    if brought.len() > 20 {
+        lines.push(format!("  and {} more", brought.len() - 20));
+    }
+    lines.join("\n")
 }
