@@ -318,7 +318,11 @@ fn rawko_agents_watch_prints_reloads_and_stops_when_stdin_closes() {
         "saying it is watching",
     );
     assert!(
-        ready.contains(".rawko/agents") && ready.ends_with(": 6 agents"),
+        ready.contains(".rawko/agents")
+            && ready.ends_with(&format!(
+                ": {} agents",
+                rawko_agents::builtin::AGENTS.len() + 1
+            )),
         "{ready}"
     );
 
@@ -397,7 +401,7 @@ fn rawko_agents_watch_json_can_be_killed() {
     let lines = lines_of(&mut child);
     let ready: serde_json::Value =
         serde_json::from_str(&expect_line(&lines, |l| l.contains("\"ready\""), "ready")).unwrap();
-    assert_eq!(ready["agents"], 5);
+    assert_eq!(ready["agents"], rawko_agents::builtin::AGENTS.len());
     save_new(&ws, ".rawko/agents/new.yaml", &agent("new", 1));
     let line = expect_line(&lines, |l| l.contains("\"reload\""), "a reload");
     let v: serde_json::Value = serde_json::from_str(&line).unwrap();

@@ -21,6 +21,8 @@
 //! - `agents_watch`: hot reload, in process and through `rawko agents watch`.
 //! - `demo`: `rawko demo`, offline, through the real binary.
 //! - `first_hour`: what a new user trips over, fixed.
+//! - `git_tool`: the `Git` tool against a repository whose config names programs for every
+//!   hook git has, and against planted pointers to other repositories.
 //! - `run_crash`: `rawko run` killed with SIGKILL at several points, then `rawko resume`.
 //! - `run_scenarios`: `rawko run` end to end, one folder per scenario under `tests/scenarios/`.
 //! - `trust_boundary`: a stranger's repository attacking the trust boundary: config, task store,
@@ -37,6 +39,7 @@ mod cli_bash;
 mod cli_tools;
 mod demo;
 mod first_hour;
+mod git_tool;
 mod http_attacks;
 mod http_faults;
 mod installed_plugins;

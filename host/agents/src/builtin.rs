@@ -19,6 +19,14 @@ pub struct BuiltinFile {
 /// The built-in agents, in the order a task usually meets them.
 pub const AGENTS: &[BuiltinFile] = &[
     BuiltinFile {
+        name: "pm.yaml",
+        text: include_str!("../../../agents/pm.yaml"),
+    },
+    BuiltinFile {
+        name: "researcher.yaml",
+        text: include_str!("../../../agents/researcher.yaml"),
+    },
+    BuiltinFile {
         name: "planner.yaml",
         text: include_str!("../../../agents/planner.yaml"),
     },

@@ -17,10 +17,12 @@ use super::diag::Pos;
 
 /// The tools rawko itself provides, as agents call them.
 pub const BUILTIN_TOOLS: &[&str] = &[
-    "Read", "Write", "Edit", "Glob", "Grep", "LS", "Bash", FINISH,
+    "Read", "Write", "Edit", "Glob", "Grep", "LS", "Bash", "Git", FINISH,
 ];
 /// The built-in tools that only read the workspace.
-pub const READ_TOOLS: &[&str] = &["Read", "Glob", "Grep", "LS"];
+/// (`Git` is among them: its write operations need the write grant, which a read-only agent
+/// does not get.)
+pub const READ_TOOLS: &[&str] = &["Read", "Glob", "Grep", "LS", "Git"];
 /// The tools that change the workspace; an agent allowed none of them is read-only.
 pub const WRITE_TOOLS: &[&str] = &["Write", "Edit", "Bash"];
 /// The agent loop's own tool that ends a state; always available.

@@ -97,7 +97,7 @@ enum OnOff {
 #[derive(Debug, Clone, Default, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ToolsSection {
-    /// Only these tools (`Read`, `Write`, `Edit`, `Glob`, `Grep`, `LS`, `Bash`, a plugin's
+    /// Only these tools (`Read`, `Write`, `Edit`, `Glob`, `Grep`, `LS`, `Bash`, `Git`, a plugin's
     /// tool, or another agent's name). Leave out to allow every tool. `finish` is always allowed.
     pub allowed: Option<Vec<String>>,
     /// Never these tools; wins over `allowed`.

@@ -42,7 +42,7 @@ pub const REPLAY: Builtin = Builtin {
     wasm: include_bytes!(concat!(env!("OUT_DIR"), "/rawko_adapter_replay.wasm")),
 };
 
-/// The provider name of the tools the host implements itself (`Bash`).
+/// The provider name of the tools the host implements itself (`Bash`, `Git`).
 pub const HOST: &str = "host";
 
 /// Whether `name` is taken by rawko itself: a built-in plugin, a built-in adapter plugin that

@@ -38,7 +38,8 @@ use rawko_store::{AuditEntry, Usage};
 use rawko_toolset::bash::{self, BashContext};
 use rawko_toolset::chain::Chain;
 use rawko_toolset::command_tool::{self, CommandToolContext};
-use rawko_toolset::{Provider, ToolSet};
+use rawko_toolset::git::{self, GitContext};
+use rawko_toolset::{HostKind, Provider, ToolSet};
 
 /// Tools an agent from an untrusted workspace may still call: they only read.
 pub const READ_ONLY_TOOLS: &[&str] = rawko_agents::model::READ_TOOLS;
@@ -99,6 +100,8 @@ pub struct SessionTools {
     policies: RefCell<HashMap<String, Rc<Policy>>>,
     /// How native commands start: through the kernel sandbox unless the user said otherwise.
     launch: Launch,
+    /// Who the Git tool commits as: the user's own git identity, read once.
+    git_identity: rawko_git::Identity,
 }
 
 impl SessionTools {
@@ -129,6 +132,7 @@ impl SessionTools {
             budget,
             policies: RefCell::new(HashMap::new()),
             launch,
+            git_identity: rawko_git::Identity::from_user_config(),
         })
     }
 
@@ -300,6 +304,21 @@ impl SessionTools {
                     budget: self.budget,
                 };
                 plugin.call(&self.rt, name, input, &cx).await
+            }
+            Provider::Host(host) if host.kind == HostKind::Git => {
+                decisions.push(Self::decision(
+                    agent,
+                    access,
+                    &self.workspace.display().to_string(),
+                    true,
+                    "Git (rawko itself, no program run) on the workspace's repository",
+                ));
+                let cx = GitContext {
+                    workspace: &self.workspace,
+                    grants,
+                    identity: &self.git_identity,
+                };
+                git::call(cx, input).await
             }
             Provider::Host(_) => {
                 let policy = match self.policy_for(agent) {

@@ -84,14 +84,7 @@ fn tool_error(kind: GuestErrorKind, message: String) -> ToolCallError {
 /// Check and run one `Bash` call. A denied command never starts a process.
 pub async fn call(cx: BashContext<'_>, input: &str) -> Result<BashOutcome, ToolCallError> {
     let started = Instant::now();
-    let invalid = |message: String| ToolCallError::InvalidInput {
-        tool: NAME.into(),
-        message,
-    };
-    let value: serde_json::Value =
-        serde_json::from_str(input).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
-    info().validate(&value).map_err(invalid)?;
-    let input: Input = serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
+    let input: Input = crate::parse_input(&info(), input)?;
     let timeout = input
         .timeout
         .map(Duration::from_millis)

@@ -5,6 +5,7 @@
 pub mod bash;
 pub mod chain;
 pub mod command_tool;
+pub mod git;
 
 use std::path::Path;
 
@@ -15,7 +16,17 @@ use rawko_runtime::{Runtime, RuntimeError, ToolInfo, ToolPlugin};
 /// A tool the host implements itself rather than a plugin.
 #[derive(Debug)]
 pub struct HostTool {
+    pub kind: HostKind,
     pub info: ToolInfo,
+}
+
+/// Which of the host's own tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostKind {
+    /// `Bash`: [`bash`].
+    Bash,
+    /// `Git`: [`git`].
+    Git,
 }
 
 /// Where a tool comes from.
@@ -65,7 +76,12 @@ impl ToolSet {
     pub async fn builtin(rt: &Runtime) -> Result<Self, ToolSetError> {
         let mut set = ToolSet::default();
         set.host.push(HostTool {
+            kind: HostKind::Bash,
             info: crate::bash::info(),
+        });
+        set.host.push(HostTool {
+            kind: HostKind::Git,
+            info: crate::git::info(),
         });
         for b in BUILTIN_TOOL_PLUGINS {
             set.add(ToolPlugin::load(rt, b.name, b.wasm).await?)?;
@@ -122,7 +138,7 @@ impl ToolSet {
     }
 
     /// The provider of tool `name`, and the tool. Host tools come first: a plugin cannot
-    /// replace `Bash` with a tool of its own.
+    /// replace `Bash` or `Git` with a tool of its own.
     pub fn find(&self, name: &str) -> Option<(Provider<'_>, &ToolInfo)> {
         self.host
             .iter()
@@ -158,6 +174,21 @@ impl ToolSet {
             .map(|(_, t)| t.name.clone())
             .collect()
     }
+}
+
+/// A host tool's input: JSON, valid against the tool's schema, read as `T`.
+pub(crate) fn parse_input<T: serde::de::DeserializeOwned>(
+    info: &ToolInfo,
+    input: &str,
+) -> Result<T, rawko_runtime::ToolCallError> {
+    let invalid = |message: String| rawko_runtime::ToolCallError::InvalidInput {
+        tool: info.name.clone(),
+        message,
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(input).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
+    info.validate(&value).map_err(invalid)?;
+    serde_json::from_value(value).map_err(|e| invalid(e.to_string()))
 }
 
 /// A provider as the user knows it.

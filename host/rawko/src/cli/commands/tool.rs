@@ -10,7 +10,8 @@ use crate::cli::{BadInput, Context, print_err, print_json, print_out};
 use rawko_runtime::tool::CallContext;
 use rawko_runtime::{Budget, Runtime, ToolPlugin};
 use rawko_toolset::bash::{self, BashContext};
-use rawko_toolset::{Provider, ToolSet};
+use rawko_toolset::git::{self, GitContext};
+use rawko_toolset::{HostKind, Provider, ToolSet};
 
 use super::bash::{PolicyFlags, ShellSetup, configured_filters, grants_from};
 use crate::cli::commands::agents::usable_agent;
@@ -127,6 +128,15 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
                 budget,
             };
             plugin.call(&rt, &args.tool, &args.input, &call_cx).await
+        }
+        Provider::Host(host) if host.kind == HostKind::Git => {
+            let identity = rawko_git::Identity::from_user_config();
+            let git_cx = GitContext {
+                workspace: cx.workspace(),
+                grants: &grants,
+                identity: &identity,
+            };
+            git::call(git_cx, &args.input).await
         }
         Provider::Host(_) => {
             let shell = ShellSetup::new(cx, &rt, &grants, &args.policy).await?;

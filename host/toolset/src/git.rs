@@ -1,0 +1,107 @@
+//! The `Git` tool, provided by the host: git operations on the workspace's repository through
+//! gitoxide ([`rawko_git`]), which never runs a program the repository names.
+
+use std::path::Path;
+use std::time::Instant;
+
+use rawko_capability::{Access, FsGrants};
+use rawko_git::{GitError, Identity, Options, READ_OPS, Request, WRITE_OPS};
+use rawko_runtime::tool::GuestErrorKind;
+use rawko_runtime::{ToolCallError, ToolCallOutput, ToolInfo};
+
+/// The tool's name, as models call it.
+pub const NAME: &str = "Git";
+
+const DESCRIPTION: &str = "Inspect (and, with write access, change) the workspace's git \
+repository without running git: no hooks, filters, pagers or other programs the repository \
+names ever run, and nothing is pushed or fetched. `op` is one of: status; diff (rev: a commit \
+to compare the work tree with, or A..B; staged: compare HEAD with the index; paths; max_lines); \
+log (rev, paths, max_count); show (rev: a commit, or REV:path for a file's content); blame \
+(path, rev); branch (lists branches). With write access: add (paths; \".\" for everything); \
+commit (message; commits what is staged); switch (branch, create); stash (pop: false saves \
+local changes, true restores the newest stash); restore (paths; staged: unstage instead of \
+discarding work-tree changes). Paths are relative to the workspace. Output is cut with a \
+marker when long.";
+
+/// The tool's description and input schema.
+pub fn info() -> ToolInfo {
+    let ops: Vec<&str> = READ_OPS.iter().chain(WRITE_OPS).copied().collect();
+    ToolInfo::new(
+        NAME,
+        DESCRIPTION,
+        serde_json::json!({
+            "type": "object",
+            "properties": {
+                "op": {"type": "string", "enum": ops, "description": "The operation."},
+                "rev": {"type": "string", "maxLength": 256, "description": "A revision: a commit, branch, tag, HEAD~2, A..B (diff), or REV:path (show)."},
+                "paths": {"type": "array", "items": {"type": "string", "maxLength": 4096}, "maxItems": 256, "description": "Paths relative to the workspace."},
+                "path": {"type": "string", "maxLength": 4096, "description": "The file to blame."},
+                "staged": {"type": "boolean", "description": "diff: HEAD against the index; restore: unstage."},
+                "max_lines": {"type": "integer", "minimum": 1, "maximum": rawko_git::MAX_LINES, "description": "diff and show: most lines of output (default 400)."},
+                "max_count": {"type": "integer", "minimum": 1, "maximum": rawko_git::MAX_COUNT, "description": "log: most commits (default 20)."},
+                "message": {"type": "string", "maxLength": 65536, "description": "commit: the message."},
+                "branch": {"type": "string", "maxLength": 256, "description": "switch: the branch."},
+                "create": {"type": "boolean", "description": "switch: create the branch at HEAD first."},
+                "pop": {"type": "boolean", "description": "stash: restore and drop the newest stash instead of saving."}
+            },
+            "required": ["op"],
+            "additionalProperties": false
+        }),
+    )
+}
+
+/// What a call may do: the filesystem it was granted, and who commits.
+#[derive(Debug, Clone, Copy)]
+pub struct GitContext<'a> {
+    pub workspace: &'a Path,
+    pub grants: &'a FsGrants,
+    pub identity: &'a Identity,
+}
+
+fn tool_error(kind: GuestErrorKind, message: String) -> ToolCallError {
+    ToolCallError::Tool {
+        tool: NAME.into(),
+        kind,
+        message,
+    }
+}
+
+/// Check and run one `Git` call on a worker thread, without blocking the caller's runtime.
+pub async fn call(cx: GitContext<'_>, input: &str) -> Result<ToolCallOutput, ToolCallError> {
+    let started = Instant::now();
+    let request: Request = crate::parse_input(&info(), input)?;
+    let access = cx.grants.access(cx.workspace);
+    if access.is_none() {
+        return Err(tool_error(
+            GuestErrorKind::Denied,
+            format!(
+                "no filesystem access to the workspace {}: Git needs it granted",
+                cx.workspace.display()
+            ),
+        ));
+    }
+    let opts = Options {
+        write: access == Some(Access::ReadWrite),
+        identity: cx.identity.clone(),
+    };
+    let workspace = cx.workspace.to_path_buf();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("rawko-git-call".into())
+        .spawn(move || {
+            let _ = tx.send(rawko_git::run(&workspace, request, &opts));
+        })
+        .map_err(|e| tool_error(GuestErrorKind::Failed, format!("cannot start: {e}")))?;
+    let result = rx
+        .await
+        .unwrap_or_else(|_| Err(GitError::Failed("the git worker stopped".into())));
+    match result {
+        Ok(content) => Ok(ToolCallOutput {
+            content,
+            duration: started.elapsed(),
+        }),
+        Err(GitError::Invalid(m)) => Err(tool_error(GuestErrorKind::InvalidInput, m)),
+        Err(GitError::Denied(m)) => Err(tool_error(GuestErrorKind::Denied, m)),
+        Err(GitError::Failed(m)) => Err(tool_error(GuestErrorKind::Failed, m)),
+    }
+}
