@@ -321,3 +321,67 @@ fn every_flag_in_the_readme_usage_is_accepted() {
         "the README lists flags these commands do not take: {wrong:#?}"
     );
 }
+
+/// In a git repository, `rawko run` ends with the diff of the files the task changed against
+/// `HEAD`, as the demo does (through the Git tool's engine, so no program of the repository's
+/// config runs).
+#[test]
+fn run_ends_with_the_diff_of_what_the_task_changed() {
+    let ws = Workspace::new();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .current_dir(ws.path())
+            .args(["-c", "user.name=U", "-c", "user.email=u@example.com"])
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::write(
+        ws.path().join(".git/info/exclude"),
+        ".test-config/\n.test-data/\n",
+    )
+    .unwrap();
+    ws.write("notes.txt", "first line\n");
+    git(&["add", "notes.txt"]);
+    git(&["commit", "-q", "-m", "start"]);
+    let server = ModelServer::start();
+    server.push(openai::tool_call(
+        "c1",
+        "Edit",
+        &serde_json::json!({"path": "notes.txt", "old_string": "first line", "new_string": "first line\nsecond line"}),
+    ));
+    server.push(openai::tool_call(
+        "c2",
+        "finish",
+        &serde_json::json!({"status": "success", "summary": "Added a line."}),
+    ));
+    user_config(&ws, &server);
+    let agent = "name: editor\nwhenToUse: Edits.\nsystemPrompt: You edit.\ntools:\n  allowed: [Read, Edit]\ntransitions: {onSuccess: done}\n";
+    std::fs::create_dir_all(ws.config_home().join("rawko/agents")).unwrap();
+    std::fs::write(ws.config_home().join("rawko/agents/editor.yaml"), agent).unwrap();
+    let r = Run::of(
+        rawko(&ws)
+            .env("TEST_KEY", TEST_KEY)
+            .env("NO_COLOR", "1")
+            .args([
+                "run",
+                "--no-stream",
+                "--agent",
+                "editor",
+                "Add a second line.",
+            ])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("files changed: notes.txt"), "{r:?}");
+    assert!(
+        r.stdout.contains("Diff between HEAD and the work tree")
+            && r.stdout.contains("notes.txt | +1 -0")
+            && r.stdout.contains("+second line"),
+        "{r:?}"
+    );
+}

@@ -33,6 +33,9 @@ struct Scenario {
     /// Trust the workspace before the run.
     #[serde(default)]
     trust: bool,
+    /// Make the workspace a git repository, its files committed, before the run.
+    #[serde(default)]
+    git: bool,
     replies: Vec<Step>,
     expect: Expect,
 }
@@ -244,6 +247,28 @@ fn prepare(dir: &Path, s: &Scenario) -> Prepared {
     }
     if dir.join("workspace").is_dir() {
         copy_dir(&dir.join("workspace"), ws.path());
+    }
+    if s.git {
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=User", "-c", "user.email=user@example.com"])
+                .args(args)
+                .current_dir(ws.path())
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        };
+        git(&["init", "-q", "-b", "main"]);
+        // The test's own config and data directories live in the workspace; git ignores them.
+        std::fs::write(
+            ws.path().join(".git/info/exclude"),
+            ".test-config/\n.test-data/\ntarget/\n",
+        )
+        .unwrap();
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "before the task"]);
     }
     let user = ws.config_home().join("rawko");
     std::fs::create_dir_all(&user).unwrap();
@@ -504,6 +529,7 @@ macro_rules! scenarios {
 scenarios!(
     happy_path,
     tester_failure_back_to_developer,
+    tester_failure_to_debugger_and_back,
     max_iterations,
     timeout,
     blocked_tool,

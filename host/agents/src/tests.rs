@@ -252,7 +252,7 @@ fn claude_code_bash_permissions_and_inherit() {
 #[test]
 fn built_in_agents_are_valid_and_chain_to_done() {
     let files = super::builtin::load();
-    assert_eq!(files.len(), 5);
+    assert_eq!(files.len(), 7);
     for f in &files {
         assert!(
             f.diagnostics.is_empty(),
@@ -272,6 +272,8 @@ fn built_in_agents_are_valid_and_chain_to_done() {
     };
     assert!(!get("planner").can_write());
     for (name, mode) in [
+        ("pm", Mode::ReadOnly),
+        ("researcher", Mode::ReadOnly),
         ("planner", Mode::ReadOnly),
         ("reviewer", Mode::ReadOnly),
         ("developer", Mode::WorkspaceWrite),
@@ -292,6 +294,30 @@ fn built_in_agents_are_valid_and_chain_to_done() {
     for reader in ["tester", "reviewer"] {
         assert!(!get(reader).may_call("Edit") && !get(reader).may_call("Write"));
     }
+    // The read-only roles need no shell: they read the repository through the Git tool.
+    for reader in ["pm", "researcher", "planner", "reviewer"] {
+        let a = get(reader);
+        assert!(!a.can_write(), "{reader}");
+        assert!(!a.may_call("Bash"), "{reader} has a shell");
+        assert!(a.may_call("Git") && a.may_call("Read"), "{reader}");
+    }
+    // pm and researcher start a task and hand it to the planner; the debugger is reached from
+    // the tester and hands back to the tester (fixed) or the developer (not).
+    for start in ["pm", "researcher"] {
+        assert_eq!(
+            get(start).transitions.on_success,
+            Target::Agent("planner".into()),
+            "{start}"
+        );
+    }
+    assert_eq!(
+        get("debugger").transitions.on_success,
+        Target::Agent("tester".into())
+    );
+    assert_eq!(
+        get("debugger").transitions.on_failure,
+        Some(Target::Agent("developer".into()))
+    );
     let mut at = "planner".to_string();
     let mut path = vec![at.clone()];
     while let Target::Agent(next) = &get(&at).transitions.on_success {

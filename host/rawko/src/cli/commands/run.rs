@@ -347,6 +347,7 @@ impl Setup {
     ) -> anyhow::Result<(String, TaskEnd)> {
         let output = self.output.clone();
         let timeline_hint = self.timeline_hint;
+        let workspace = self.workspace.clone();
         let run = self.prepare(start, store).await?;
         let id = run.task().to_string();
         // One runner per task: a second `rawko resume` of a task being run stops here.
@@ -363,7 +364,7 @@ impl Setup {
         let end = run.drive(store).await;
         let _ = store.release_lease(&id);
         let end = end?;
-        report(store, &id, &end, &output, timeline_hint)?;
+        report(store, &workspace, &id, &end, &output, timeline_hint)?;
         Ok((id, end))
     }
 
@@ -697,6 +698,7 @@ impl Drop for Heartbeat {
 /// The end of a run, for a person or a script.
 pub fn report(
     store: &TaskStore,
+    workspace: &Path,
     id: &str,
     end: &TaskEnd,
     output: &OutputFlags,
@@ -750,7 +752,10 @@ pub fn report(
     let files = if changed.is_empty() {
         String::new()
     } else {
-        format!("\nfiles changed: {}", changed.join(", "))
+        let diff = task_diff(workspace, &changed)
+            .map(|d| format!("\n{d}"))
+            .unwrap_or_default();
+        format!("\nfiles changed: {}{diff}", changed.join(", "))
     };
     print_out(&format!(
         "\n{headline}\n{summary}\n{files}\ntokens: {} in, {} out{hint}",
@@ -758,6 +763,31 @@ pub fn report(
         usage.output_tokens,
     ))?;
     Ok(())
+}
+
+/// Lines of the closing diff; the rest is a `Git` call away.
+const CLOSING_DIFF_LINES: usize = 200;
+
+/// The files a task changed, diffed against `HEAD` by the Git tool's engine (which runs no
+/// program the repository names), when the workspace is in a git repository with commits.
+fn task_diff(workspace: &Path, changed: &[String]) -> Option<String> {
+    let request = rawko_git::Request::Diff {
+        rev: Some("HEAD".into()),
+        paths: changed.to_vec(),
+        staged: false,
+        max_lines: Some(CLOSING_DIFF_LINES),
+    };
+    let opts = rawko_git::Options {
+        write: false,
+        identity: rawko_git::Identity::default(),
+    };
+    match rawko_git::run(workspace, request, &opts) {
+        Ok(text) => Some(text.trim_end().to_string()),
+        Err(e) => {
+            tracing::debug!("no closing diff: {e}");
+            None
+        }
+    }
 }
 
 /// 0 done, 130 cancelled, 75 interrupted (EX_TEMPFAIL: try again), 1 otherwise.
