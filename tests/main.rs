@@ -19,6 +19,7 @@
 //! - `cli_agent_tools`: `tools list --agent` and `tool call --agent` with each agent's capabilities.
 //! - `cli_agents`: `rawko init` and `rawko agents` on every dialect and on hostile files.
 //! - `agents_watch`: hot reload, in process and through `rawko agents watch`.
+//! - `context_window`: a 300-step run inside a small window, and the task token budget.
 //! - `demo`: `rawko demo`, offline, through the real binary.
 //! - `first_hour`: what a new user trips over, fixed.
 //! - `git_tool`: the `Git` tool against a repository whose config names programs for every
@@ -37,6 +38,7 @@ mod cli_agent_tools;
 mod cli_agents;
 mod cli_bash;
 mod cli_tools;
+mod context_window;
 mod demo;
 mod first_hour;
 mod git_tool;

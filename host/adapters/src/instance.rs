@@ -202,6 +202,41 @@ pub struct AdapterInstance {
     pub options: Options,
     /// What was asked for and withheld (besides the credential), for `adapters check`.
     pub withheld: Vec<String>,
+    /// The model's context window, in tokens.
+    pub context_window: u32,
+}
+
+/// The context window of `model` when the config does not give one: the known families', else
+/// a conservative 128,000 tokens.
+pub fn default_context_window(model: &str) -> u32 {
+    let m = model.to_ascii_lowercase();
+    let known: &[(&str, u32)] = &[
+        ("claude", 200_000),
+        ("gpt-4.1", 1_047_576),
+        ("gpt-5", 400_000),
+        ("gpt-4o", 128_000),
+        ("o1", 200_000),
+        ("o3", 200_000),
+        ("o4", 200_000),
+        ("gemini", 1_048_576),
+        ("gpt-3.5", 16_385),
+    ];
+    known
+        .iter()
+        .find(|(prefix, _)| m.starts_with(prefix) || m.contains(&format!("/{prefix}")))
+        .map(|(_, w)| *w)
+        .unwrap_or(128_000)
+}
+
+/// The window an instance works with: the config's, checked, or the model's default.
+fn context_window(cfg: &AdapterConfig, model: &str) -> Result<u32, String> {
+    match cfg.context_window {
+        None => Ok(default_context_window(model)),
+        Some(w) if (1_024..=10_000_000).contains(&w) => Ok(w),
+        Some(w) => Err(format!(
+            "`context_window` is {w}; give the model's window in tokens, 1024 to 10000000"
+        )),
+    }
 }
 
 /// An `adapters:` entry that cannot be used.
@@ -310,6 +345,7 @@ pub fn resolve(
         (None, None) => return Err(err("`model` is required".into())),
     };
     let (timeout, options) = limits_and_options(cfg).map_err(err)?;
+    let window = context_window(cfg, &model).map_err(err)?;
     let workspace_untrusted =
         matches!(source, AdapterOrigin::Workspace(_)) && trust == Trust::Untrusted;
 
@@ -361,6 +397,7 @@ pub fn resolve(
             recording: Some(recording),
             options,
             withheld: Vec::new(),
+            context_window: window,
         });
     }
     if cfg.recording.is_some() {
@@ -413,6 +450,7 @@ pub fn resolve(
         recording: None,
         options,
         withheld,
+        context_window: window,
     })
 }
 
@@ -466,6 +504,7 @@ fn resolve_installed(
         }
     };
     let (timeout, options) = limits_and_options(cfg)?;
+    let window = context_window(cfg, &model)?;
     if cfg.recording.is_some() {
         return Err(format!(
             "`recording` applies only to the built-in replay adapter, not to `{}`",
@@ -571,6 +610,7 @@ fn resolve_installed(
         recording: None,
         options,
         withheld,
+        context_window: window,
     })
 }
 

@@ -79,6 +79,11 @@ pub enum RunEvent {
         status: String,
         summary: String,
     },
+    /// The agent's conversation outgrew its model's window: its older part was summarised.
+    Compacted {
+        agent: String,
+        summary_chars: usize,
+    },
     Warning {
         message: String,
     },

@@ -8,6 +8,7 @@
 //! up where the store says it stopped: committed tool calls are never run again.
 
 pub mod arbiter;
+pub mod context;
 pub mod conversation;
 pub mod demo;
 pub mod events;
@@ -70,6 +71,11 @@ pub trait AgentLookup {
 pub trait LlmProvider {
     /// The model `agent` talks to; opening it may take a while (loading its plugin).
     fn llm_for<'a>(&'a self, agent: &'a Agent) -> LlmFor<'a>;
+    /// The model that summarises conversations grown past their window, when one is
+    /// configured; otherwise each agent's own model does.
+    fn summariser(&self) -> Option<LlmFor<'_>> {
+        None
+    }
 }
 
 pub type LlmFor<'a> =
@@ -113,6 +119,10 @@ pub struct Engine<'a> {
     /// Whether the user trusts the workspace's own agents. Whatever an untrusted agent starts
     /// (an agent it calls, the states after it) runs untrusted too ([`Agent::on_behalf_of`]).
     pub workspace_trusted: bool,
+    /// The share of a model's window a request may fill before it is compacted.
+    pub context_threshold: f32,
+    /// Tokens the task may use in all (`defaults.limits.maxTokens`); reaching it interrupts it.
+    pub max_task_tokens: Option<u64>,
 }
 
 /// How a task ended (or stopped).
@@ -576,6 +586,8 @@ impl Engine<'_> {
     ) -> Result<TurnOutcome, EngineError> {
         let started = Instant::now();
         let specs = self.tool_specs(agent, depth);
+        let fixed = context::fixed_chars(&agent.system_prompt, &specs);
+        let mut ctx = context::Context::new(llm.context_window(), self.context_threshold);
         let mut finish_rejected = self
             .store
             .tool_calls(task)?
@@ -643,6 +655,32 @@ impl Engine<'_> {
                     output: None,
                 });
             }
+            if let Some(max) = self.max_task_tokens {
+                let used = self.store.task_usage(task)?;
+                let total =
+                    used.input_tokens + used.output_tokens + used.cache_read + used.cache_write;
+                if total >= i64::try_from(max).unwrap_or(i64::MAX) {
+                    return Ok(TurnOutcome {
+                        event: Event::Interrupted,
+                        summary: format!(
+                            "the task has used {total} tokens and its budget is {max} \
+                             (defaults.limits.maxTokens in config.yaml): raise it, then `rawko \
+                             resume` continues the task"
+                        ),
+                        output: None,
+                    });
+                }
+            }
+            let view = loop {
+                match ctx.plan(fixed, messages) {
+                    context::Plan::Send(view) => break view,
+                    context::Plan::Summarise { from, to } => {
+                        self.summarise(task, agent, turn, llm, &mut ctx, &messages[from..to], to)
+                            .await?;
+                    }
+                }
+            };
+            let sent_chars = fixed + view.iter().map(context::message_chars).sum::<usize>();
             *iterations = self.store.bump_iterations(turn)?.max(0) as u32;
             self.events.emit(&RunEvent::Thinking {
                 agent: agent.name.clone(),
@@ -657,7 +695,7 @@ impl Engine<'_> {
             let remaining = limits.timeout.saturating_sub(started.elapsed());
             let request = CompletionRequest {
                 system: &agent.system_prompt,
-                messages,
+                messages: &view,
                 tools: &specs,
                 on_text: Some(&on_text),
             };
@@ -715,6 +753,11 @@ impl Engine<'_> {
                 }
                 Ok(Ok(c)) => c,
             };
+            let u = &completion.usage;
+            ctx.estimator.observe(
+                sent_chars,
+                (u.input_tokens + u.cache_read + u.cache_write).max(0) as u64,
+            );
             let mut reply = completion.message;
             reply.role = Role::Assistant;
             sanitize_call_ids(&mut reply, turn, *iterations);
@@ -739,6 +782,94 @@ impl Engine<'_> {
                 messages.push(nudge);
             }
         }
+    }
+
+    /// Summarise `older` (the messages before index `to`) into `ctx`, with the configured
+    /// summariser or the agent's own model, or without a model when neither answers. The
+    /// compaction is written to the audit log; the messages stay in the store.
+    #[allow(clippy::too_many_arguments)]
+    async fn summarise(
+        &self,
+        task: &str,
+        agent: &Agent,
+        turn: i64,
+        llm: &dyn Llm,
+        ctx: &mut context::Context,
+        older: &[Message],
+        to: usize,
+    ) -> Result<(), EngineError> {
+        let own;
+        let summariser: &dyn Llm = match self.llms.summariser() {
+            Some(open) => match open.await {
+                Ok(s) => {
+                    own = s;
+                    own.as_ref()
+                }
+                Err(e) => {
+                    tracing::warn!("the summariser cannot be opened: {e}");
+                    llm
+                }
+            },
+            None => llm,
+        };
+        let room = (u64::from(summariser.context_window()) * 2).min(400_000) as usize;
+        let text = context::transcript(&ctx.summary.text, older, room);
+        let request = [Message::user(text)];
+        let asked = tokio::time::timeout(
+            Duration::from_secs(300),
+            summariser.complete(CompletionRequest {
+                system: context::SUMMARISER_PROMPT,
+                messages: &request,
+                tools: &[],
+                on_text: None,
+            }),
+        )
+        .await;
+        let (summary, how) = match asked {
+            Ok(Ok(c)) if !c.message.text().trim().is_empty() => {
+                self.store
+                    .record_usage(turn, summariser.adapter(), &c.model, &c.usage)?;
+                (
+                    c.message.text(),
+                    format!("summarised by {}", summariser.adapter()),
+                )
+            }
+            other => {
+                let why = match other {
+                    Ok(Ok(_)) => "an empty summary".to_string(),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(_) => "no answer in 300 s".to_string(),
+                };
+                (
+                    context::mechanical_summary(&ctx.summary.text, older),
+                    format!("listed without a model ({why})"),
+                )
+            }
+        };
+        let previous = ctx.summary.upto;
+        ctx.summarised(to, summary);
+        let entry = AuditEntry::new(
+            &agent.name,
+            "context",
+            &format!(
+                "messages {}..{to} of the step compacted into a summary of {} characters",
+                previous.max(1),
+                ctx.summary.text.len()
+            ),
+            "allow",
+            &format!(
+                "the request would have passed {:.0}% of the {}-token window; {how}",
+                ctx.threshold * 100.0,
+                ctx.window
+            ),
+        )
+        .in_turn(turn);
+        self.store.record_decision(task, &entry)?;
+        self.events.emit(&RunEvent::Compacted {
+            agent: agent.name.clone(),
+            summary_chars: ctx.summary.text.len(),
+        });
+        Ok(())
     }
 
     /// Run the tool calls of an assistant message, skipping those already committed.

@@ -71,5 +71,9 @@ pub trait Llm {
     fn adapter(&self) -> &str;
     /// The model name it asks for.
     fn model(&self) -> &str;
+    /// The model's context window, in tokens.
+    fn context_window(&self) -> u32 {
+        crate::context::DEFAULT_WINDOW
+    }
     fn complete<'a>(&'a self, request: CompletionRequest<'a>) -> LlmFuture<'a>;
 }

@@ -527,6 +527,10 @@ impl Llm for AdapterLlm {
         &self.adapter.instance().model
     }
 
+    fn context_window(&self) -> u32 {
+        self.adapter.instance().context_window
+    }
+
     fn complete<'a>(&'a self, request: CompletionRequest<'a>) -> LlmFuture<'a> {
         Box::pin(async move {
             let messages = request.messages.to_vec();
@@ -618,6 +622,9 @@ pub struct SessionLlms {
     pub completed: RefCell<BTreeMap<String, u32>>,
     /// The config files `default` was looked for in, for the error when it is missing.
     pub config_files: Vec<PathBuf>,
+    /// `context.summariser`: the instance that summarises conversations grown past their
+    /// window (default: the agent's own).
+    pub summariser: Option<String>,
 }
 
 impl SessionLlms {
@@ -643,6 +650,7 @@ impl SessionLlms {
             opened: RefCell::new(BTreeMap::new()),
             completed: RefCell::new(BTreeMap::new()),
             config_files: Vec::new(),
+            summariser: None,
         }
     }
 
@@ -773,6 +781,11 @@ impl LlmProvider for SessionLlms {
             let adapter = self.open(&name).await?;
             Ok(self.llm(agent, adapter))
         })
+    }
+
+    fn summariser(&self) -> Option<LlmFor<'_>> {
+        let name = self.summariser.clone()?;
+        Some(Box::pin(async move { self.arbiter(&name).await }))
     }
 }
 

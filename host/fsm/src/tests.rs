@@ -252,6 +252,8 @@ impl World {
             },
             max_steps: 50,
             workspace_trusted: true,
+            context_threshold: crate::context::DEFAULT_THRESHOLD,
+            max_task_tokens: None,
         }
     }
 

@@ -176,6 +176,8 @@ async fn steps(tools: &dyn ToolHost, dir: &Path) -> Vec<Duration> {
         },
         max_steps: 10,
         workspace_trusted: true,
+        context_threshold: rawko_fsm::context::DEFAULT_THRESHOLD,
+        max_task_tokens: None,
     };
     let id = store
         .create_task("benchmark", "worker", &serde_json::json!({}))

@@ -250,6 +250,23 @@ impl EventSink for Live {
                 ));
             }
             RunEvent::TaskFinished { .. } => self.stop_spinner(),
+            RunEvent::Compacted {
+                agent,
+                summary_chars,
+            } => {
+                self.stop_spinner();
+                self.line(&format!(
+                    "{indent}  {}",
+                    self.style(
+                        "2",
+                        &format!(
+                            "{} · older messages summarised to fit the model's context window \
+                             ({summary_chars} characters)",
+                            safe(agent, 80)
+                        )
+                    )
+                ));
+            }
             RunEvent::Warning { message } => {
                 self.line(&self.style("33", &format!("warning: {}", safe(message, 500))));
             }

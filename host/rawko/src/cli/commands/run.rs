@@ -307,6 +307,8 @@ pub struct Prepared {
     limits: StateLimits,
     max_steps: u32,
     trusted: bool,
+    context_threshold: f32,
+    max_task_tokens: Option<u64>,
 }
 
 impl Setup {
@@ -472,6 +474,34 @@ impl Setup {
                 .map(Duration::from_millis)
                 .unwrap_or(DEFAULT_TIMEOUT),
         };
+        let max_task_tokens = merged
+            .defaults
+            .as_ref()
+            .and_then(|d| d.limits.as_ref())
+            .and_then(|l| l.max_tokens);
+        let context_threshold = merged
+            .context
+            .as_ref()
+            .and_then(|c| c.threshold)
+            .unwrap_or(rawko_fsm::context::DEFAULT_THRESHOLD);
+        if !(0.1..=0.95).contains(&context_threshold) {
+            return Err(BadInput::new(format!(
+                "context.threshold is {context_threshold}; give a share of the window between \
+                 0.1 and 0.95"
+            ))
+            .into());
+        }
+        let summariser = merged.context.as_ref().and_then(|c| c.summariser.clone());
+        if let Some(name) = &summariser
+            && !instances.contains_key(name)
+        {
+            return Err(BadInput::new(format!(
+                "context.summariser names the adapter `{name}`, which the config does not define \
+                 (defined: {})",
+                instances.keys().cloned().collect::<Vec<_>>().join(", ")
+            ))
+            .into());
+        }
         let (arbiter_mode, arbiter_adapter) = match &merged.arbiter {
             Some(a) => (a.mode, a.adapter.clone().or(default_adapter.clone())),
             None => (ArbiterMode::Fixed, None),
@@ -486,6 +516,7 @@ impl Setup {
             !self.output.no_stream,
             self.recorder.clone(),
         );
+        llms.summariser = summariser;
         llms.config_files = vec![
             self.config_dir.join(rawko_config::FILE_NAME),
             self.workspace.join(".rawko").join(rawko_config::FILE_NAME),
@@ -542,6 +573,8 @@ impl Setup {
             limits,
             max_steps: self.max_steps,
             trusted: self.trusted,
+            context_threshold,
+            max_task_tokens,
         })
     }
 }
@@ -649,6 +682,8 @@ impl Prepared {
             defaults: self.limits,
             max_steps: self.max_steps,
             workspace_trusted: self.trusted,
+            context_threshold: self.context_threshold,
+            max_task_tokens: self.max_task_tokens,
         };
         let end = engine.run(&self.task).await;
         watcher.abort();
