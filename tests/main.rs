@@ -17,6 +17,7 @@
 //! - `cli_bash`: `rawko bash check` and the `Bash` tool through the real binary: verdicts,
 //!   exit codes, and what running a command does and does not do.
 //! - `cli_agent_tools`: `tools list --agent` and `tool call --agent` with each agent's capabilities.
+//! - `agent_dialects`: Claude Code's agent directories and an agent's own model, end to end.
 //! - `cli_agents`: `rawko init` and `rawko agents` on every dialect and on hostile files.
 //! - `agents_watch`: hot reload, in process and through `rawko agents watch`.
 //! - `context_window`: a 300-step run inside a small window, and the task token budget.
@@ -32,6 +33,7 @@
 mod support;
 
 mod adapters;
+mod agent_dialects;
 mod agents_watch;
 mod cli_adapters;
 mod cli_agent_tools;

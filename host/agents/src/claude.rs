@@ -2,14 +2,16 @@
 //! `model` alias in the frontmatter; the body is the system prompt.
 //!
 //! These are the most widely shared agent files, so they load unchanged: unknown fields are
-//! warnings, a missing name falls back to the file name, `MultiEdit` maps to `Edit`, and a
-//! `Bash(git diff:*)` entry becomes the `Bash` tool with a `git diff *` command pattern.
+//! warnings, a missing name falls back to the file name (dots in a name become `-`),
+//! `MultiEdit` maps to `Edit`, a `Bash(git diff:*)` entry becomes the `Bash` tool with a
+//! `git diff *` command pattern, `disallowedTools` blocks tools (and `Bash(rm:*)` there blocks
+//! those commands), and Claude Code tools rawko does not have are named in a warning.
 
 use super::FileInfo;
 use super::decode::{Fields, Spanned, Strictness};
-use super::diag::Problems;
-use super::kodelet::name_or_stem;
+use super::diag::{Problems, did_you_mean};
 use super::markdown;
+use super::model::BUILTIN_TOOLS;
 use super::model::{Agent, Dialect, ModelSettings, Provider, Spans};
 use super::validate;
 use super::yaml::Node;
@@ -33,7 +35,7 @@ pub fn decode(
             Some(format!("add 'name: {}'", file.stem())),
         );
     }
-    let name = name_or_stem(&mut f, file, &mut spans, p);
+    let name = dotted_name(&mut f, file, &mut spans, p);
     let description = f.string("description", p).map(|s| s.value);
     if description.is_none() && !f.is_set("description") {
         p.warn(
@@ -70,6 +72,9 @@ pub fn decode(
                 }
                 None => {}
             }
+            let Some(tool) = map_tool(&tool, t.pos, p) else {
+                continue;
+            };
             if !names.iter().any(|n| n.value == tool) {
                 names.push(Spanned::new(tool, t.pos));
             }
@@ -77,6 +82,28 @@ pub fn decode(
         validate::check_tool_names(&names, false, p);
         names.into_iter().map(|n| n.value).collect::<Vec<_>>()
     });
+    let mut blocked: Vec<String> = Vec::new();
+    let mut blocked_patterns: Vec<String> = Vec::new();
+    if let Some(l) = f.string_list("disallowedTools", true, p) {
+        for t in l.value {
+            match split_tool(&t.value) {
+                (tool, Some(command)) => {
+                    let prefix = command.trim_end_matches(" *").trim();
+                    blocked_patterns.push(format!(r"^\s*{}(\s|$)", regex_syntax::escape(prefix)));
+                    if tool != "Bash" {
+                        blocked.push(tool);
+                    }
+                }
+                (tool, None) => {
+                    if let Some(tool) = map_tool(&tool, t.pos, p)
+                        && !blocked.contains(&tool)
+                    {
+                        blocked.push(tool);
+                    }
+                }
+            }
+        }
+    }
     let model = f.string("model", p).and_then(|m| model_of(&m, p));
     // Claude Code's UI colour: known, not used.
     let _ = f.node("color");
@@ -86,7 +113,7 @@ pub fn decode(
     if p.has_errors() {
         return None;
     }
-    Some(Agent::subagent(
+    let mut agent = Agent::subagent(
         name?,
         description,
         system_prompt,
@@ -94,7 +121,114 @@ pub fn decode(
         tools,
         (!commands.is_empty()).then_some(commands),
         file.source(Dialect::ClaudeCode, spans),
-    ))
+    );
+    agent.tools.blocked = blocked;
+    agent.bash.blocked_patterns = blocked_patterns;
+    Some(agent)
+}
+
+/// The agent's name: `name`, else the file name; dots (which Claude Code allows and rawko's
+/// state and tool names cannot have) become `-`, with a warning that says so.
+fn dotted_name(
+    f: &mut Fields<'_>,
+    file: &FileInfo<'_>,
+    spans: &mut Spans,
+    p: &mut Problems,
+) -> Option<String> {
+    let given = match f.string("name", p) {
+        Some(n) => n,
+        None if f.is_set("name") => return None,
+        None => Spanned::new(file.stem().to_string(), f.pos()),
+    };
+    spans.name = given.pos;
+    let fixed = given.value.replace('.', "-");
+    if fixed != given.value {
+        p.warn(
+            given.pos,
+            format!(
+                "agent name '{}' has dots, which rawko's agent names cannot have; it is '{fixed}' \
+                 here",
+                given.value.escape_debug()
+            ),
+            Some(format!("call it '{fixed}' (or rename it)")),
+        );
+    }
+    validate::check_name(&Spanned::new(fixed.clone(), given.pos), p).then_some(fixed)
+}
+
+/// Claude Code's own tools that rawko has under another name (`Some`) or not at all (`None`).
+const CLAUDE_TOOLS: &[(&str, Option<&str>)] = &[
+    ("MultiEdit", Some("Edit")),
+    ("NotebookEdit", Some("Edit")),
+    ("NotebookRead", Some("Read")),
+    ("WebFetch", None),
+    ("WebSearch", None),
+    ("Task", None),
+    ("TodoWrite", None),
+    ("TodoRead", None),
+    ("BashOutput", None),
+    ("KillBash", None),
+    ("KillShell", None),
+    ("ExitPlanMode", None),
+    ("SlashCommand", None),
+    ("Skill", None),
+    ("AskUserQuestion", None),
+];
+
+/// A tool name as rawko knows it. Claude Code tools rawko has under another name are mapped
+/// (with a warning where the mapping is not exact); those it lacks are dropped with a warning;
+/// MCP tools and other names are kept (a plugin, an MCP server or an agent may provide them),
+/// with a warning when rawko does not provide them itself.
+fn map_tool(name: &str, pos: super::diag::Pos, p: &mut Problems) -> Option<String> {
+    if BUILTIN_TOOLS.contains(&name) {
+        return Some(name.to_string());
+    }
+    if let Some((_, mapped)) = CLAUDE_TOOLS.iter().find(|(n, _)| *n == name) {
+        return match mapped {
+            Some(to) => {
+                if name != "MultiEdit" {
+                    p.warn(
+                        pos,
+                        format!("Claude Code's '{name}' is '{to}' in rawko"),
+                        None,
+                    );
+                }
+                Some(to.to_string())
+            }
+            None => {
+                p.warn(
+                    pos,
+                    format!("rawko has no '{name}' tool; the agent does without it"),
+                    Some("remove it, or install a plugin that provides it".into()),
+                );
+                None
+            }
+        };
+    }
+    if let Some(rest) = name.strip_prefix("mcp__") {
+        let server = rest.split("__").next().unwrap_or(rest);
+        p.warn(
+            pos,
+            format!(
+                "'{name}' is a tool of the MCP server '{server}': the agent has it only when that \
+                 server is configured for rawko"
+            ),
+            None,
+        );
+        return Some(name.to_string());
+    }
+    if BUILTIN_TOOLS.iter().any(|b| b.eq_ignore_ascii_case(name))
+        || did_you_mean(name, BUILTIN_TOOLS).is_some()
+    {
+        // A near miss of a built-in tool: check_tool_names says which.
+        return Some(name.to_string());
+    }
+    p.warn(
+        pos,
+        format!("'{name}' is not a rawko tool; it must come from a plugin or name an agent"),
+        Some(format!("rawko's tools are {}", BUILTIN_TOOLS.join(", "))),
+    );
+    Some(name.to_string())
 }
 
 /// `Read` -> (`Read`, None); `Bash(git diff:*)` -> (`Bash`, `git diff *`); `MultiEdit` -> `Edit`.

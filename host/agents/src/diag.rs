@@ -128,6 +128,28 @@ impl Problems {
         self.dropped_errors > 0 || self.items.iter().any(|p| p.severity == Severity::Error)
     }
 
+    /// Take on the problems `other` recorded (already at their final positions).
+    pub fn absorb(&mut self, other: Problems) {
+        for item in other.items {
+            if self.items.len() >= MAX_PROBLEMS {
+                self.dropped += 1;
+                self.dropped_errors += usize::from(item.severity == Severity::Error);
+            } else {
+                self.items.push(item);
+            }
+        }
+        self.dropped += other.dropped;
+        self.dropped_errors += other.dropped_errors;
+    }
+
+    /// The first error's message, if any.
+    pub fn first_error(&self) -> Option<&str> {
+        self.items
+            .iter()
+            .find(|p| p.severity == Severity::Error)
+            .map(|p| p.message.as_str())
+    }
+
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }

@@ -274,11 +274,36 @@ fn load_markdown(text: &str, info: FileInfo<'_>, stem: String, mut p: Problems) 
     let Some(split) = markdown::split(text, &mut p) else {
         return finish(info, None, stem, None, p);
     };
-    p.set_line_offset(split.yaml_line_offset);
-    let root = yaml::parse(split.yaml, &mut p);
-    p.set_line_offset(0);
-    let Some(root) = root else {
-        return finish(info, None, stem, None, p);
+    let mut strict = Problems::new();
+    strict.set_line_offset(split.yaml_line_offset);
+    let parsed = yaml::parse(split.yaml, &mut strict);
+    let root = match parsed {
+        Some(root) if !strict.has_errors() => {
+            p.absorb(strict);
+            root
+        }
+        _ => match markdown::tolerant(split.yaml)
+            .filter(|(root, _)| detect_markdown(root) == Dialect::ClaudeCode)
+        {
+            // Claude Code reads such frontmatter line by line; so does rawko, and says so.
+            Some((root, keys)) => {
+                p.warn(
+                    Pos::new(split.yaml_line_offset + 1, 1),
+                    format!(
+                        "the frontmatter is not valid YAML ({}); it was read line by line as \
+                         Claude Code reads it: {}",
+                        strict.first_error().unwrap_or("a syntax error"),
+                        keys.join(", ")
+                    ),
+                    Some("quote values that contain ': ', and indent continued lines".into()),
+                );
+                root
+            }
+            None => {
+                p.absorb(strict);
+                return finish(info, None, stem, None, p);
+            }
+        },
     };
     if root.is_null() {
         p.error(

@@ -158,6 +158,76 @@ fn heading_level(line: &str) -> Option<usize> {
     (after.is_empty() || after.starts_with([' ', '\t'])).then_some(hashes)
 }
 
+/// Frontmatter read the way Claude Code falls back to when it is not valid YAML: one
+/// `key: value` per line, the value being everything after the first `: ` (so it may contain
+/// `: ` itself), and lines that do not start a key continuing the value before them. Returns
+/// the mapping and the keys read, or `None` when no line starts a key.
+pub fn tolerant(yaml: &str) -> Option<(super::yaml::Node, Vec<String>)> {
+    use super::yaml::{Entry, Node, Scalar, Value};
+    let mut entries: Vec<Entry> = Vec::new();
+    for (i, line) in yaml.lines().enumerate() {
+        let line_no = i + 1;
+        let trimmed = line.trim_end();
+        if trimmed.trim().is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let key_end = trimmed.find(':').filter(|&at| {
+            at > 0
+                && !line.starts_with([' ', '\t'])
+                && trimmed[..at]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        });
+        match key_end {
+            Some(at) => {
+                let value = unquote(trimmed[at + 1..].trim());
+                entries.push(Entry {
+                    key: trimmed[..at].to_string(),
+                    key_pos: Pos::new(line_no, 1),
+                    value: Node {
+                        pos: Pos::new(line_no, at + 2),
+                        value: Value::Scalar(Scalar {
+                            text: value.to_string(),
+                            plain: false,
+                            core_tag: None,
+                        }),
+                    },
+                });
+            }
+            None => {
+                let last = entries.last_mut()?;
+                if let Value::Scalar(s) = &mut last.value.value {
+                    if !s.text.is_empty() {
+                        s.text.push('\n');
+                    }
+                    s.text.push_str(trimmed.trim());
+                }
+            }
+        }
+    }
+    if entries.is_empty() {
+        return None;
+    }
+    let keys = entries.iter().map(|e| e.key.clone()).collect();
+    Some((
+        Node {
+            pos: Pos::new(1, 1),
+            value: Value::Map(entries),
+        },
+        keys,
+    ))
+}
+
+/// A value without the quotes around it, when it is wholly quoted.
+fn unquote(v: &str) -> &str {
+    for q in ['"', '\''] {
+        if v.len() >= 2 && v.starts_with(q) && v.ends_with(q) {
+            return &v[1..v.len() - 1];
+        }
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,13 +36,22 @@ pub struct SearchPath {
 }
 
 impl SearchPath {
-    /// The standard path: `<workspace>/.rawko/agents`, `<config_dir>/agents`, the built-ins.
+    /// The standard path: `<workspace>/.rawko/agents`, then Claude Code's
+    /// `<workspace>/.claude/agents`, `<config_dir>/agents`, `~/.claude/agents`, the built-ins.
     pub fn standard(workspace: &Path, config_dir: &Path) -> SearchPath {
+        let mut dirs = vec![
+            (AgentOrigin::Workspace, workspace_dir(workspace)),
+            (AgentOrigin::Workspace, claude_dir(workspace)),
+            (AgentOrigin::User, config_dir.join("agents")),
+        ];
+        if let Some(home) = std::env::var_os("HOME").map(PathBuf::from)
+            && !home.as_os_str().is_empty()
+            && claude_dir(&home) != claude_dir(workspace)
+        {
+            dirs.push((AgentOrigin::User, claude_dir(&home)));
+        }
         SearchPath {
-            dirs: vec![
-                (AgentOrigin::Workspace, workspace_dir(workspace)),
-                (AgentOrigin::User, config_dir.join("agents")),
-            ],
+            dirs,
             builtins: true,
             workspace: Some(workspace.to_path_buf()),
         }
@@ -62,10 +71,63 @@ impl SearchPath {
     pub fn files(&self) -> Vec<(AgentOrigin, PathBuf)> {
         let mut out = Vec::new();
         for (origin, dir) in &self.dirs {
-            out.extend(discover(dir).into_iter().map(|p| (*origin, p)));
+            let found = if is_claude_dir(dir) {
+                discover_claude(dir)
+            } else {
+                discover(dir)
+            };
+            out.extend(found.into_iter().map(|p| (*origin, p)));
         }
         out
     }
+}
+
+/// Claude Code's agents directory under `root` (a workspace or the home directory).
+pub fn claude_dir(root: &Path) -> PathBuf {
+    root.join(".claude").join("agents")
+}
+
+fn is_claude_dir(dir: &Path) -> bool {
+    dir.ends_with(".claude/agents")
+}
+
+/// Subfolders of a Claude Code agents directory searched, at most.
+const CLAUDE_DEPTH: usize = 4;
+
+/// Claude Code's agent files: `*.md` in `dir` and its subfolders, sorted.
+pub fn discover_claude(dir: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+        let Ok(read) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in read.flatten().take(MAX_FILES_PER_DIR) {
+            if out.len() >= MAX_FILES_PER_DIR {
+                return;
+            }
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.starts_with('.') || name.ends_with('~') {
+                continue;
+            }
+            let path = entry.path();
+            let Ok(meta) = std::fs::metadata(&path) else {
+                continue;
+            };
+            if meta.is_dir() {
+                if depth < CLAUDE_DEPTH {
+                    walk(&path, depth + 1, out);
+                }
+            } else if name.to_ascii_lowercase().ends_with(".md")
+                && !name.eq_ignore_ascii_case("readme.md")
+            {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, 0, &mut out);
+    out.sort();
+    out
 }
 
 /// A workspace's own agents directory.
@@ -247,8 +309,9 @@ impl Registry {
             diagnostics.extend(l.diagnostics.iter().cloned());
             match entries.get_mut(&l.name) {
                 Some(e) if e.file.origin == l.origin => {
-                    // Two files in one directory claim a name: the first (by path) wins, and
-                    // the other is almost certainly a mistake.
+                    // Two files of one origin claim a name (in one directory, or in
+                    // `.rawko/agents` and `.claude/agents`): the first on the search path wins,
+                    // and the user should know which.
                     diagnostics.push(Diagnostic {
                         file: l.display.clone(),
                         line: l
@@ -259,12 +322,16 @@ impl Registry {
                             .agent
                             .as_ref()
                             .map_or(1, |a| a.source.spans.name.column.max(1)),
-                        severity: Severity::Error,
+                        severity: Severity::Warning,
                         message: format!(
-                            "agent '{}' is also defined in {}",
+                            "agent '{}' is also defined in {}, which is used",
                             l.name, e.file.display
                         ),
-                        hint: Some("rename one of them; only the first is used".into()),
+                        hint: Some(
+                            "rename one of them; the first on the search path wins \
+                             (.rawko/agents before .claude/agents)"
+                                .into(),
+                        ),
                     });
                     e.shadows.push(FileRef::of(l));
                 }
@@ -673,7 +740,7 @@ mod tests {
     }
 
     #[test]
-    fn same_name_twice_in_one_directory_is_an_error() {
+    fn a_name_defined_twice_is_resolved_by_precedence_with_a_warning() {
         let ws = tempfile::tempdir().unwrap();
         let user = tempfile::tempdir().unwrap();
         write(
@@ -686,10 +753,33 @@ mod tests {
             ".rawko/agents/b.yaml",
             &GOOD.replace("NAME", "dup"),
         );
-        let r = Registry::load(&search(ws.path(), user.path()));
-        assert!(r.diagnostics().iter().any(|d| d.to_string()
-            == ".rawko/agents/b.yaml:1:7: agent 'dup' is also defined in .rawko/agents/a.yaml (rename one of them; only the first is used)"));
+        // Claude Code's directory, subfolders included, comes after rawko's own.
+        write(
+            ws.path(),
+            ".claude/agents/team/dup.md",
+            "---\nname: dup\ndescription: d\n---\nBody\n",
+        );
+        write(
+            ws.path(),
+            ".claude/agents/team/deep/helper.md",
+            "---\nname: helper\ndescription: helps\n---\nYou help.\n",
+        );
+        let r = Registry::load(&SearchPath::standard(ws.path(), user.path()));
+        let texts: Vec<String> = r.diagnostics().iter().map(|d| d.to_string()).collect();
+        assert!(
+            texts.contains(&".rawko/agents/b.yaml:1:7: warning: agent 'dup' is also defined in .rawko/agents/a.yaml, which is used (rename one of them; the first on the search path wins (.rawko/agents before .claude/agents))".to_string()),
+            "{texts:#?}"
+        );
+        assert!(!r.has_errors(), "{texts:#?}");
         assert_eq!(r.entry("dup").unwrap().file.display, ".rawko/agents/a.yaml");
+        assert_eq!(
+            r.entry("helper").unwrap().file.display,
+            ".claude/agents/team/deep/helper.md"
+        );
+        assert_eq!(
+            r.entry("helper").unwrap().file.origin,
+            AgentOrigin::Workspace
+        );
     }
 
     #[cfg(unix)]

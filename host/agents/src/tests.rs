@@ -903,3 +903,63 @@ fn the_schema_names_exactly_the_sandbox_modes() {
         .collect();
     assert_eq!(names, Mode::ALL.map(Mode::as_str));
 }
+
+/// A Claude Code subagent as they are shared: a one-line description holding ': ' (not valid
+/// YAML), a description continued on unindented lines, a dotted name, tools rawko lacks or
+/// names otherwise, an MCP tool, and `disallowedTools`. It loads as Claude Code loads it, and
+/// every liberty taken is a warning.
+#[test]
+fn a_claude_agent_as_shared_in_the_wild_loads_with_warnings() {
+    let l = fixture("claude-wild/code.reviewer.md");
+    let m = messages(&l);
+    let a = l.agent.clone().unwrap_or_else(|| panic!("{m:#?}"));
+    assert!(!l.has_errors(), "{m:#?}");
+    assert_eq!(a.name, "code-reviewer");
+    assert_eq!(l.dialect, Some(Dialect::ClaudeCode));
+    let d = a.description.as_deref().unwrap();
+    assert!(
+        d.starts_with("Use this agent after writing code. Examples:"),
+        "{d}"
+    );
+    assert!(d.ends_with("and reports what to fix."), "{d}");
+    assert_eq!(
+        a.tools.allowed.as_deref(),
+        Some(&["Read", "Grep", "Glob", "mcp__github__get_pull_request"].map(String::from)[..])
+    );
+    assert_eq!(a.tools.blocked, ["Write"]);
+    assert!(!a.may_call("Write"));
+    assert_eq!(a.bash.blocked_patterns, [r"^\s*rm(\s|$)"]);
+    assert_eq!(a.model.model.as_deref(), Some("haiku"));
+    for want in [
+        "not valid YAML",
+        "read line by line as Claude Code reads it: name, description, tools, disallowedTools, model, color",
+        "agent name 'code.reviewer' has dots",
+        "rawko has no 'WebFetch' tool",
+        "rawko has no 'TodoWrite' tool",
+        "Claude Code's 'NotebookRead' is 'Read' in rawko",
+        "'mcp__github__get_pull_request' is a tool of the MCP server 'github'",
+    ] {
+        assert!(m.iter().any(|x| x.contains(want)), "no {want:?} in {m:#?}");
+    }
+}
+
+#[test]
+fn claude_unknown_tools_are_named_and_invalid_frontmatter_in_other_dialects_is_an_error() {
+    let l = load(
+        "x.md",
+        "---\nname: x\ndescription: d\ntools: Read, Frobnicate\n---\nBody\n",
+    );
+    let m = messages(&l);
+    assert!(l.agent.is_some(), "{m:#?}");
+    assert!(
+        m.iter()
+            .any(|x| x.contains("'Frobnicate' is not a rawko tool")),
+        "{m:#?}"
+    );
+    // A rawko Markdown file gets no such leniency.
+    let l = load(
+        "y.md",
+        "---\nname: y\nwhenToUse: a: b: c\ntransitions: {onSuccess: done}\n---\nBody\n",
+    );
+    broken(&l, "mapping values are not allowed");
+}

@@ -41,6 +41,10 @@ pub struct Config {
     pub arbiter: Option<ArbiterConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<ContextConfig>,
+    /// Model names agents may use as aliases (Claude Code's `sonnet`, `opus`, `haiku`, or any
+    /// other), and the model each means; on top of rawko's own table.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub model_aliases: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defaults: Option<Defaults>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -296,6 +300,7 @@ impl Config {
         if over.context.is_some() {
             self.context = over.context;
         }
+        self.model_aliases.extend(over.model_aliases);
         if let Some(over) = over.defaults {
             let d = self.defaults.get_or_insert_with(Defaults::default);
             if over.adapter.is_some() {
@@ -410,6 +415,7 @@ impl Layers {
         if trusted {
             kept.arbiter = ws.arbiter.clone();
             kept.context = ws.context.clone();
+            kept.model_aliases = ws.model_aliases.clone();
             kept.defaults = ws.defaults.clone();
         } else {
             if ws.arbiter.is_some() {
@@ -417,6 +423,9 @@ impl Layers {
             }
             if ws.context.is_some() {
                 drop("context".into(), UNTRUSTED);
+            }
+            if !ws.model_aliases.is_empty() {
+                drop("model_aliases".into(), UNTRUSTED);
             }
             if let Some(d) = &ws.defaults {
                 if d.adapter.is_some() {

@@ -515,7 +515,32 @@ pub struct AdapterLlm {
     adapter: Rc<Adapter>,
     progress: Arc<dyn ProgressSink>,
     stream: bool,
+    /// The agent's own model settings, over the instance's.
+    model: Option<String>,
     max_tokens: Option<u32>,
+    reasoning_effort: Option<wire::ReasoningEffort>,
+    thinking_budget: Option<u32>,
+}
+
+/// Model aliases rawko knows without configuration: Claude Code's families.
+pub const MODEL_ALIASES: &[(&str, &str)] = &[
+    ("sonnet", "claude-sonnet-4-5"),
+    ("opus", "claude-opus-4-1"),
+    ("haiku", "claude-haiku-4-5"),
+];
+
+/// What an agent's `model` means: the config's alias, else rawko's, else the name itself.
+pub fn resolve_model(name: &str, aliases: &BTreeMap<String, String>) -> String {
+    aliases
+        .get(name)
+        .cloned()
+        .or_else(|| {
+            MODEL_ALIASES
+                .iter()
+                .find(|(a, _)| *a == name)
+                .map(|(_, m)| m.to_string())
+        })
+        .unwrap_or_else(|| name.to_string())
 }
 
 impl Llm for AdapterLlm {
@@ -524,7 +549,9 @@ impl Llm for AdapterLlm {
     }
 
     fn model(&self) -> &str {
-        &self.adapter.instance().model
+        self.model
+            .as_deref()
+            .unwrap_or(&self.adapter.instance().model)
     }
 
     fn context_window(&self) -> u32 {
@@ -545,8 +572,17 @@ impl Llm for AdapterLlm {
                 .collect();
             let mut req = self.adapter.request(request.system, messages, tools);
             req.stream = self.stream;
+            if let Some(m) = &self.model {
+                req.model = m.clone();
+            }
             if let Some(m) = self.max_tokens {
                 req.options.max_tokens = Some(m);
+            }
+            if let Some(e) = self.reasoning_effort {
+                req.options.reasoning_effort = Some(e);
+            }
+            if let Some(t) = self.thinking_budget {
+                req.options.thinking_budget = Some(t);
             }
             match self
                 .adapter
@@ -625,6 +661,8 @@ pub struct SessionLlms {
     /// `context.summariser`: the instance that summarises conversations grown past their
     /// window (default: the agent's own).
     pub summariser: Option<String>,
+    /// `model_aliases` from the config.
+    pub model_aliases: BTreeMap<String, String>,
 }
 
 impl SessionLlms {
@@ -651,6 +689,7 @@ impl SessionLlms {
             completed: RefCell::new(BTreeMap::new()),
             config_files: Vec::new(),
             summariser: None,
+            model_aliases: BTreeMap::new(),
         }
     }
 
@@ -749,6 +788,12 @@ impl SessionLlms {
     }
 
     fn llm(&self, agent: &Agent, adapter: Rc<Adapter>) -> Rc<dyn Llm> {
+        // The agent's own model, through the alias table, unless `--adapter` chose the
+        // instance (then the instance's model is what the user asked for).
+        let model = match (&self.forced, &agent.model.model) {
+            (None, Some(m)) => Some(resolve_model(m, &self.model_aliases)),
+            _ => None,
+        };
         Rc::new(AdapterLlm {
             rt: self.rt.clone(),
             adapter,
@@ -757,7 +802,14 @@ impl SessionLlms {
                 sink: self.events.clone(),
             }),
             stream: self.stream,
+            model,
             max_tokens: agent.model.max_tokens,
+            reasoning_effort: agent.model.reasoning_effort.map(|e| match e {
+                rawko_agents::model::ReasoningEffort::Low => wire::ReasoningEffort::Low,
+                rawko_agents::model::ReasoningEffort::Medium => wire::ReasoningEffort::Medium,
+                rawko_agents::model::ReasoningEffort::High => wire::ReasoningEffort::High,
+            }),
+            thinking_budget: agent.model.thinking_budget,
         })
     }
 
@@ -769,7 +821,10 @@ impl SessionLlms {
             adapter,
             progress: Arc::new(rawko_runtime::progress::NoProgress),
             stream: false,
+            model: None,
             max_tokens: None,
+            reasoning_effort: None,
+            thinking_budget: None,
         }))
     }
 }

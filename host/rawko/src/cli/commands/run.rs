@@ -517,6 +517,7 @@ impl Setup {
             self.recorder.clone(),
         );
         llms.summariser = summariser;
+        llms.model_aliases = merged.model_aliases.clone();
         llms.config_files = vec![
             self.config_dir.join(rawko_config::FILE_NAME),
             self.workspace.join(".rawko").join(rawko_config::FILE_NAME),
