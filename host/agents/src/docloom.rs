@@ -18,6 +18,8 @@ use super::yaml::{Node, Resolved, Value};
 use rawko_config::is_env_var_name;
 
 pub const API_VERSION: &str = "docloom.io/v1alpha1";
+/// Every `apiVersion` DocLoom files are found with; they share one shape.
+const API_VERSIONS: &[&str] = &[API_VERSION, "docloom.io/v1", "v1"];
 /// The file name DocLoom gives an agent inside its folder.
 pub const FILE_NAME: &str = "agent.agent.yaml";
 /// Variables DocLoom provides to every tool without a parameter declaring them.
@@ -29,11 +31,11 @@ pub fn decode(root: &Node, file: &FileInfo<'_>, p: &mut Problems) -> Option<Agen
     let mut f = Fields::of(root, "the agent", p)?;
     let mut spans = Spans::default();
     match f.required_string("apiVersion", p) {
-        Some(v) if v.value == API_VERSION => {}
+        Some(v) if API_VERSIONS.contains(&v.value.as_str()) => {}
         Some(v) => p.error(
             v.pos,
             format!("unsupported apiVersion '{}'", v.value),
-            Some(format!("rawko reads DocLoom '{API_VERSION}'")),
+            Some(format!("rawko reads DocLoom {}", API_VERSIONS.join(", "))),
         ),
         None => {}
     }
@@ -297,14 +299,17 @@ fn decode_parameters(node: &Node, p: &mut Problems) -> Vec<Parameter> {
             continue;
         };
         let name = f.required_string("name", p).and_then(|n| {
-            if !is_env_var_name(&n.value) {
+            if !is_param_name(&n.value) {
                 p.error(
                     n.pos,
                     format!(
-                        "parameter name '{}' must be letters, digits and '_'",
+                        "parameter name '{}' must be letters, digits, '_' and '-'",
                         n.value.escape_debug()
                     ),
-                    Some("it becomes ${NAME} and the environment variable PARAM_NAME".into()),
+                    Some(
+                        "it becomes ${NAME} and the environment variable PARAM_NAME ('-' as '_')"
+                            .into(),
+                    ),
                 );
                 None
             } else if out.iter().any(|o| o.name.eq_ignore_ascii_case(&n.value)) {
@@ -315,12 +320,20 @@ fn decode_parameters(node: &Node, p: &mut Problems) -> Vec<Parameter> {
             }
         });
         let kind = f.required_string("type", p).and_then(|t| {
-            let k = ParamType::parse(&t.value);
+            // DocLoom writes JSON Schema's names; rawko's are shorter.
+            let k = match t.value.as_str() {
+                "boolean" => Some(ParamType::Bool),
+                "integer" => Some(ParamType::Int),
+                other => ParamType::parse(other),
+            };
             if k.is_none() {
                 p.error(
                     t.pos,
                     format!("unknown parameter type '{}'", t.value),
-                    Some(format!("one of: {}", ParamType::NAMES.join(", "))),
+                    Some(format!(
+                        "one of: {} (or boolean, integer)",
+                        ParamType::NAMES.join(", ")
+                    )),
                 );
             }
             k
@@ -372,6 +385,11 @@ fn default_of(node: &Node, kind: ParamType, p: &mut Problems) -> Option<ParamVal
         );
     }
     value
+}
+
+/// A parameter name: an environment variable name, or one with `-` as DocLoom allows.
+fn is_param_name(s: &str) -> bool {
+    is_env_var_name(&s.replace('-', "_")) && !s.starts_with('-')
 }
 
 fn is_tool_name(s: &str) -> bool {

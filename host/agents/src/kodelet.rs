@@ -25,6 +25,8 @@ pub const MARKERS: &[&str] = &[
 ];
 
 const MAX_TOKENS: u64 = 1_000_000;
+/// kodelet's own default for `max_tokens`.
+const DEFAULT_MAX_TOKENS: u32 = 4096;
 /// Anthropic's smallest thinking budget.
 const MIN_THINKING_BUDGET: u64 = 1024;
 
@@ -63,14 +65,9 @@ pub fn decode(
         parsed
     });
     let model = f.string("model", p).map(|s| s.value);
+    // Without max_tokens kodelet uses 4096; without provider and model, the user's
+    // configured defaults (here: `defaults.adapter` and its model).
     let max_tokens = f.uint("max_tokens", 1, MAX_TOKENS, p);
-    if max_tokens.is_none() && !f.is_set("max_tokens") {
-        f.missing(
-            "max_tokens",
-            p,
-            Some("the most tokens a reply may use, e.g. 'max_tokens: 8192'".into()),
-        );
-    }
     let reasoning_effort = f.string("reasoning_effort", p).and_then(|s| {
         let parsed = ReasoningEffort::parse(&s.value);
         if parsed.is_none() {
@@ -79,27 +76,21 @@ pub fn decode(
                 format!("unknown reasoning_effort '{}'", s.value),
                 Some(hint_one_of(&s.value, ReasoningEffort::NAMES)),
             );
-        } else if provider != Some(Provider::OpenAi) {
+        } else if provider == Some(Provider::Anthropic) {
             p.error(
                 s.pos,
                 "reasoning_effort applies to provider openai only",
-                Some(match provider {
-                    Some(Provider::Anthropic) => "for anthropic use thinking_budget".into(),
-                    _ => "add 'provider: openai'".into(),
-                }),
+                Some("for anthropic use thinking_budget".into()),
             );
         }
         parsed.map(|r| (r, s.pos))
     });
     let thinking_budget = f.uint("thinking_budget", 1, MAX_TOKENS, p).inspect(|b| {
-        if provider != Some(Provider::Anthropic) {
+        if provider == Some(Provider::OpenAi) {
             p.error(
                 b.pos,
                 "thinking_budget applies to provider anthropic only",
-                Some(match provider {
-                    Some(Provider::OpenAi) => "for openai use reasoning_effort".into(),
-                    _ => "add 'provider: anthropic'".into(),
-                }),
+                Some("for openai use reasoning_effort".into()),
             );
         } else if b.value < MIN_THINKING_BUDGET {
             p.error(
@@ -110,14 +101,19 @@ pub fn decode(
                 ),
                 None,
             );
-        } else if let Some(m) = &max_tokens
-            && b.value >= m.value
+        } else if b.value
+            >= max_tokens
+                .as_ref()
+                .map_or(u64::from(DEFAULT_MAX_TOKENS), |m| m.value)
         {
             p.error(
                 b.pos,
                 format!(
                     "thinking_budget ({}) must be less than max_tokens ({})",
-                    b.value, m.value
+                    b.value,
+                    max_tokens
+                        .as_ref()
+                        .map_or(u64::from(DEFAULT_MAX_TOKENS), |m| m.value)
                 ),
                 Some("thinking tokens count towards max_tokens".into()),
             );
@@ -188,7 +184,7 @@ pub fn decode(
             adapter: None,
             provider,
             model,
-            max_tokens: max_tokens.map(|m| m.value as u32),
+            max_tokens: Some(max_tokens.map_or(DEFAULT_MAX_TOKENS, |m| m.value as u32)),
             reasoning_effort: reasoning_effort.map(|(r, _)| r),
             thinking_budget: thinking_budget.map(|b| b.value as u32),
             base_url,

@@ -1,4 +1,4 @@
-//! Agent definitions: five file dialects loaded into one model, validated with errors that
+//! Agent definitions: seven file dialects loaded into one model, validated with errors that
 //! point at the line, found on a search path, and reloaded while rawko runs.
 //!
 //! - [`model`]: the [`Agent`] every dialect becomes.
@@ -14,6 +14,7 @@ mod claude;
 mod decode;
 pub mod diag;
 mod docloom;
+mod foreign;
 mod kodelet;
 mod markdown;
 pub mod model;
@@ -282,9 +283,9 @@ fn load_markdown(text: &str, info: FileInfo<'_>, stem: String, mut p: Problems) 
             p.absorb(strict);
             root
         }
-        _ => match markdown::tolerant(split.yaml)
-            .filter(|(root, _)| detect_markdown(root) == Dialect::ClaudeCode)
-        {
+        _ => match markdown::tolerant(split.yaml).filter(|(root, _)| {
+            foreign::dialect_of(info.path).is_none() && detect_markdown(root) == Dialect::ClaudeCode
+        }) {
             // Claude Code reads such frontmatter line by line; so does rawko, and says so.
             Some((root, keys)) => {
                 p.warn(
@@ -315,7 +316,7 @@ fn load_markdown(text: &str, info: FileInfo<'_>, stem: String, mut p: Problems) 
     }
     let mut root = root;
     root.shift_lines(split.yaml_line_offset);
-    let dialect = detect_markdown(&root);
+    let dialect = foreign::dialect_of(info.path).unwrap_or_else(|| detect_markdown(&root));
     let name = root
         .get("name")
         .and_then(Node::as_str)
@@ -325,6 +326,8 @@ fn load_markdown(text: &str, info: FileInfo<'_>, stem: String, mut p: Problems) 
     let agent = match dialect {
         Dialect::Kodelet => kodelet::decode(&root, body, body_line, &info, &mut p),
         Dialect::ClaudeCode => claude::decode(&root, body, body_line, &info, &mut p),
+        Dialect::Copilot => foreign::decode_copilot(&root, body, body_line, &info, &mut p),
+        Dialect::Opencode => foreign::decode_opencode(&root, body, body_line, &info, &mut p),
         _ => rawko::decode_markdown(&root, body, body_line, &info, &mut p),
     };
     let mut loaded = finish(info, Some(dialect), name, agent, p);

@@ -578,6 +578,10 @@ pub enum Dialect {
     Docloom,
     /// Claude Code subagent files.
     ClaudeCode,
+    /// GitHub Copilot custom agents (`.github/agents/NAME.agent.md`).
+    Copilot,
+    /// opencode agents (`.opencode/agent/NAME.md`).
+    Opencode,
 }
 
 impl Dialect {
@@ -588,6 +592,8 @@ impl Dialect {
             Dialect::Kodelet => "kodelet",
             Dialect::Docloom => "docloom",
             Dialect::ClaudeCode => "claude-code",
+            Dialect::Copilot => "copilot",
+            Dialect::Opencode => "opencode",
         }
     }
 

@@ -36,12 +36,25 @@ pub struct SearchPath {
 }
 
 impl SearchPath {
-    /// The standard path: `<workspace>/.rawko/agents`, then Claude Code's
-    /// `<workspace>/.claude/agents`, `<config_dir>/agents`, `~/.claude/agents`, the built-ins.
+    /// The standard path: `<workspace>/.rawko/agents`, then the other tools' directories in the
+    /// workspace (Claude Code's `.claude/agents`, Copilot's `.github/agents`, opencode's
+    /// `.opencode/agent(s)`), `<config_dir>/agents`, `~/.claude/agents`, the built-ins.
     pub fn standard(workspace: &Path, config_dir: &Path) -> SearchPath {
         let mut dirs = vec![
             (AgentOrigin::Workspace, workspace_dir(workspace)),
             (AgentOrigin::Workspace, claude_dir(workspace)),
+            (
+                AgentOrigin::Workspace,
+                workspace.join(".github").join("agents"),
+            ),
+            (
+                AgentOrigin::Workspace,
+                workspace.join(".opencode").join("agent"),
+            ),
+            (
+                AgentOrigin::Workspace,
+                workspace.join(".opencode").join("agents"),
+            ),
             (AgentOrigin::User, config_dir.join("agents")),
         ];
         if let Some(home) = std::env::var_os("HOME").map(PathBuf::from)
@@ -73,6 +86,16 @@ impl SearchPath {
         for (origin, dir) in &self.dirs {
             let found = if is_claude_dir(dir) {
                 discover_claude(dir)
+            } else if dir.ends_with(".github/agents") {
+                // Copilot's directory holds other files too; its agents are `*.agent.md`.
+                discover(dir)
+                    .into_iter()
+                    .filter(|p| {
+                        p.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| n.to_ascii_lowercase().ends_with(".agent.md"))
+                    })
+                    .collect()
             } else {
                 discover(dir)
             };
@@ -780,6 +803,47 @@ mod tests {
             r.entry("helper").unwrap().file.origin,
             AgentOrigin::Workspace
         );
+    }
+
+    #[test]
+    fn copilot_and_opencode_agents_are_found_where_those_tools_keep_them() {
+        let ws = tempfile::tempdir().unwrap();
+        let user = tempfile::tempdir().unwrap();
+        write(
+            ws.path(),
+            ".github/agents/triage.agent.md",
+            "---\ndescription: Triages issues.\n---\nYou triage.\n",
+        );
+        // Not an agent: Copilot's directory holds other files too.
+        write(
+            ws.path(),
+            ".github/agents/notes.md",
+            "---\nname: notes\n---\nx\n",
+        );
+        write(
+            ws.path(),
+            ".opencode/agent/writer.md",
+            "---\ndescription: Writes.\n---\nYou write.\n",
+        );
+        write(
+            ws.path(),
+            ".opencode/agents/tester2.md",
+            "---\ndescription: Tests.\ntools:\n  write: false\n---\nYou test.\n",
+        );
+        let r = Registry::load(&SearchPath::standard(ws.path(), user.path()));
+        let texts: Vec<String> = r.diagnostics().iter().map(|d| d.to_string()).collect();
+        assert!(!r.has_errors(), "{texts:#?}");
+        for (name, dialect) in [
+            ("triage", Dialect::Copilot),
+            ("writer", Dialect::Opencode),
+            ("tester2", Dialect::Opencode),
+        ] {
+            let e = r.entry(name).unwrap_or_else(|| panic!("{name} not found"));
+            assert_eq!(e.file.dialect, Some(dialect), "{name}");
+            assert_eq!(e.file.origin, AgentOrigin::Workspace, "{name}");
+        }
+        assert!(r.entry("notes").is_none());
+        assert!(!r.get("tester2").unwrap().may_call("Write"));
     }
 
     #[cfg(unix)]

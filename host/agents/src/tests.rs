@@ -595,10 +595,15 @@ fn missing_required_fields_per_dialect() {
         "missing required field 'onSuccess'",
     );
     assert!(m[0].starts_with("r.yaml:4:3:"), "{m:?}");
-    broken(
-        &load("k.md", "---\nprovider: openai\n---\nBody\n"),
-        "missing required field 'max_tokens'",
-    );
+    // kodelet defaults max_tokens (4096), and provider and model come from the user's config.
+    let k = clean(load("k.md", "---\nprovider: openai\n---\nBody\n"));
+    assert_eq!(k.model.max_tokens, Some(4096));
+    let k = clean(load(
+        "k.md",
+        "---\nname: k\ndescription: d\nreasoning_effort: high\nallowed_tools: [file_read]\n---\nBody\n",
+    ));
+    assert_eq!((k.model.provider, k.model.model.as_deref()), (None, None));
+    assert_eq!(k.model.max_tokens, Some(4096));
     broken(
         &load(
             "d.yaml",
@@ -962,4 +967,88 @@ fn claude_unknown_tools_are_named_and_invalid_frontmatter_in_other_dialects_is_a
         "---\nname: y\nwhenToUse: a: b: c\ntransitions: {onSuccess: done}\n---\nBody\n",
     );
     broken(&l, "mapping values are not allowed");
+}
+
+/// A DocLoom agent as DocLoom writes them today: `apiVersion: v1`, parameters typed `boolean`
+/// and `integer`, a parameter name with `-`.
+#[test]
+fn a_docloom_v1_agent_with_typed_and_dashed_parameters_loads() {
+    let a = clean(fixture("go-linter/agent.agent.yaml"));
+    assert_eq!(a.name, "go-linter");
+    let kinds: Vec<(&str, ParamType)> = a
+        .parameters
+        .iter()
+        .map(|p| (p.name.as_str(), p.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("fix-issues", ParamType::Bool),
+            ("max_issues", ParamType::Int)
+        ]
+    );
+    assert_eq!(a.command_tools[0].name, "run-lint");
+    let l = load(
+        "d.yaml",
+        "apiVersion: docloom.io/v2\nkind: Agent\nmetadata: {name: d, description: d}\nspec: {tools: []}\n",
+    );
+    broken(&l, "unsupported apiVersion 'docloom.io/v2'");
+}
+
+/// A GitHub Copilot custom agent as Copilot's docs write them: a display name, Copilot's tool
+/// aliases, an MCP tool as `server/tool`, a model by its display name.
+#[test]
+fn a_copilot_custom_agent_loads_into_the_agent_model() {
+    let path = Path::new(FIXTURES).join(".github/agents/security-reviewer.agent.md");
+    let l = load_file(&path, "security-reviewer.agent.md", AgentOrigin::File);
+    let m = messages(&l);
+    let a = l.agent.clone().unwrap_or_else(|| panic!("{m:#?}"));
+    assert_eq!(a.source.dialect, Dialect::Copilot);
+    assert_eq!(a.name, "security-reviewer");
+    assert_eq!(
+        a.tools.allowed.as_deref(),
+        Some(
+            &[
+                "Read",
+                "LS",
+                "Grep",
+                "Glob",
+                "mcp__github__get_pull_request"
+            ]
+            .map(String::from)[..]
+        )
+    );
+    assert!(!a.can_write());
+    assert_eq!(a.model.model.as_deref(), Some("claude-sonnet-4-5"));
+    assert!(a.system_prompt.starts_with("You are a security reviewer."));
+    for want in [
+        "rawko has no tool for Copilot's 'web'",
+        "'playwright/*' means every tool of the MCP server 'playwright'",
+        "agent name 'Security Reviewer' is 'security-reviewer'",
+    ] {
+        assert!(m.iter().any(|x| x.contains(want)), "no {want:?} in {m:#?}");
+    }
+}
+
+/// An opencode agent: the file names it, `provider/model`, tools switched off by name, and
+/// permissions: `deny` and `ask` both block (rawko cannot ask there).
+#[test]
+fn an_opencode_agent_loads_into_the_agent_model() {
+    let path = Path::new(FIXTURES).join(".opencode/agent/docs-writer.md");
+    let l = load_file(&path, "docs-writer.md", AgentOrigin::File);
+    let m = messages(&l);
+    let a = l.agent.clone().unwrap_or_else(|| panic!("{m:#?}"));
+    assert_eq!(a.source.dialect, Dialect::Opencode);
+    assert_eq!(a.name, "docs-writer");
+    assert_eq!(a.model.provider, Some(Provider::Anthropic));
+    assert_eq!(a.model.model.as_deref(), Some("claude-sonnet-4-20250514"));
+    assert_eq!(a.tools.allowed, None);
+    assert!(
+        a.tools.blocked.contains(&"Bash".to_string()),
+        "{:?}",
+        a.tools
+    );
+    assert!(!a.may_call("Bash") && a.may_call("Edit") && a.may_call("Write"));
+    assert_eq!(a.bash.blocked_patterns, [r"^\s*git push.*"]);
+    assert!(a.system_prompt.starts_with("You are a technical writer."));
 }

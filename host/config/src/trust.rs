@@ -19,13 +19,16 @@ use sha2::{Digest, Sha256};
 const FILE_NAME: &str = "trust.json";
 
 /// Files and folders, relative to the workspace, whose content decides what a workspace asks
-/// for: its config, its agents (rawko's and Claude Code's), its MCP servers, its knowledge
+/// for: its config, its agents (rawko's, Claude Code's, Copilot's and opencode's), its MCP servers, its knowledge
 /// sources. Any `.wasm` under `.rawko/` (bash filters, tools) counts too.
 pub const BROUGHT: &[&str] = &[
     ".rawko/config.yaml",
     ".rawko/agents",
     ".rawko/knowledge.yaml",
     ".claude/agents",
+    ".github/agents",
+    ".opencode/agent",
+    ".opencode/agents",
     ".mcp.json",
     "knowledge.yaml",
 ];
