@@ -5,9 +5,11 @@
 //! access for one call.
 
 pub mod fs;
+#[cfg(feature = "http")]
 pub mod http;
 pub mod protect;
 
 pub use fs::{Access, FsGrant, FsGrants, GrantError};
+#[cfg(feature = "http")]
 pub use http::{HttpClient, HttpGrant, HttpPolicy, Origin};
 pub use protect::Protected;

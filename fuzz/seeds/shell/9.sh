@@ -1,0 +1,1 @@
+git log --oneline -5 | cat
