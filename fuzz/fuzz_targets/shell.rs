@@ -42,14 +42,7 @@ fuzz_target!(|data: &[u8]| {
     let printed = std::panic::catch_unwind(|| {
         let mut parser = brush_parser::Parser::new(
             std::io::Cursor::new(raw.as_bytes()),
-            &brush_parser::ParserOptions {
-                enable_extended_globbing: false,
-                posix_mode: false,
-                sh_mode: false,
-                tilde_expansion_at_word_start: true,
-                tilde_expansion_after_colon: false,
-                parser_impl: brush_parser::ParserImpl::Peg,
-            },
+            &rawko_shell::parse::parser_options(),
         );
         // The program's own printer runs its complete commands together (brush-parser 0.4
         // prints no separator between them), so each is printed and they are joined as lines.

@@ -53,8 +53,9 @@ pub struct ParseOptions<'a> {
     pub expand_globs: bool,
 }
 
-fn parser_options() -> brush_parser::ParserOptions {
-    // What `bash -c` starts with: no extglob, bash (not POSIX) syntax.
+/// The parser's settings: what `bash -c` starts with (no extglob, bash rather than POSIX
+/// syntax), for tools that parse as rawko does.
+pub fn parser_options() -> brush_parser::ParserOptions {
     brush_parser::ParserOptions {
         enable_extended_globbing: false,
         posix_mode: false,
