@@ -444,6 +444,39 @@ fn an_outage_interrupts_the_task_and_resume_finishes_it() {
     assert_eq!(log_lines(&ws), ["one", "two", "three", "four"]);
 }
 
+/// An answer that breaks off (a body cut short, a connection closed mid-response) is asked for
+/// again in place, with a warning; the task goes on without being interrupted.
+#[test]
+fn an_answer_that_breaks_off_is_asked_again_in_place() {
+    let (ws, server) = setup();
+    server.push(Reply::bytes(
+        200,
+        "application/json",
+        br#"{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"mess"#.to_vec(),
+    ));
+    for r in replies(false) {
+        server.push(r);
+    }
+    let r = Run::of(
+        spawn(
+            &ws,
+            &[
+                "run",
+                "--json",
+                "--no-stream",
+                "--agent",
+                "worker",
+                "do the steps",
+            ],
+        )
+        .wait_with_output()
+        .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("asking again in 1 s (1 of 2)"), "{r:?}");
+    assert_eq!(log_lines(&ws), ["one", "two", "three", "four"]);
+}
+
 /// Ctrl-C while the model hangs: rawko waits a few seconds for the answer, not the adapter's
 /// whole timeout, and leaves the task cancelled and resumable.
 #[test]

@@ -38,6 +38,9 @@ pub const MAX_AGENT_DEPTH: u32 = 3;
 pub const DEFAULT_MAX_ITERATIONS: u32 = 20;
 /// How long a model call may still take after Ctrl-C before it is abandoned.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// The waits before asking a model again whose answer broke off; then the task is interrupted.
+const ASK_AGAIN: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(3)];
 /// Default wall-clock limit per state.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -692,66 +695,95 @@ impl Engine<'_> {
                     text: t.to_string(),
                 })
             };
-            let remaining = limits.timeout.saturating_sub(started.elapsed());
-            let request = CompletionRequest {
-                system: &agent.system_prompt,
-                messages: &view,
-                tools: &specs,
-                on_text: Some(&on_text),
-            };
-            // After Ctrl-C the step in progress may finish, but a model that does not answer
-            // within CANCEL_GRACE is not waited for: the call is abandoned (nothing of it was
-            // committed) and asked again on resume.
-            let abandoned = async {
-                while !self.cancel.is_cancelled() {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                tokio::time::sleep(CANCEL_GRACE).await;
-            };
-            let call = tokio::time::timeout(remaining, llm.complete(request));
-            let answered = tokio::select! {
-                r = call => Some(r),
-                () = abandoned => None,
-            };
-            let Some(answered) = answered else {
-                return Ok(TurnOutcome {
-                    event: Event::Cancelled,
-                    summary: "cancelled while the model was answering".into(),
-                    output: None,
-                });
-            };
-            let completion = match answered {
-                // Cancelled while the model was asked: whatever became of the call, the task is
-                // interrupted, not failed, and resumes from here.
-                Err(_) | Ok(Err(_)) if self.cancel.is_cancelled() => {
+            let mut asked_again = 0;
+            let completion = loop {
+                let remaining = limits.timeout.saturating_sub(started.elapsed());
+                let request = CompletionRequest {
+                    system: &agent.system_prompt,
+                    messages: &view,
+                    tools: &specs,
+                    on_text: Some(&on_text),
+                };
+                // After Ctrl-C the step in progress may finish, but a model that does not answer
+                // within CANCEL_GRACE is not waited for: the call is abandoned (nothing of it was
+                // committed) and asked again on resume.
+                let abandoned = async {
+                    while !self.cancel.is_cancelled() {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    tokio::time::sleep(CANCEL_GRACE).await;
+                };
+                let call = tokio::time::timeout(remaining, llm.complete(request));
+                let answered = tokio::select! {
+                    r = call => Some(r),
+                    () = abandoned => None,
+                };
+                let Some(answered) = answered else {
                     return Ok(TurnOutcome {
                         event: Event::Cancelled,
                         summary: "cancelled while the model was answering".into(),
                         output: None,
                     });
-                }
-                Err(_) => {
-                    return Ok(TurnOutcome {
-                        event: Event::Timeout,
-                        summary: format!("{} ran out of time waiting for its model", agent.name),
-                        output: None,
-                    });
-                }
-                Ok(Err(e)) if e.is_transient() => {
-                    return Ok(TurnOutcome {
-                        event: Event::Interrupted,
-                        summary: format!("interrupted: {e}"),
-                        output: None,
-                    });
-                }
-                Ok(Err(e)) => {
-                    return Ok(TurnOutcome {
-                        event: Event::Failed,
-                        summary: format!("the model failed: {e}"),
-                        output: None,
-                    });
-                }
-                Ok(Ok(c)) => c,
+                };
+                break match answered {
+                    // Cancelled while the model was asked: whatever became of the call, the task is
+                    // interrupted, not failed, and resumes from here.
+                    Err(_) | Ok(Err(_)) if self.cancel.is_cancelled() => {
+                        return Ok(TurnOutcome {
+                            event: Event::Cancelled,
+                            summary: "cancelled while the model was answering".into(),
+                            output: None,
+                        });
+                    }
+                    Err(_) => {
+                        return Ok(TurnOutcome {
+                            event: Event::Timeout,
+                            summary: format!(
+                                "{} ran out of time waiting for its model",
+                                agent.name
+                            ),
+                            output: None,
+                        });
+                    }
+                    // An answer that broke off (a connection closed mid-response, a garbled or
+                    // truncated body): asked again in place, twice, before the task is interrupted.
+                    // Connection errors and 429/5xx were already retried by the HTTP layer.
+                    Ok(Err(e)) if e.ask_again() && asked_again < ASK_AGAIN.len() => {
+                        let wait = ASK_AGAIN[asked_again];
+                        asked_again += 1;
+                        self.events.emit(&RunEvent::Warning {
+                            message: format!(
+                                "{}'s model: {e}; asking again in {} s ({asked_again} of {})",
+                                agent.name,
+                                wait.as_secs_f32(),
+                                ASK_AGAIN.len()
+                            ),
+                        });
+                        let waited = async {
+                            let until = Instant::now() + wait;
+                            while Instant::now() < until && !self.cancel.is_cancelled() {
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                        };
+                        waited.await;
+                        continue;
+                    }
+                    Ok(Err(e)) if e.is_transient() => {
+                        return Ok(TurnOutcome {
+                            event: Event::Interrupted,
+                            summary: format!("interrupted: {e}"),
+                            output: None,
+                        });
+                    }
+                    Ok(Err(e)) => {
+                        return Ok(TurnOutcome {
+                            event: Event::Failed,
+                            summary: format!("the model failed: {e}"),
+                            output: None,
+                        });
+                    }
+                    Ok(Ok(c)) => c,
+                };
             };
             let u = &completion.usage;
             ctx.estimator.observe(

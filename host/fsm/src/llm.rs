@@ -54,6 +54,17 @@ impl LlmError {
     /// A fault that may pass (the network, an overloaded or failing provider, a garbled body)
     /// rather than one that will not (a refused key, a bad request): after the HTTP layer's own
     /// retries, it interrupts the task instead of failing it.
+    /// A fault worth asking again in place: an answer that broke off or came garbled, or a
+    /// connection error the HTTP layer has not already retried (it says how many attempts it
+    /// made). Statuses are retried there, with `Retry-After`.
+    pub fn ask_again(&self) -> bool {
+        match self {
+            LlmError::Malformed(_) => true,
+            LlmError::Transport(m) => !m.contains(" attempts)"),
+            _ => false,
+        }
+    }
+
     pub fn is_transient(&self) -> bool {
         match self {
             LlmError::Transport(_) | LlmError::Malformed(_) => true,

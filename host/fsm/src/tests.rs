@@ -102,7 +102,11 @@ impl Llm for ScriptedLlm {
                         self.agent
                     )));
                 }
-                Some(Reply::Error) => return Err(LlmError::Transport("connection refused".into())),
+                Some(Reply::Error) => {
+                    return Err(LlmError::Transport(
+                        "connection refused (after 4 attempts)".into(),
+                    ));
+                }
                 Some(Reply::Refused) => {
                     return Err(LlmError::Status {
                         status: 401,
