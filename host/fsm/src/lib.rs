@@ -927,10 +927,15 @@ impl Engine<'_> {
             let recorded = self.store.tool_call(turn, id)?;
             let (output, is_error) = match recorded {
                 Some(done) => (done.output, done.is_error),
-                None => {
-                    self.run_one(task, agent, turn, id, name, arguments, specs, depth)
-                        .await?
-                }
+                None => match self
+                    .run_one(task, agent, turn, id, name, arguments, specs, depth)
+                    .await?
+                {
+                    Ok(result) => result,
+                    // An agent it called was stopped (Ctrl-C, an unreachable model): so is this
+                    // turn, with the call not recorded, so that resume continues the callee's.
+                    Err(stopped) => return Ok(Step::Finished(stopped)),
+                },
             };
             results.push(Content::ToolResult(ToolResult {
                 call_id: id.to_string(),
@@ -1015,7 +1020,7 @@ impl Engine<'_> {
         arguments: &str,
         specs: &[ToolSpec],
         depth: u32,
-    ) -> Result<(String, bool), EngineError> {
+    ) -> Result<Result<(String, bool), TurnOutcome>, EngineError> {
         self.events.emit(&RunEvent::ToolCall {
             agent: agent.name.clone(),
             tool: name.to_string(),
@@ -1048,8 +1053,13 @@ impl Engine<'_> {
             .agent(name)
             .filter(|_| self.tools.specs(agent).iter().all(|s| s.name != name))
         {
-            self.call_agent(task, agent, turn, &callee, arguments, depth)
+            match self
+                .call_agent(task, agent, turn, &callee, arguments, depth)
                 .await?
+            {
+                Ok(answer) => answer,
+                Err(stopped) => return Ok(Err(stopped)),
+            }
         } else {
             self.store.record_decision(
                 task,
@@ -1081,7 +1091,7 @@ impl Engine<'_> {
             duration_ms: elapsed.as_secs_f64() * 1000.0,
             preview: preview(&output, 160),
         });
-        Ok((output, is_error))
+        Ok(Ok((output, is_error)))
     }
 
     /// Run `callee` as a tool of `caller`, nested one level, with at most the caller's
@@ -1094,26 +1104,26 @@ impl Engine<'_> {
         callee: &Agent,
         arguments: &str,
         depth: u32,
-    ) -> Result<(String, bool, String), EngineError> {
+    ) -> Result<Result<(String, bool, String), TurnOutcome>, EngineError> {
         let query = serde_json::from_str::<serde_json::Value>(arguments)
             .ok()
             .and_then(|v| v.get("query").and_then(|q| q.as_str()).map(str::to_string));
         let Some(query) = query else {
-            return Ok((
+            return Ok(Ok((
                 format!(
                     "calling the {} agent needs {{\"query\": \"...\"}}",
                     callee.name
                 ),
                 true,
                 "invalid input".into(),
-            ));
+            )));
         };
         if depth + 1 > MAX_AGENT_DEPTH {
-            return Ok((
+            return Ok(Ok((
                 format!("agents may call agents at most {MAX_AGENT_DEPTH} levels deep"),
                 true,
                 "denied: depth".into(),
-            ));
+            )));
         }
         // The callee works for the caller: with no more than the caller's trust and grants.
         let callee = &callee.on_behalf_of(caller, self.workspace_trusted, true);
@@ -1135,12 +1145,19 @@ impl Engine<'_> {
         let outcome = self
             .turn(task, callee, Some((turn, &query)), depth + 1)
             .await?;
+        if matches!(outcome.event, Event::Cancelled | Event::Interrupted) {
+            return Ok(Err(outcome));
+        }
         let ok = outcome.event == Event::Succeeded;
         let mut answer = outcome.summary;
         if let Some(output) = outcome.output {
             answer.push_str(&format!("\n\nStructured output:\n{output}"));
         }
-        Ok((answer, !ok, format!("agent: {}", outcome.event.as_str())))
+        Ok(Ok((
+            answer,
+            !ok,
+            format!("agent: {}", outcome.event.as_str()),
+        )))
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -641,6 +641,56 @@ fn agents_call_agents_with_their_own_tools() {
     );
 }
 
+/// A called agent whose model cannot be reached stops its caller too, without the call being
+/// recorded as the caller's tool result; resume continues the callee's own turn and then the
+/// caller's, and the caller hears the real answer.
+#[test]
+fn a_called_agent_that_is_interrupted_interrupts_its_caller_and_resumes_in_place() {
+    let w = World::new(vec![
+        simple("developer", "Read, reviewer", "  onSuccess: done"),
+        simple("reviewer", "Read", "  onSuccess: done"),
+    ]);
+    w.script(
+        "developer",
+        vec![Reply::Calls(vec![call(
+            "reviewer",
+            json!({"query": "is this right?"}),
+        )])],
+    );
+    w.script("reviewer", vec![Reply::Error]);
+    let id = w.task("developer");
+    let end = w.run(&id);
+    assert_eq!(end.status, TaskStatus::Interrupted, "{end:?}");
+    assert!(
+        w.store.tool_calls(&id).unwrap().is_empty(),
+        "the interrupted agent call was recorded as a result"
+    );
+    assert!(w.store.reopen(&id).unwrap());
+    w.script(
+        "reviewer",
+        vec![Reply::Calls(vec![finish("success", "looks right")])],
+    );
+    w.script(
+        "developer",
+        vec![Reply::Calls(vec![finish("success", "reviewed")])],
+    );
+    assert_eq!(w.run(&id).status, TaskStatus::Done);
+    let turns = w.store.turns(&id).unwrap();
+    assert_eq!(
+        turns.len(),
+        2,
+        "the reviewer's turn was continued, not started again"
+    );
+    let calls = w.store.tool_calls(&id).unwrap();
+    let agent_call: Vec<_> = calls.iter().filter(|c| c.tool == "reviewer").collect();
+    assert_eq!(agent_call.len(), 1);
+    assert!(
+        agent_call[0].output.contains("looks right"),
+        "{:?}",
+        agent_call[0]
+    );
+}
+
 #[test]
 fn a_run_killed_mid_task_resumes_without_repeating_committed_calls() {
     let w = World::new(pipeline());
