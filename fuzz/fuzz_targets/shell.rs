@@ -32,11 +32,17 @@ fuzz_target!(|data: &[u8]| {
     let Ok(first) = parse(raw, ws, &opts) else {
         return;
     };
-    // brush-parser 0.4's printer is lossy in two known ways, left out of the round trip: a
-    // here-document followed by more commands on its line (`cat <<EOF; x` prints as
-    // `cat <<EOF\nEOF\n;\nx`), and a subshell right after `$(`, `<(` or `(` printed without the
-    // space that kept it from reading as arithmetic (`<( (x) )` prints as `<((x))`).
-    if !first.unsupported.is_empty() || raw.contains("<<") || has_adjacent_parens(raw) {
+    // brush-parser 0.4's printer is lossy in known ways, left out of the round trip: it
+    // re-indents the lines of compound commands, quoted text included (`echo "a\nb"` in a loop
+    // body gains spaces), and prints a here-document followed by more commands on its line
+    // (`cat <<EOF; x`) as `cat <<EOF\nEOF\n;\nx`; so only one-line commands are compared. And a
+    // subshell right after `$(`, `<(` or `(` is printed without the space that kept it from
+    // reading as arithmetic (`<( (x) )` prints as `<((x))`).
+    if !first.unsupported.is_empty()
+        || raw.contains(['\n', '\r'])
+        || raw.contains("<<")
+        || has_adjacent_parens(raw)
+    {
         return;
     }
     let printed = std::panic::catch_unwind(|| {

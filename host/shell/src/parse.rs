@@ -20,10 +20,10 @@ pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
 /// Deepest nesting of groups, substitutions and compound commands accepted. The parser
 /// recurses per level; this keeps it far from the end of the stack.
 pub const MAX_NESTING: usize = 32;
-/// Most `(` in a row (spaces between them allowed). The parser's time grows exponentially with
-/// unclosed runs of them after a process substitution (`cat <(((((...`: 22 took seconds, 30
-/// would take hours), and no real command needs more than a few.
-pub const MAX_PAREN_RUN: usize = 8;
+/// Most `(` open at once (besides `$(`). The parser's time grows exponentially with unclosed
+/// `(` (each may start a subshell or arithmetic, and it tries both): `cat <((((...` with 22 of them took
+/// seconds, 30 would take hours. No real command nests that deep.
+pub const MAX_PAREN_DEPTH: usize = 10;
 
 /// Why a command line could not be parsed at all.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -32,7 +32,7 @@ pub enum ParseError {
     TooLong(usize),
     #[error("the command nests more than {MAX_NESTING} levels deep")]
     TooDeep,
-    #[error("the command opens more than {MAX_PAREN_RUN} parentheses in a row")]
+    #[error("the command has more than {MAX_PAREN_DEPTH} parentheses open at once")]
     TooManyParens,
     #[error("the command is empty")]
     Empty,
@@ -74,7 +74,7 @@ pub fn parse(raw: &str, cwd: &Path, opts: &ParseOptions<'_>) -> Result<ParsedCom
     if nesting_depth(raw) > MAX_NESTING {
         return Err(ParseError::TooDeep);
     }
-    if paren_run(raw) > MAX_PAREN_RUN {
+    if paren_depth(raw) > MAX_PAREN_DEPTH {
         return Err(ParseError::TooManyParens);
     }
     let mut w = Walker {
@@ -183,18 +183,25 @@ pub fn hands_text_to_a_shell(argv: &[Word], program: &Program) -> Option<String>
 
 /// An over-estimate of how deeply `s` nests: brackets, keywords that open compound commands,
 /// and backticks, counted without regard to quoting.
-/// The longest run of `(`, whitespace between them not counting as a break.
-fn paren_run(s: &str) -> usize {
-    let (mut run, mut max) = (0usize, 0usize);
+/// The most `(` open at once that do not open a command substitution (`$(`, which is not
+/// ambiguous), wherever they are (quotes included: a refusal errs on the safe side).
+fn paren_depth(s: &str) -> usize {
+    let (mut open, mut depth, mut max) = (Vec::new(), 0usize, 0usize);
+    let mut prev = ' ';
     for c in s.chars() {
         match c {
             '(' => {
-                run += 1;
-                max = max.max(run);
+                let counted = prev != '$';
+                open.push(counted);
+                if counted {
+                    depth += 1;
+                    max = max.max(depth);
+                }
             }
-            c if c.is_whitespace() => {}
-            _ => run = 0,
+            ')' if open.pop() == Some(true) => depth -= 1,
+            _ => {}
         }
+        prev = c;
     }
     max
 }
@@ -1214,12 +1221,14 @@ mod tests {
         for attack in [
             format!("cat $<{} - ((<EO\nh", "(".repeat(24)),
             format!("cat <({}", " (".repeat(30)),
+            // Broken runs stall it as well (found by the fuzzer after runs were refused).
+            "((((((||((s\0\0\0((a(t(||(((((||((s\0\0\0((a(t(||((((a((((at".to_string(),
         ] {
             let err = parse(&attack, &w.root, &opts).unwrap_err();
             assert!(matches!(err, ParseError::TooManyParens), "{err}");
         }
         // What real commands write still parses.
-        p(&w, "echo $(( (1 + 2) * ((3)) )) && (cd src && ls)");
+        p(&w, "echo $(( (1 + 2) * ((3)) )) && (cd src && (ls))");
     }
 
     /// Found while fuzzing: the parser counts characters, and a command after a non-ASCII one
