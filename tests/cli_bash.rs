@@ -461,6 +461,26 @@ fn regression_fd_number_over_32_bits_panicked_the_parser() {
     }
 }
 
+/// Found by the `shell` fuzz target: a short command full of unclosed `(` kept the parser busy
+/// for seconds (and, a few `(` more, for hours). It is denied by the parser's bound at once.
+#[test]
+fn regression_fuzz_shell_paren_stall_is_denied_at_once() {
+    let ws = Workspace::new();
+    let broken_run = "((((((||((s((a(t(||(((((||((s((a(t(||((((a((((at";
+    let run = format!("cat $<{} - ((<EO", "(".repeat(24));
+    for command in [broken_run, run.as_str()] {
+        let r = bash_check(&ws, &["--agent", "developer", "--json"], command);
+        assert_eq!(r.code, 1, "{command}: {r:?}");
+        let v = r.json();
+        assert_eq!(v["decision"], "deny", "{command}: {v}");
+        assert_eq!(v["decided_by"], "parser", "{command}: {v}");
+        assert!(
+            v["reason"].as_str().unwrap_or("").contains("parentheses"),
+            "{command}: {v}"
+        );
+    }
+}
+
 /// The private temporary directories of rawkos that are gone (killed before they could clean up)
 /// are removed by the next one; a live rawko's are left alone.
 #[test]
