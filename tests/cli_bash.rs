@@ -462,22 +462,25 @@ fn regression_fd_number_over_32_bits_panicked_the_parser() {
 }
 
 /// Found by the `shell` fuzz target: a short command full of unclosed `(` kept the parser busy
-/// for seconds (and, a few `(` more, for hours). It is denied by the parser's bound at once.
+/// for seconds (and, a few `(` more, for hours), and a here-document with an empty delimiter
+/// made it allocate until rawko died. Both are denied by the parser's bounds at once.
 #[test]
-fn regression_fuzz_shell_paren_stall_is_denied_at_once() {
+fn regression_fuzz_shell_stall_and_memory_exhaustion_are_denied_at_once() {
     let ws = Workspace::new();
     let broken_run = "((((((||((s((a(t(||(((((||((s((a(t(||((((a((((at";
     let run = format!("cat $<{} - ((<EO", "(".repeat(24));
-    for command in [broken_run, run.as_str()] {
+    // And 13 bytes that sent the tokenizer into an endless loop allocating gigabytes.
+    for command in [
+        broken_run,
+        run.as_str(),
+        "a <<'' <<<#",
+        "bahhf\x0c<<\x0c<<<#",
+    ] {
         let r = bash_check(&ws, &["--agent", "developer", "--json"], command);
         assert_eq!(r.code, 1, "{command}: {r:?}");
         let v = r.json();
         assert_eq!(v["decision"], "deny", "{command}: {v}");
         assert_eq!(v["decided_by"], "parser", "{command}: {v}");
-        assert!(
-            v["reason"].as_str().unwrap_or("").contains("parentheses"),
-            "{command}: {v}"
-        );
     }
 }
 

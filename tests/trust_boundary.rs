@@ -347,7 +347,9 @@ fn strings_from_outside_reach_the_terminal_only_escaped() {
 }
 
 /// A filter that asks before a command: the question shows the exact command, its carriage
-/// return and escape sequences made visible, so they cannot rewrite what the user approves.
+/// return and bidirectional overrides made visible, so they cannot rewrite what the user
+/// approves. (A command with escape sequences never gets that far: the parser refuses control
+/// characters.)
 #[test]
 fn the_question_before_a_command_shows_it_exactly() {
     let ws = Workspace::new();
@@ -356,8 +358,22 @@ fn the_question_before_a_command_shows_it_exactly() {
         std::fs::read(rawko_test_artifacts::ASK_FILTER).unwrap(),
     );
     ws.write(".rawko/config.yaml", "bash:\n  filters: [marker.wasm]\n");
-    // What a terminal would show as `echo harmless`, if it obeyed the command's bytes.
-    let command = "echo please-ask; touch pwned\r\u{1b}[2Kecho harmless";
+    let escapes = run(
+        cmd(&ws, ""),
+        &[
+            "bash",
+            "check",
+            "--agent",
+            "developer",
+            "--",
+            "echo please-ask; touch pwned\r\u{1b}[2Kecho harmless",
+        ],
+    );
+    assert_eq!(escapes.code, 1, "{escapes:?}");
+    assert!(escapes.stdout.contains("control character"), "{escapes:?}");
+    // What a terminal would show as `echo harmless` written right to left over the rest, if it
+    // obeyed the command's characters.
+    let command = "echo please-ask; touch pwned\r\u{202e}echo harmless";
     let input = json!({ "command": command }).to_string();
     let rawko = env!("CARGO_BIN_EXE_rawko");
     let script = r#"
@@ -408,7 +424,7 @@ sys.stdout.buffer.write(out)
         .to_string();
     assert!(question.contains("asks before running"), "{r:?}");
     assert!(
-        question.contains("touch pwned\\r\\u{1b}[2Kecho harmless"),
+        question.contains("touch pwned\\r\\u{202e}echo harmless"),
         "the command is not shown exactly: {question:?}"
     );
     assert_eq!(obeyable(&question), None, "{question:?}");

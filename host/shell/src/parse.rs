@@ -34,6 +34,10 @@ pub enum ParseError {
     TooDeep,
     #[error("the command has more than {MAX_PAREN_DEPTH} parentheses open at once")]
     TooManyParens,
+    #[error("the command has a control character ({0:?}) other than tab and newline")]
+    ControlCharacter(char),
+    #[error("a here-document (`<<`) has an empty delimiter")]
+    EmptyHereDelimiter,
     #[error("the command is empty")]
     Empty,
     #[error("not valid shell syntax: {0}")]
@@ -76,6 +80,17 @@ pub fn parse(raw: &str, cwd: &Path, opts: &ParseOptions<'_>) -> Result<ParsedCom
     }
     if paren_depth(raw) > MAX_PAREN_DEPTH {
         return Err(ParseError::TooManyParens);
+    }
+    if let Some(c) = raw
+        .chars()
+        .find(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
+    {
+        return Err(ParseError::ControlCharacter(c));
+    }
+    // brush-parser 0.4's tokenizer loops for ever on a here-document with an empty delimiter
+    // (`a <<'' <<<#`), allocating until the process is killed.
+    if has_empty_here_delimiter(raw) {
+        return Err(ParseError::EmptyHereDelimiter);
     }
     let mut w = Walker {
         opts,
@@ -204,6 +219,47 @@ fn paren_depth(s: &str) -> usize {
         prev = c;
     }
     max
+}
+
+/// Whether a `<<` here-document operator is followed by a delimiter that is empty once its
+/// quotes and backslashes are removed (`<<''`, `<< ""`, `<<\\`).
+fn has_empty_here_delimiter(s: &str) -> bool {
+    let chars: Vec<char> = s.chars().collect();
+    let mut i = 0;
+    while i + 1 < chars.len() {
+        let here = chars[i] == '<'
+            && chars[i + 1] == '<'
+            && chars.get(i + 2) != Some(&'<')
+            && (i == 0 || chars[i - 1] != '<');
+        if !here {
+            i += 1;
+            continue;
+        }
+        let mut j = i + 2;
+        if chars.get(j) == Some(&'-') {
+            j += 1;
+        }
+        while matches!(chars.get(j), Some(' ' | '\t')) {
+            j += 1;
+        }
+        let start = j;
+        while let Some(&c) = chars.get(j) {
+            if c.is_whitespace() || ";&|<>()".contains(c) {
+                break;
+            }
+            j += 1;
+        }
+        let word: String = chars[start..j]
+            .iter()
+            .filter(|c| !matches!(c, '\'' | '"' | '\\' | '$'))
+            .collect();
+        // Nothing at all after `<<` is a plain syntax error, which the parser reports.
+        if j > start && word.is_empty() {
+            return true;
+        }
+        i = j.max(i + 2);
+    }
+    false
 }
 
 fn nesting_depth(s: &str) -> usize {
@@ -1229,6 +1285,38 @@ mod tests {
         }
         // What real commands write still parses.
         p(&w, "echo $(( (1 + 2) * ((3)) )) && (cd src && (ls))");
+    }
+
+    /// Found while fuzzing: 13 bytes (`bahhf\x0c<<\x0c<<<#`, or `a <<'' <<<#`) sent the parser's
+    /// tokenizer into an endless loop that allocated gigabytes until the process died.
+    #[test]
+    fn regression_fuzz_shell_empty_here_delimiter_exhausts_memory() {
+        let w = ws();
+        let opts = ParseOptions {
+            resolver: &w.resolver,
+            workspace: &w.root,
+            expand_globs: true,
+        };
+        for attack in [
+            "bahhf\x0c<<\x0c<<<#",
+            "a <<'' <<<#",
+            "a << \"\" x",
+            "a <<-'' <<<#",
+        ] {
+            let err = parse(attack, &w.root, &opts).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    ParseError::ControlCharacter(_) | ParseError::EmptyHereDelimiter
+                ),
+                "{attack:?}: {err}"
+            );
+        }
+        // Here-documents and here-strings as people write them still parse.
+        p(&w, "cat <<EOF\nhi\nEOF");
+        p(&w, "cat <<-'EOF'\n\thi\nEOF");
+        p(&w, "cat <<< hello");
+        p(&w, "printf 'a\tb'");
     }
 
     /// Found while fuzzing: the parser counts characters, and a command after a non-ASCII one
