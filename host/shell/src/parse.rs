@@ -24,6 +24,9 @@ pub const MAX_NESTING: usize = 32;
 /// `(` (each may start a subshell or arithmetic, and it tries both): `cat <((((...` with 22 of them took
 /// seconds, 30 would take hours. No real command nests that deep.
 pub const MAX_PAREN_DEPTH: usize = 10;
+/// Most parameter expansions inside one another (`${a[${b[${c}]}]}` is three). The word
+/// parser's time grows about seventeen-fold with each level (five took seconds).
+pub const MAX_EXPANSION_DEPTH: usize = 3;
 
 /// Why a command line could not be parsed at all.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -38,6 +41,8 @@ pub enum ParseError {
     ControlCharacter(char),
     #[error("a here-document (`<<`) has an empty delimiter")]
     EmptyHereDelimiter,
+    #[error("the command nests parameter expansions more than {MAX_EXPANSION_DEPTH} deep")]
+    TooManyExpansions,
     #[error("the command is empty")]
     Empty,
     #[error("not valid shell syntax: {0}")]
@@ -80,6 +85,9 @@ pub fn parse(raw: &str, cwd: &Path, opts: &ParseOptions<'_>) -> Result<ParsedCom
     }
     if paren_depth(raw) > MAX_PAREN_DEPTH {
         return Err(ParseError::TooManyParens);
+    }
+    if expansion_depth(raw) > MAX_EXPANSION_DEPTH {
+        return Err(ParseError::TooManyExpansions);
     }
     if let Some(c) = raw
         .chars()
@@ -214,6 +222,28 @@ fn paren_depth(s: &str) -> usize {
                 }
             }
             ')' if open.pop() == Some(true) => depth -= 1,
+            _ => {}
+        }
+        prev = c;
+    }
+    max
+}
+
+/// The most `${` open at once (other braces do not count, but close what they opened).
+fn expansion_depth(s: &str) -> usize {
+    let (mut open, mut depth, mut max) = (Vec::new(), 0usize, 0usize);
+    let mut prev = ' ';
+    for c in s.chars() {
+        match c {
+            '{' => {
+                let counted = prev == '$';
+                open.push(counted);
+                if counted {
+                    depth += 1;
+                    max = max.max(depth);
+                }
+            }
+            '}' if open.pop() == Some(true) => depth -= 1,
             _ => {}
         }
         prev = c;
@@ -1283,6 +1313,13 @@ mod tests {
             let err = parse(&attack, &w.root, &opts).unwrap_err();
             assert!(matches!(err, ParseError::TooManyParens), "{err}");
         }
+        // And nested parameter expansions with subscripts (the word parser's own blow-up).
+        let nested = format!("echo {}1{}", "${a[".repeat(5), "]}".repeat(5));
+        assert!(matches!(
+            parse(&nested, &w.root, &opts),
+            Err(ParseError::TooManyExpansions)
+        ));
+        p(&w, "echo ${a[${b[${c}]}]} ${x:-{}}");
         // What real commands write still parses.
         p(&w, "echo $(( (1 + 2) * ((3)) )) && (cd src && (ls))");
     }
