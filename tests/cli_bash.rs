@@ -470,11 +470,13 @@ fn regression_fuzz_shell_stall_and_memory_exhaustion_are_denied_at_once() {
     let broken_run = "((((((||((s((a(t(||(((((||((s((a(t(||((((a((((at";
     let run = format!("cat $<{} - ((<EO", "(".repeat(24));
     // And 13 bytes that sent the tokenizer into an endless loop allocating gigabytes.
+    let nested = format!("echo {}1{}", "${a[".repeat(6), "]}".repeat(6));
     for command in [
         broken_run,
         run.as_str(),
         "a <<'' <<<#",
         "bahhf\x0c<<\x0c<<<#",
+        nested.as_str(),
     ] {
         let r = bash_check(&ws, &["--agent", "developer", "--json"], command);
         assert_eq!(r.code, 1, "{command}: {r:?}");
