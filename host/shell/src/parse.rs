@@ -283,8 +283,9 @@ fn has_empty_here_delimiter(s: &str) -> bool {
             .iter()
             .filter(|c| !matches!(c, '\'' | '"' | '\\' | '$'))
             .collect();
-        // Nothing at all after `<<` is a plain syntax error, which the parser reports.
-        if j > start && word.is_empty() {
+        // Nothing at all after `<<` is a plain syntax error, which the parser reports; an empty
+        // word before anything else (`<<'' x`, `<<\t| x`) is what loops.
+        if word.is_empty() && j < chars.len() {
             return true;
         }
         i = j.max(i + 2);
@@ -1339,6 +1340,7 @@ mod tests {
             "a <<'' <<<#",
             "a << \"\" x",
             "a <<-'' <<<#",
+            "=sh -a lhl&<\t|ol&&\"$(bdone<<\t|o<cl&&done<<\t|o<c ",
         ] {
             let err = parse(attack, &w.root, &opts).unwrap_err();
             assert!(
