@@ -41,6 +41,8 @@ pub enum ParseError {
     ControlCharacter(char),
     #[error("a here-document (`<<`) has an empty delimiter")]
     EmptyHereDelimiter,
+    #[error("a here-document (`<<{0}`) has no line that ends it")]
+    UnterminatedHereDocument(String),
     #[error("the command nests parameter expansions more than {MAX_EXPANSION_DEPTH} deep")]
     TooManyExpansions,
     #[error("the command is empty")]
@@ -95,11 +97,9 @@ pub fn parse(raw: &str, cwd: &Path, opts: &ParseOptions<'_>) -> Result<ParsedCom
     {
         return Err(ParseError::ControlCharacter(c));
     }
-    // brush-parser 0.4's tokenizer loops for ever on a here-document with an empty delimiter
-    // (`a <<'' <<<#`), allocating until the process is killed.
-    if has_empty_here_delimiter(raw) {
-        return Err(ParseError::EmptyHereDelimiter);
-    }
+    // brush-parser 0.4's tokenizer loops for ever on some malformed here-documents (`a <<'' x`,
+    // `$(c<$<< l x`), allocating until the process dies; only well-formed ones reach it.
+    check_here_documents(raw)?;
     let mut w = Walker {
         opts,
         commands: Vec::new(),
@@ -251,9 +251,10 @@ fn expansion_depth(s: &str) -> usize {
     max
 }
 
-/// Whether a `<<` here-document operator is followed by a delimiter that is empty once its
-/// quotes and backslashes are removed (`<<''`, `<< ""`, `<<\\`).
-fn has_empty_here_delimiter(s: &str) -> bool {
+/// Every `<<` here-document (not `<<<`) has a delimiter that is not empty once its quotes and
+/// backslashes are removed, and a later line that is that delimiter (after leading tabs, for
+/// `<<-`).
+fn check_here_documents(s: &str) -> Result<(), ParseError> {
     let chars: Vec<char> = s.chars().collect();
     let mut i = 0;
     while i + 1 < chars.len() {
@@ -266,7 +267,8 @@ fn has_empty_here_delimiter(s: &str) -> bool {
             continue;
         }
         let mut j = i + 2;
-        if chars.get(j) == Some(&'-') {
+        let strip_tabs = chars.get(j) == Some(&'-');
+        if strip_tabs {
             j += 1;
         }
         while matches!(chars.get(j), Some(' ' | '\t')) {
@@ -281,16 +283,27 @@ fn has_empty_here_delimiter(s: &str) -> bool {
         }
         let word: String = chars[start..j]
             .iter()
-            .filter(|c| !matches!(c, '\'' | '"' | '\\' | '$'))
+            .filter(|c| !matches!(c, '\'' | '"' | '\\'))
             .collect();
-        // Nothing at all after `<<` is a plain syntax error, which the parser reports; an empty
-        // word before anything else (`<<'' x`, `<<\t| x`) is what loops.
-        if word.is_empty() && j < chars.len() {
-            return true;
+        if word.is_empty() {
+            return Err(ParseError::EmptyHereDelimiter);
         }
-        i = j.max(i + 2);
+        let rest: String = chars[j..].iter().collect();
+        let ended = rest.split('\n').skip(1).any(|line| {
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            let line = if strip_tabs {
+                line.trim_start_matches('\t')
+            } else {
+                line
+            };
+            line == word
+        });
+        if !ended {
+            return Err(ParseError::UnterminatedHereDocument(word));
+        }
+        i = j;
     }
-    false
+    Ok(())
 }
 
 fn nesting_depth(s: &str) -> usize {
@@ -1341,18 +1354,23 @@ mod tests {
             "a << \"\" x",
             "a <<-'' <<<#",
             "=sh -a lhl&<\t|ol&&\"$(bdone<<\t|o<cl&&done<<\t|o<c ",
+            "$(c<$<<  l--la &3u su {aA,=/bx ",
         ] {
             let err = parse(attack, &w.root, &opts).unwrap_err();
             assert!(
                 matches!(
                     err,
-                    ParseError::ControlCharacter(_) | ParseError::EmptyHereDelimiter
+                    ParseError::ControlCharacter(_)
+                        | ParseError::EmptyHereDelimiter
+                        | ParseError::UnterminatedHereDocument(_)
                 ),
                 "{attack:?}: {err}"
             );
         }
         // Here-documents and here-strings as people write them still parse.
         p(&w, "cat <<EOF\nhi\nEOF");
+        p(&w, "cat <<'END' | grep x\nx\nEND\necho done");
+        p(&w, "cat <<\"$HOME\"\n$HOME\n$HOME");
         p(&w, "cat <<-'EOF'\n\thi\nEOF");
         p(&w, "cat <<< hello");
         p(&w, "printf 'a\tb'");
