@@ -209,42 +209,29 @@ pub fn hands_text_to_a_shell(argv: &[Word], program: &Program) -> Option<String>
 /// The most `(` open at once that do not open a command substitution (`$(`, which is not
 /// ambiguous), wherever they are (quotes included: a refusal errs on the safe side).
 fn paren_depth(s: &str) -> usize {
-    let (mut open, mut depth, mut max) = (Vec::new(), 0usize, 0usize);
-    let mut prev = ' ';
-    for c in s.chars() {
-        match c {
-            '(' => {
-                let counted = prev != '$';
-                open.push(counted);
-                if counted {
-                    depth += 1;
-                    max = max.max(depth);
-                }
-            }
-            ')' if open.pop() == Some(true) => depth -= 1,
-            _ => {}
-        }
-        prev = c;
-    }
-    max
+    open_at_once(s, '(', ')', |prev| prev != '$')
 }
 
 /// The most `${` open at once (other braces do not count, but close what they opened).
 fn expansion_depth(s: &str) -> usize {
-    let (mut open, mut depth, mut max) = (Vec::new(), 0usize, 0usize);
+    open_at_once(s, '{', '}', |prev| prev == '$')
+}
+
+/// The most `open` characters open at once among those `counted` says count (by the character
+/// before each); every `close` closes the latest `open`, counted or not.
+fn open_at_once(s: &str, open: char, close: char, counted: impl Fn(char) -> bool) -> usize {
+    let (mut stack, mut depth, mut max) = (Vec::new(), 0usize, 0usize);
     let mut prev = ' ';
     for c in s.chars() {
-        match c {
-            '{' => {
-                let counted = prev == '$';
-                open.push(counted);
-                if counted {
-                    depth += 1;
-                    max = max.max(depth);
-                }
+        if c == open {
+            let counts = counted(prev);
+            stack.push(counts);
+            if counts {
+                depth += 1;
+                max = max.max(depth);
             }
-            '}' if open.pop() == Some(true) => depth -= 1,
-            _ => {}
+        } else if c == close && stack.pop() == Some(true) {
+            depth -= 1;
         }
         prev = c;
     }
