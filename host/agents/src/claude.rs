@@ -135,25 +135,14 @@ fn dotted_name(
     spans: &mut Spans,
     p: &mut Problems,
 ) -> Option<String> {
-    let given = match f.string("name", p) {
-        Some(n) => n,
-        None if f.is_set("name") => return None,
-        None => Spanned::new(file.stem().to_string(), f.pos()),
-    };
-    spans.name = given.pos;
-    let fixed = given.value.replace('.', "-");
-    if fixed != given.value {
-        p.warn(
-            given.pos,
-            format!(
-                "agent name '{}' has dots, which rawko's agent names cannot have; it is '{fixed}' \
-                 here",
-                given.value.escape_debug()
-            ),
-            Some(format!("call it '{fixed}' (or rename it)")),
-        );
-    }
-    validate::check_name(&Spanned::new(fixed.clone(), given.pos), p).then_some(fixed)
+    super::foreign::fixed_name(
+        f,
+        file.stem(),
+        spans,
+        p,
+        "has dots, which rawko's agent names cannot have",
+        |name| name.replace('.', "-"),
+    )
 }
 
 /// Claude Code's own tools that rawko has under another name (`Some`) or not at all (`None`).

@@ -34,44 +34,61 @@ pub fn dialect_of(path: &Path) -> Option<Dialect> {
     }
 }
 
-/// The agent's name: `name` (Copilot), else the file name (without `.agent` for Copilot).
+/// The agent's name: `name`, else the file name (without `.agent`, for Copilot); display
+/// names ("Code Reviewer") become rawko names ("code-reviewer").
 fn name_of(
     f: &mut Fields<'_>,
     file: &FileInfo<'_>,
     spans: &mut Spans,
     p: &mut Problems,
 ) -> Option<String> {
+    let stem = file.stem();
+    fixed_name(
+        f,
+        stem.strip_suffix(".agent").unwrap_or(stem),
+        spans,
+        p,
+        "has characters rawko's agent names cannot have (letters, digits, '-' and '_')",
+        |name| {
+            name.trim()
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                        c.to_ascii_lowercase()
+                    } else {
+                        '-'
+                    }
+                })
+                .collect()
+        },
+    )
+}
+
+/// A foreign dialect's name (`name`, else `stem`) made a rawko name by `fix`, with a warning
+/// saying why (`problem`) when that changed it.
+pub(crate) fn fixed_name(
+    f: &mut Fields<'_>,
+    stem: &str,
+    spans: &mut Spans,
+    p: &mut Problems,
+    problem: &str,
+    fix: impl Fn(&str) -> String,
+) -> Option<String> {
     let given = match f.string("name", p) {
         Some(n) => n,
         None if f.is_set("name") => return None,
-        None => {
-            let stem = file.stem();
-            let stem = stem.strip_suffix(".agent").unwrap_or(stem);
-            Spanned::new(stem.to_string(), f.pos())
-        }
+        None => Spanned::new(stem.to_string(), f.pos()),
     };
     spans.name = given.pos;
-    // Display names ("Code Reviewer") become rawko names ("code-reviewer").
-    let fixed: String = given
-        .value
-        .trim()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
+    let fixed = fix(&given.value);
     if fixed != given.value {
         p.warn(
             given.pos,
             format!(
-                "agent name '{}' is '{fixed}' in rawko (letters, digits, '-' and '_')",
+                "agent name '{}' {problem}; it is '{fixed}' here",
                 given.value.escape_debug()
             ),
-            None,
+            Some(format!("call it '{fixed}' (or rename it)")),
         );
     }
     validate::check_name(&Spanned::new(fixed.clone(), given.pos), p).then_some(fixed)

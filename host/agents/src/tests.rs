@@ -1024,7 +1024,7 @@ fn a_copilot_custom_agent_loads_into_the_agent_model() {
     for want in [
         "rawko has no tool for Copilot's 'web'",
         "'playwright/*' means every tool of the MCP server 'playwright'",
-        "agent name 'Security Reviewer' is 'security-reviewer'",
+        "agent name 'Security Reviewer' has characters rawko's agent names cannot have (letters, digits, '-' and '_'); it is 'security-reviewer' here",
     ] {
         assert!(m.iter().any(|x| x.contains(want)), "no {want:?} in {m:#?}");
     }

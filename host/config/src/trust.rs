@@ -289,6 +289,9 @@ mod tests {
             ".rawko/config.yaml",
             ".rawko/filters/allow.wasm",
             ".claude/agents/x.md",
+            ".github/agents/x.agent.md",
+            ".opencode/agent/x.md",
+            ".opencode/agents/x.md",
             ".mcp.json",
             "knowledge.yaml",
         ] {
@@ -305,6 +308,9 @@ mod tests {
             brought(ws),
             [
                 ".claude/agents/x.md",
+                ".github/agents/x.agent.md",
+                ".opencode/agent/x.md",
+                ".opencode/agents/x.md",
                 ".rawko/agents/helper.yaml",
                 ".rawko/agents/sub/new.md",
                 ".rawko/config.yaml",

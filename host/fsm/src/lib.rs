@@ -674,9 +674,10 @@ impl Engine<'_> {
                     });
                 }
             }
-            let view = loop {
+            let view: std::borrow::Cow<'_, [Message]> = loop {
                 match ctx.plan(fixed, messages) {
-                    context::Plan::Send(view) => break view,
+                    context::Plan::Whole => break std::borrow::Cow::Borrowed(&messages[..]),
+                    context::Plan::Send(view) => break std::borrow::Cow::Owned(view),
                     context::Plan::Summarise { from, to } => {
                         self.summarise(task, agent, turn, llm, &mut ctx, &messages[from..to], to)
                             .await?;
@@ -785,6 +786,7 @@ impl Engine<'_> {
                     Ok(Ok(c)) => c,
                 };
             };
+            drop(view);
             let u = &completion.usage;
             ctx.estimator.observe(
                 sent_chars,

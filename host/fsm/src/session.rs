@@ -100,8 +100,8 @@ pub struct SessionTools {
     policies: RefCell<HashMap<String, Rc<Policy>>>,
     /// How native commands start: through the kernel sandbox unless the user said otherwise.
     launch: Launch,
-    /// Who the Git tool commits as: the user's own git identity, read once.
-    git_identity: rawko_git::Identity,
+    /// Who the Git tool commits as: the user's own git identity, read on the first Git call.
+    git_identity: std::cell::OnceCell<rawko_git::Identity>,
 }
 
 impl SessionTools {
@@ -132,7 +132,7 @@ impl SessionTools {
             budget,
             policies: RefCell::new(HashMap::new()),
             launch,
-            git_identity: rawko_git::Identity::from_user_config(),
+            git_identity: std::cell::OnceCell::new(),
         })
     }
 
@@ -316,7 +316,9 @@ impl SessionTools {
                 let cx = GitContext {
                     workspace: &self.workspace,
                     grants,
-                    identity: &self.git_identity,
+                    identity: self
+                        .git_identity
+                        .get_or_init(rawko_git::Identity::from_user_config),
                 };
                 git::call(cx, input).await
             }

@@ -70,6 +70,14 @@ fn invalid(msg: impl Into<String>) -> GitError {
     GitError::Invalid(msg.into())
 }
 
+/// Seconds since the epoch, for signatures (in UTC).
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
 fn short(id: impl AsRef<gix::oid>) -> String {
     id.as_ref().to_hex_with_len(8).to_string()
 }
@@ -682,12 +690,13 @@ impl Cx<'_> {
 
     // ---- writes ----
 
-    fn signature_time() -> String {
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        format!("{secs} +0000")
+    /// The tool's identity, signing at `time` (`SECONDS +0000`).
+    fn signature<'t>(&'t self, time: &'t str) -> gix::actor::SignatureRef<'t> {
+        gix::actor::SignatureRef {
+            name: self.identity.name.as_str().into(),
+            email: self.identity.email.as_str().into(),
+            time,
+        }
     }
 
     fn write_index(&self, mut index: gix::index::File) -> Result<(), GitError> {
@@ -819,12 +828,8 @@ impl Cx<'_> {
                 "nothing to commit: the index matches HEAD (stage changes with add first)",
             ));
         }
-        let time = Self::signature_time();
-        let sig = gix::actor::SignatureRef {
-            name: self.identity.name.as_str().into(),
-            email: self.identity.email.as_str().into(),
-            time: &time,
-        };
+        let time = format!("{} +0000", now());
+        let sig = self.signature(&time);
         let parents: Vec<ObjectId> = parent.iter().map(|p| p.id).collect();
         let id = self
             .repo
@@ -853,12 +858,8 @@ impl Cx<'_> {
         message: String,
         force_reflog: bool,
     ) -> Result<(), String> {
-        let time = Self::signature_time();
-        let sig = gix::actor::SignatureRef {
-            name: self.identity.name.as_str().into(),
-            email: self.identity.email.as_str().into(),
-            time: &time,
-        };
+        let time = format!("{} +0000", now());
+        let sig = self.signature(&time);
         self.repo
             .edit_references_as(
                 [RefEdit {
@@ -1096,14 +1097,10 @@ impl Cx<'_> {
         parents: Vec<ObjectId>,
         message: String,
     ) -> Result<ObjectId, GitError> {
-        let time_secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
         let sig = gix::actor::Signature {
             name: self.identity.name.as_str().into(),
             email: self.identity.email.as_str().into(),
-            time: gix::date::Time::new(time_secs, 0),
+            time: gix::date::Time::new(now(), 0),
         };
         let commit = gix::objs::Commit {
             tree,

@@ -66,7 +66,7 @@ fn tool_error(kind: GuestErrorKind, message: String) -> ToolCallError {
     }
 }
 
-/// Check and run one `Git` call on a worker thread, without blocking the caller's runtime.
+/// Check and run one `Git` call, without blocking the caller's runtime.
 pub async fn call(cx: GitContext<'_>, input: &str) -> Result<ToolCallOutput, ToolCallError> {
     let started = Instant::now();
     let request: Request = crate::parse_input(&info(), input)?;
@@ -85,14 +85,8 @@ pub async fn call(cx: GitContext<'_>, input: &str) -> Result<ToolCallOutput, Too
         identity: cx.identity.clone(),
     };
     let workspace = cx.workspace.to_path_buf();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
-        .name("rawko-git-call".into())
-        .spawn(move || {
-            let _ = tx.send(rawko_git::run(&workspace, request, &opts));
-        })
-        .map_err(|e| tool_error(GuestErrorKind::Failed, format!("cannot start: {e}")))?;
-    let result = rx
+    // `run` confines a thread of its own; waiting for it is what goes to the blocking pool.
+    let result = tokio::task::spawn_blocking(move || rawko_git::run(&workspace, request, &opts))
         .await
         .unwrap_or_else(|_| Err(GitError::Failed("the git worker stopped".into())));
     match result {
