@@ -136,6 +136,8 @@ mod tests {
     #[test]
     fn the_worlds_are_read_from_the_wit() {
         assert_eq!(SUPPORTED.last(), Some(&VERSION));
+        // Plugins built against a released version keep loading.
+        assert!(SUPPORTED.contains(&"0.1.0"));
         let tool = world("tool").expect("a tool world");
         assert!(tool.exports.contains(&"rawko:plugin/tools"));
         assert!(tool.imports.contains(&"rawko:plugin/log"));
@@ -144,6 +146,13 @@ mod tests {
         let adapter = world("adapter").expect("an adapter world");
         assert!(adapter.imports.contains(&"rawko:plugin/http"));
         assert!(adapter.exports.contains(&"rawko:plugin/llm"));
+        // Since 0.1.1; its `use` of `llm` refers to the export, so `llm` is not imported.
+        assert!(adapter.exports.contains(&"rawko:plugin/embeddings"));
+        assert!(!adapter.imports.contains(&"rawko:plugin/llm"));
+        assert_eq!(
+            interface("rawko:plugin/embeddings").map(|i| i.functions),
+            Some(&["embed"][..])
+        );
         let filter = world("bash-filter").expect("a bash-filter world");
         assert!(filter.imports.contains(&"rawko:plugin/shell"));
         assert!(filter.exports.contains(&"rawko:plugin/filter"));
