@@ -1,17 +1,24 @@
 //! The first-party adapters through the real HTTP capability against the scripted model
 //! server: text, tool calls, multi-turn tool results, streaming, usage, malformed provider
-//! output, the providers' documented reply shapes, and recording then replaying.
+//! output, the providers' documented reply shapes, recording then replaying, and embeddings.
+//! Also an adapter built against `rawko:plugin@0.1.0`, before embeddings, still serving.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rawko_adapters::instance::{AdapterOrigin, InstalledAdapters, Trust, resolve};
 use rawko_adapters::{Adapter, OpenOptions, Recorder};
+use rawko_capability::FsGrants;
+use rawko_capability::http::{HttpClient, HttpGrant, Origin};
 use rawko_config::AdapterConfig;
+use rawko_plugin_sdk::embeddings::{EmbedRequest, Embeddings};
 use rawko_plugin_sdk::llm::{
-    AdapterError, Content, Message, Response, Role, StopReason, ToolCall, ToolResult, ToolSpec,
+    AdapterError, Content, Message, Request, Response, Role, StopReason, ToolCall, ToolResult,
+    ToolSpec,
 };
+use rawko_runtime::adapter::AdapterCallContext;
 use rawko_runtime::progress::{NoProgress, ProgressSink};
-use rawko_runtime::{AdapterCallError, Runtime};
+use rawko_runtime::{AdapterCallError, AdapterPlugin, Budget, Runtime};
 use serde_json::json;
 
 use crate::support::model_server::{ModelServer, Reply, anthropic, openai};
@@ -564,4 +571,249 @@ fn a_recorded_conversation_replays_exactly_without_network() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+fn embed(rt: &Runtime, adapter: &Adapter, inputs: &[&str]) -> Result<Embeddings, AdapterCallError> {
+    let inputs = inputs.iter().map(|s| s.to_string()).collect();
+    block_on(adapter.embed(rt, inputs))
+}
+
+#[test]
+fn openai_embeddings_send_the_inputs_and_come_back_in_input_order() {
+    let rt = runtime();
+    let server = ModelServer::start();
+    let adapter = open_adapter(&rt, "openai", &server.base_url(), fast_policy());
+    assert!(adapter.exports_embeddings());
+    // Listed out of order: the indexes say where each vector goes.
+    server.push(openai::embeddings_data(
+        vec![
+            json!({"object": "embedding", "index": 1, "embedding": [0.0, 1.0, -0.5]}),
+            json!({"object": "embedding", "index": 0, "embedding": [0.25, 0.5, 0.75]}),
+        ],
+        9,
+    ));
+    let e = embed(&rt, &adapter, &["fn main() {}", "the second chunk"]).unwrap();
+    assert_eq!(e.vectors, [[0.25, 0.5, 0.75], [0.0, 1.0, -0.5]]);
+    assert_eq!(e.dimensions(), 3);
+    assert_eq!(e.model, "text-embedding-3-small");
+    assert_eq!(e.usage.input_tokens, 9);
+
+    let req = &server.received()[0];
+    assert_eq!(
+        (req.method.as_str(), req.path.as_str()),
+        ("POST", "/v1/embeddings")
+    );
+    assert_eq!(
+        req.header("authorization"),
+        Some(&*format!("Bearer {TEST_KEY}"))
+    );
+    assert_eq!(
+        req.json(),
+        json!({"model": "test-model", "input": ["fn main() {}", "the second chunk"]})
+    );
+
+    // Nothing to embed: nothing sent.
+    assert!(embed(&rt, &adapter, &[]).unwrap().vectors.is_empty());
+    assert_eq!(server.hits(), 1);
+}
+
+#[test]
+fn malformed_embeddings_are_a_structured_error() {
+    let rt = runtime();
+    let server = ModelServer::start();
+    let adapter = open_adapter(&rt, "openai", &server.base_url(), fast_policy());
+    let item = |i: usize, v: serde_json::Value| json!({"index": i, "embedding": v});
+    let cases = [
+        (
+            openai::embeddings(&[&[1.0, 2.0]], 1),
+            "one vector for two inputs",
+        ),
+        (
+            openai::embeddings(&[&[1.0, 2.0], &[1.0, 2.0], &[3.0, 4.0]], 1),
+            "three vectors for two inputs",
+        ),
+        (
+            openai::embeddings(&[&[1.0, 2.0], &[1.0]], 1),
+            "ragged vectors",
+        ),
+        (openai::embeddings(&[&[], &[]], 1), "empty vectors"),
+        (
+            openai::embeddings_data(vec![item(0, json!([1.0])), item(1, json!(["NaN"]))], 1),
+            "a string for a number",
+        ),
+        (
+            openai::embeddings_data(vec![item(0, json!([1.0])), item(1, json!([1e39]))], 1),
+            "a number too large for f32",
+        ),
+        (
+            openai::embeddings_data(vec![item(0, json!([1.0])), item(0, json!([2.0]))], 1),
+            "two vectors for one input",
+        ),
+        (
+            openai::embeddings_data(vec![item(0, json!([1.0])), item(5, json!([2.0]))], 1),
+            "an index past the inputs",
+        ),
+        (
+            Reply::json(200, &json!({"object": "list", "model": "m"})),
+            "no data",
+        ),
+        (
+            Reply::bytes(200, "application/json", b"{\"data\": [".to_vec()),
+            "bad JSON",
+        ),
+    ];
+    for (reply, what) in cases {
+        server.push(reply);
+        match embed(&rt, &adapter, &["a", "b"]) {
+            Err(AdapterCallError::Adapter(AdapterError::Malformed { message })) => {
+                assert!(!message.is_empty(), "{what}")
+            }
+            other => panic!("{what}: expected a malformed-output error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn embeddings_status_errors_map_as_for_completions() {
+    let rt = runtime();
+    let server = ModelServer::start();
+    let adapter = open_adapter(&rt, "openai", &server.base_url(), fast_policy());
+    // A provider that echoes the key back has it redacted before anyone sees it.
+    server.push(openai::error(
+        401,
+        &format!("Incorrect API key: {TEST_KEY}"),
+    ));
+    let r = embed(&rt, &adapter, &["a"]);
+    match &r {
+        Err(AdapterCallError::Adapter(AdapterError::Status { status, message })) => {
+            assert_eq!(*status, 401);
+            assert!(message.starts_with("Incorrect API key"), "{message}");
+            assert!(!message.contains(TEST_KEY), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    server.push(openai::error(
+        404,
+        "The model `test-model` does not exist or you do not have access to it.",
+    ));
+    let r = embed(&rt, &adapter, &["a"]);
+    assert!(
+        matches!(&r, Err(AdapterCallError::Adapter(AdapterError::Status { status: 404, message })) if message.contains("does not exist")),
+        "{r:?}"
+    );
+    assert_eq!(r.unwrap_err().code(), "status");
+}
+
+#[test]
+fn adapters_without_embeddings_say_unsupported() {
+    let rt = runtime();
+    let server = ModelServer::start();
+    let anthropic = open_adapter(&rt, "anthropic", &server.base_url(), fast_policy());
+    let ws = Workspace::new();
+    std::fs::create_dir_all(ws.path().join(".rawko")).unwrap();
+    std::fs::write(ws.path().join(".rawko/session.jsonl"), "").unwrap();
+    let replay = replay_adapter(&rt, &ws, "session.jsonl");
+    for adapter in [&anthropic, &replay] {
+        // They export the interface (the SDK's default answers it) and send nothing.
+        assert!(adapter.exports_embeddings());
+        let r = embed(&rt, adapter, &["a"]);
+        assert!(
+            matches!(&r, Err(AdapterCallError::Adapter(AdapterError::Unsupported { message })) if message.contains("no embeddings")),
+            "{}: {r:?}",
+            adapter.name()
+        );
+    }
+    assert_eq!(server.hits(), 0);
+}
+
+/// `tests/fixtures/plugins/adapter-wit-0.1.0.wasm`: an adapter built against the frozen
+/// `rawko:plugin@0.1.0`, before `embeddings` (see the README beside it).
+fn adapter_wit_0_1_0() -> Vec<u8> {
+    std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/plugins/adapter-wit-0.1.0.wasm"),
+    )
+    .expect("fixture")
+}
+
+#[test]
+fn an_adapter_built_against_wit_0_1_0_loads_completes_and_has_no_embeddings() {
+    let wasm = adapter_wit_0_1_0();
+    // Installing it is checked as before: built against 0.1.0, which this rawko implements.
+    let info = rawko_distribution::ComponentInfo::read(&wasm).unwrap();
+    assert_eq!(info.exports, ["rawko:plugin/llm@0.1.0"]);
+    let manifest = info.manifest().unwrap();
+    assert_eq!(
+        info.check(&manifest).unwrap(),
+        semver::Version::new(0, 1, 0)
+    );
+
+    let rt = runtime();
+    let plugin = block_on(AdapterPlugin::load(&rt, "adapter-wit-0.1.0", &wasm)).expect("load");
+    assert!(!plugin.exports_embeddings());
+    let server = ModelServer::start();
+    let mut grant = HttpGrant::none();
+    grant.allow(Origin::parse(&server.url()).unwrap(), true);
+    let http = HttpClient::new(grant, vec![], fast_policy(), Default::default()).unwrap();
+    let files = FsGrants::none();
+    let seen = Arc::new(Collect::default());
+    let cx = AdapterCallContext {
+        http: Some(Arc::new(http)),
+        files: &files,
+        progress: seen.clone(),
+        budget: Budget {
+            timeout: Duration::from_secs(20),
+            ..Budget::default()
+        },
+    };
+    let request = Request {
+        model: "old-model".into(),
+        base_url: server.base_url(),
+        system: String::new(),
+        messages: vec![Message::user("hello, old adapter")],
+        tools: vec![],
+        options: Default::default(),
+        stream: true,
+        sequence: 0,
+    };
+    // Its `http`, `progress` and `log` imports are the host's 0.1.1 ones.
+    server.push(Reply::bytes(
+        200,
+        "text/plain",
+        b"hello from 0.1.0".to_vec(),
+    ));
+    let r = block_on(plugin.complete(&rt, &request, &cx)).unwrap();
+    assert_eq!(r.text(), "hello from 0.1.0");
+    assert_eq!(
+        (r.model.as_str(), r.stop_reason),
+        ("old-model", StopReason::EndTurn)
+    );
+    assert_eq!(*seen.0.lock().unwrap(), ["hello from 0.1.0"]);
+    let req = &server.received()[0];
+    assert_eq!(
+        (req.method.as_str(), req.path.as_str()),
+        ("POST", "/v1/echo")
+    );
+    assert_eq!(req.body, b"hello, old adapter");
+
+    // Asked to embed, it is not run at all: the host answers for it.
+    let embed = EmbedRequest {
+        model: "old-model".into(),
+        base_url: server.base_url(),
+        inputs: vec!["a".into()],
+        dimensions: None,
+    };
+    let r = block_on(plugin.embed(&rt, &embed, &cx));
+    match &r {
+        Err(AdapterCallError::Adapter(AdapterError::Unsupported { message })) => {
+            assert!(message.contains("rawko:plugin/embeddings"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(server.hits(), 1);
+
+    // And it serves again after that, in a fresh sandbox.
+    server.push(Reply::bytes(200, "text/plain", b"again".to_vec()));
+    let r = block_on(plugin.complete(&rt, &request, &cx)).unwrap();
+    assert_eq!(r.text(), "again");
 }

@@ -2,7 +2,8 @@
 //! its grant, directly or by redirect or DNS; reading the API key; exhausting the host with a
 //! huge or never-ending response, with requests, with responses held open, or with progress
 //! text. Each must fail cleanly, the key must never reach the plugin, and the same host must
-//! then serve a normal call.
+//! then serve a normal call. Beside them, embeddings no one could use (the wrong count, ragged,
+//! NaN, oversized) are refused by the host whatever the adapter says.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -13,7 +14,8 @@ use rawko_capability::FsGrants;
 use rawko_capability::http::{
     Credential, CredentialScheme, HttpClient, HttpGrant, HttpPolicy, Origin, Secret,
 };
-use rawko_plugin_sdk::llm::{Message, Request};
+use rawko_plugin_sdk::embeddings::EmbedRequest;
+use rawko_plugin_sdk::llm::{AdapterError, Message, Request};
 use rawko_runtime::adapter::AdapterCallContext;
 use rawko_runtime::progress::{MAX_PROGRESS_BYTES, NoProgress, ProgressSink};
 use rawko_runtime::{AdapterCallError, AdapterPlugin, Budget, Runtime};
@@ -122,6 +124,24 @@ impl Harness {
     fn attack(&self, cmd: Value) -> String {
         self.attack_with(self.client(fast_policy()), cmd)
             .expect("the plugin answers with what it got")
+    }
+
+    /// Embed `inputs`, the first being the plugin's command.
+    fn embed(&self, inputs: &[String]) -> Result<usize, AdapterCallError> {
+        let request = EmbedRequest {
+            model: "hostile".into(),
+            base_url: self.server.base_url(),
+            inputs: inputs.to_vec(),
+            dimensions: None,
+        };
+        let files = FsGrants::none();
+        let cx = AdapterCallContext {
+            http: Some(Arc::new(self.client(fast_policy()))),
+            files: &files,
+            progress: Arc::new(NoProgress),
+            budget: Budget::default(),
+        };
+        block_on(self.plugin.embed(&self.rt, &request, &cx)).map(|e| e.dimensions())
     }
 
     /// After an attack: a normal request through the same runtime works.
@@ -407,5 +427,43 @@ fn a_flood_of_progress_text_is_cut_off() {
         seen.0.load(std::sync::atomic::Ordering::Relaxed),
         MAX_PROGRESS_BYTES
     );
+    h.assert_healthy();
+}
+
+#[test]
+fn embeddings_no_one_could_use_are_refused_by_the_host() {
+    let h = Harness::new();
+    let two = |cmd: serde_json::Value| [cmd.to_string(), "second".to_string()];
+    assert_eq!(
+        h.embed(&two(json!({"vectors": [[1.0, 2.0], [3.0, 4.0]]})))
+            .unwrap(),
+        2
+    );
+    for (cmd, what) in [
+        (
+            json!({"vectors": [[1.0, 2.0]]}),
+            "1 embedding vectors for 2 inputs",
+        ),
+        (
+            json!({"vectors": [[1.0], [2.0], [3.0]]}),
+            "3 embedding vectors for 2 inputs",
+        ),
+        (
+            json!({"vectors": [[1.0, 2.0], [3.0]]}),
+            "has 1 numbers where",
+        ),
+        (json!({"vectors": [[], []]}), "is empty"),
+        (json!({"nan": true}), "not finite"),
+    ] {
+        match h.embed(&two(cmd.clone())) {
+            Err(AdapterCallError::Adapter(AdapterError::Malformed { message })) => {
+                assert!(message.contains(what), "{cmd}: {message}")
+            }
+            other => panic!("{cmd}: {other:?}"),
+        }
+    }
+    // Two vectors of 200,000 numbers: 1.6 MB, over the 1 MiB output budget.
+    let r = h.embed(&two(json!({"huge": 200_000})));
+    assert!(matches!(&r, Err(e) if e.code() == "budget_output"), "{r:?}");
     h.assert_healthy();
 }

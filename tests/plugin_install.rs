@@ -128,8 +128,8 @@ pub(crate) fn an_installed_tool_runs_with_only_what_was_granted() {
     let r = plugin(&ws, &["inspect", "greeter"]);
     assert_eq!(r.code, 0, "{r:?}");
     for part in [
-        "rawko:plugin/tools@0.1.0",
-        "rawko:plugin/tool@0.1.0",
+        "rawko:plugin/tools@0.1.1",
+        "rawko:plugin/tool@0.1.1",
         "granted fs.read=public",
     ] {
         assert!(r.stdout.contains(part), "{part}: {r:?}");

@@ -624,6 +624,30 @@ pub mod openai {
         Reply::sse(stream_text_events(parts, prompt, completion))
     }
 
+    /// An Embeddings reply (`POST /embeddings`): one vector per input, listed in order with
+    /// their indexes.
+    pub fn embeddings(vectors: &[&[f32]], prompt_tokens: u64) -> Reply {
+        let data: Vec<Value> = vectors
+            .iter()
+            .enumerate()
+            .map(|(i, v)| json!({"object": "embedding", "index": i, "embedding": v}))
+            .collect();
+        embeddings_data(data, prompt_tokens)
+    }
+
+    /// An Embeddings reply with `data` as given, for replies that are not what they should be.
+    pub fn embeddings_data(data: Vec<Value>, prompt_tokens: u64) -> Reply {
+        Reply::json(
+            200,
+            &json!({
+                "object": "list",
+                "data": data,
+                "model": "text-embedding-3-small",
+                "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}
+            }),
+        )
+    }
+
     /// A streamed reply calling one tool, its arguments split in `pieces`.
     pub fn stream_tool_call(id: &str, name: &str, pieces: &[&str]) -> Reply {
         let mut events = vec![chunk(

@@ -1,5 +1,6 @@
 //! LLM adapters as the rest of rawko uses them: named instances from `config.yaml`, opened with
-//! their plugin, their network grant and their credential, and asked for completions.
+//! their plugin, their network grant and their credential, and asked for completions and, where
+//! the plugin provides them, embeddings.
 //!
 //! [`instance`] checks configuration and decides what an instance may have; [`Adapter`] holds
 //! what one instance needs across calls (its compiled plugin, its HTTP client and connection
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use rawko_plugin_sdk::embeddings::{EmbedRequest, Embeddings};
 use rawko_plugin_sdk::llm::{AdapterError, Message, Request, Response, ToolSpec};
 
 pub use instance::{
@@ -30,7 +32,7 @@ use rawko_capability::http::{
 };
 use rawko_capability::{Access, FsGrants};
 use rawko_runtime::adapter::AdapterCallContext;
-use rawko_runtime::progress::ProgressSink;
+use rawko_runtime::progress::{NoProgress, ProgressSink};
 use rawko_runtime::{AdapterCallError, AdapterPlugin, Budget, Runtime, RuntimeError};
 
 /// Credentials shorter than this are sent but not treated as secrets to redact: a short value
@@ -279,6 +281,45 @@ impl Adapter {
             }
         }
         result.map_err(|e| self.redact_error(e))
+    }
+
+    /// Embed `inputs` with this instance's model at its base URL, through its network grant
+    /// and with its credential, as [`Adapter::complete`] asks for completions: one vector per
+    /// input, in order, all of one length (checked by the runtime). The caller keeps `inputs`
+    /// within the provider's limits, batching where there are many.
+    ///
+    /// A plugin without embeddings (one built against `rawko:plugin@0.1.0`, or whose provider
+    /// or model has none) answers [`AdapterError::Unsupported`]; a provider's error status is
+    /// [`AdapterError::Status`] and an answer that is not one finite vector per input is
+    /// [`AdapterError::Malformed`], as for completions. Embeddings are not recorded, and do
+    /// not count as completions for the sequence numbers.
+    pub async fn embed(
+        &self,
+        rt: &Runtime,
+        inputs: Vec<String>,
+    ) -> Result<Embeddings, AdapterCallError> {
+        let request = EmbedRequest {
+            model: self.instance.model.clone(),
+            base_url: self.instance.base_url.clone(),
+            inputs,
+            dimensions: None,
+        };
+        let cx = AdapterCallContext {
+            http: self.http.clone(),
+            files: &self.files,
+            progress: Arc::new(NoProgress),
+            budget: self.budget(),
+        };
+        self.plugin
+            .embed(rt, &request, &cx)
+            .await
+            .map_err(|e| self.redact_error(e))
+    }
+
+    /// Whether this instance's plugin exports embeddings at all (see
+    /// [`AdapterPlugin::exports_embeddings`]).
+    pub fn exports_embeddings(&self) -> bool {
+        self.plugin.exports_embeddings()
     }
 
     /// Errors are shown and logged; they hold no secret.

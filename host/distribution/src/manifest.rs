@@ -42,13 +42,20 @@ impl Kind {
         }
     }
 
-    /// The `rawko:plugin` interface the kind's world exports.
+    /// The `rawko:plugin` interface every plugin of the kind exports.
     pub fn export(self) -> &'static str {
         match self {
             Kind::Tool => "tools",
             Kind::Adapter => "llm",
             Kind::BashFilter => "filter",
         }
+    }
+
+    /// Every `rawko:plugin` interface the kind's world exports (`ns:pkg/interface`, no
+    /// version), read from the WIT: [`Kind::export`], and what later versions added beside it,
+    /// which plugins built against earlier ones lack (an adapter's `embeddings`).
+    fn allowed_exports(self) -> &'static [&'static str] {
+        rawko_wit::world(self.as_str()).map_or(&[], |w| w.exports)
     }
 
     /// What the kind's world allows a plugin to import (`ns:pkg/interface`, no version), read
@@ -648,11 +655,19 @@ impl ComponentInfo {
 
         let mut exported = Vec::new();
         for name in &self.exports {
-            let kind = Interface::parse(name)
-                .filter(|i| i.package == "rawko:plugin")
-                .and_then(|i| Kind::ALL.into_iter().find(|k| k.export() == i.name));
+            let iface = Interface::parse(name).filter(|i| i.package == "rawko:plugin");
+            let kind = iface.as_ref().and_then(|i| {
+                let base = format!("{}/{}", i.package, i.name);
+                Kind::ALL
+                    .into_iter()
+                    .find(|k| k.allowed_exports().contains(&base.as_str()))
+            });
             match kind {
-                Some(k) if kinds.contains(&k) => exported.push(k),
+                Some(k) if kinds.contains(&k) => {
+                    if iface.is_some_and(|i| i.name == k.export()) {
+                        exported.push(k);
+                    }
+                }
                 Some(k) => {
                     return Err(mismatch(format!(
                         "exports `{name}` (a {k} plugin), but the manifest does not list {k} among its kinds"
@@ -863,6 +878,44 @@ provides: { tools: [Hello] }
             .check(&older)
             .unwrap_err();
         assert!(e.to_string().contains("the manifest says"), "{e}");
+    }
+
+    /// An adapter exports `llm`, and since 0.1.1 `embeddings` beside it; `embeddings` alone
+    /// does not make an adapter, and no other kind may export it.
+    #[test]
+    fn adapters_may_export_embeddings_beside_llm() {
+        let adapter = Manifest::parse(
+            GOOD.replace("kinds: [tool]", "kinds: [adapter]")
+                .replace(
+                    "provides: { tools: [Hello] }",
+                    "provides: { adapters: [hello] }",
+                )
+                .as_bytes(),
+        )
+        .unwrap();
+        let http = "rawko:plugin/http@0.1.1";
+        let new = info(
+            &[http],
+            &["rawko:plugin/llm@0.1.1", "rawko:plugin/embeddings@0.1.1"],
+        );
+        assert_eq!(new.check(&adapter).unwrap(), semver::Version::new(0, 1, 1));
+        let old = info(&["rawko:plugin/http@0.1.0"], &["rawko:plugin/llm@0.1.0"]);
+        assert_eq!(old.check(&adapter).unwrap(), semver::Version::new(0, 1, 0));
+        let e = info(&[http], &["rawko:plugin/embeddings@0.1.1"])
+            .check(&adapter)
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("does not export rawko:plugin/llm"),
+            "{e}"
+        );
+        let tool = Manifest::parse(GOOD.as_bytes()).unwrap();
+        let e = info(
+            &[],
+            &["rawko:plugin/tools@0.1.1", "rawko:plugin/embeddings@0.1.1"],
+        )
+        .check(&tool)
+        .unwrap_err();
+        assert!(e.to_string().contains("does not list adapter"), "{e}");
     }
 
     /// The allowed imports come from the WIT itself.

@@ -257,7 +257,8 @@ provides:
 //!
 //! It sends the conversation as JSON to `POST {{base_url}}/complete` and expects
 //! `{{"text": "..."}}` back. Change `complete` to speak your provider's API: rawko sends the
-//! request only to hosts the user granted, and adds the API key itself.
+//! request only to hosts the user granted, and adds the API key itself. If the provider has
+//! embeddings, implement `Adapter::embed` as well; left out, it answers that there are none.
 
 use rawko_plugin_sdk::adapter::{{Adapter, http}};
 use rawko_plugin_sdk::llm::{{AdapterError, Content, Request, Response, StopReason, Usage}};

@@ -1,21 +1,27 @@
-//! Adapter plugins: loading one, and asking it for a completion in a fresh sandbox with the
-//! network its instance was granted.
+//! Adapter plugins: loading one, and asking it for a completion or for embeddings in a fresh
+//! sandbox with the network its instance was granted.
 //!
 //! The runtime's part is the sandbox and the translation between the WIT types and the
-//! provider-neutral ones in [`rawko_plugin_sdk::llm`]. It also checks every reply before anyone
-//! acts on it: a tool call must name a tool from the request and carry a JSON object, and a
-//! reply must say something. Which grant, credential and timeout a call gets is decided by the
-//! adapter instance (see the `rawko-adapters` crate).
+//! provider-neutral ones in [`rawko_plugin_sdk::llm`] and [`rawko_plugin_sdk::embeddings`]. It
+//! also checks every reply before anyone acts on it: a tool call must name a tool from the
+//! request and carry a JSON object, a reply must say something, and embeddings must be one
+//! finite vector per input, all of one length. Which grant, credential and timeout a call gets
+//! is decided by the adapter instance (see the `rawko-adapters` crate).
+//!
+//! `llm` is every adapter's export; `embeddings` came with `rawko:plugin@0.1.1`, so an adapter
+//! built against 0.1.0 loads without it and is answered `unsupported` when asked to embed.
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use rawko_plugin_sdk::embeddings::{EmbedRequest, EmbedUsage, Embeddings};
 use rawko_plugin_sdk::llm::{
     AdapterError, Content, ReasoningEffort, Request, Response, Role, StopReason, Thinking,
     ToolCall, ToolResult, Usage,
 };
+use wasmtime::component::InstancePre;
 
-use super::bindings::adapter::AdapterPre;
+use super::bindings::embeddings as wit_embed;
 use super::bindings::llm as wit;
 use super::bindings::types::ToolSpec as WitToolSpec;
 use super::budget::{Budget, BudgetKind};
@@ -26,11 +32,14 @@ use crate::progress::{ProgressCtx, ProgressSink};
 use rawko_capability::FsGrants;
 use rawko_capability::http::HttpClient;
 
-/// A loaded adapter plugin: compiled and linked.
+/// A loaded adapter plugin: compiled and linked, its exports found.
 pub struct AdapterPlugin {
     name: Arc<str>,
     digest: String,
-    pre: AdapterPre<HostState>,
+    pre: InstancePre<HostState>,
+    llm: wit::GuestIndices,
+    /// `None` for a plugin without the `embeddings` export (one built against 0.1.0).
+    embeddings: Option<wit_embed::GuestIndices>,
 }
 
 impl std::fmt::Debug for AdapterPlugin {
@@ -114,16 +123,25 @@ impl AdapterPlugin {
             message,
         };
         let (compiled, pre) = rt.link(name, wasm, rt.adapter_linker())?;
-        let pre = AdapterPre::new(pre).map_err(|e| {
+        let llm = wit::GuestIndices::new(&pre).map_err(|e| {
             fail(format!(
                 "is not an adapter plugin (no `rawko:plugin/llm@{}` export): {e:#}",
                 rawko_wit::VERSION
             ))
         })?;
+        let embeddings = match wit_embed::GuestIndices::new(&pre) {
+            Ok(indices) => Some(indices),
+            Err(e) => {
+                tracing::debug!(plugin = name, "the adapter has no embeddings: {e:#}");
+                None
+            }
+        };
         Ok(AdapterPlugin {
             name: name.into(),
             digest: compiled.digest,
             pre,
+            llm,
+            embeddings,
         })
     }
 
@@ -134,6 +152,28 @@ impl AdapterPlugin {
     /// SHA-256 of the component's bytes.
     pub fn digest(&self) -> &str {
         &self.digest
+    }
+
+    /// Whether the plugin exports `embeddings` at all. One that does may still answer
+    /// `unsupported` for its provider or model; one that does not always gets that answer from
+    /// [`AdapterPlugin::embed`].
+    pub fn exports_embeddings(&self) -> bool {
+        self.embeddings.is_some()
+    }
+
+    /// A fresh sandbox for one call, with the files, network and progress sink `cx` gives.
+    fn sandbox(
+        &self,
+        rt: &Runtime,
+        cx: &AdapterCallContext<'_>,
+        budget: Budget,
+    ) -> Result<Sandbox, AdapterCallError> {
+        let mut sandbox = Sandbox::new(rt, &self.name, cx.files, budget)
+            .map_err(|message| AdapterCallError::Sandbox { message })?;
+        let state = sandbox.state_mut();
+        state.http = cx.http.clone().map(HttpCtx::new);
+        state.progress = Some(ProgressCtx::new(cx.progress.clone()));
+        Ok(sandbox)
     }
 
     /// Ask for the model's next message, in a fresh sandbox built from `cx`.
@@ -170,43 +210,134 @@ impl AdapterPlugin {
     ) -> Result<Response, AdapterCallError> {
         let budget = cx.budget.clamped();
         let wit_request = to_wit(request);
-        let mut sandbox = Sandbox::new(rt, &self.name, cx.files, budget)
-            .map_err(|message| AdapterCallError::Sandbox { message })?;
-        let state = sandbox.state_mut();
-        state.http = cx.http.clone().map(HttpCtx::new);
-        state.progress = Some(ProgressCtx::new(cx.progress.clone()));
-        let pre = &self.pre;
+        let mut sandbox = self.sandbox(rt, cx, budget)?;
+        let (pre, llm) = (&self.pre, &self.llm);
         let outcome = sandbox
             .run(async |store| {
                 let instance = pre.instantiate_async(&mut *store).await?;
-                instance
-                    .rawko_plugin_llm()
+                llm.load(&mut *store, &instance)?
                     .call_complete(&mut *store, &wit_request)
                     .await
             })
             .await;
-        let reply = match outcome {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => return Err(AdapterCallError::Adapter(from_wit_error(e))),
-            Err(Failure::Budget(kind)) => {
-                return Err(AdapterCallError::Budget {
-                    kind,
-                    limit: kind.limit(&budget),
-                });
-            }
-            Err(Failure::Trap(message)) => {
-                return Err(AdapterCallError::Trap {
-                    message: Failure::with_stderr(message, &sandbox.stderr_tail()),
-                });
-            }
-        };
+        let reply = settle(outcome, &mut sandbox, &budget)?;
         if reply_size(&reply) > budget.output {
-            return Err(AdapterCallError::Budget {
-                kind: BudgetKind::Output,
-                limit: BudgetKind::Output.limit(&budget),
-            });
+            return Err(output_exceeded(&budget));
         }
         check(request, from_wit(reply))
+    }
+
+    /// Embed the request's inputs, in a fresh sandbox built from `cx` with the same budgets as
+    /// a completion. The vectors are checked ([`Embeddings::checked`]) before they are returned:
+    /// anything but one finite vector per input, all of one length, is
+    /// [`AdapterError::Malformed`]. A plugin without the `embeddings` export is
+    /// [`AdapterError::Unsupported`], without running it.
+    pub async fn embed(
+        &self,
+        rt: &Runtime,
+        request: &EmbedRequest,
+        cx: &AdapterCallContext<'_>,
+    ) -> Result<Embeddings, AdapterCallError> {
+        let span = tracing::info_span!(
+            "adapter_embed",
+            plugin = &*self.name,
+            model = request.model.as_str(),
+            inputs = request.inputs.len(),
+            duration_us = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        let _enter = span.enter();
+        let started = Instant::now();
+        let result = self.embed_inner(rt, request, cx).await;
+        span.record("duration_us", started.elapsed().as_micros() as u64);
+        match &result {
+            Ok(_) => span.record("outcome", "ok"),
+            Err(e) => span.record("outcome", e.code()),
+        };
+        tracing::debug!("adapter embed call finished");
+        result
+    }
+
+    async fn embed_inner(
+        &self,
+        rt: &Runtime,
+        request: &EmbedRequest,
+        cx: &AdapterCallContext<'_>,
+    ) -> Result<Embeddings, AdapterCallError> {
+        let Some(embeddings) = &self.embeddings else {
+            let message = format!(
+                "the adapter plugin {} has no embeddings: it does not export \
+                 rawko:plugin/embeddings (added in rawko:plugin@0.1.1)",
+                self.name
+            );
+            return Err(AdapterCallError::Adapter(AdapterError::unsupported(
+                message,
+            )));
+        };
+        let budget = cx.budget.clamped();
+        let wit_request = wit_embed::EmbedRequest {
+            model: request.model.clone(),
+            base_url: request.base_url.clone(),
+            inputs: request.inputs.clone(),
+            dimensions: request.dimensions,
+        };
+        let mut sandbox = self.sandbox(rt, cx, budget)?;
+        let pre = &self.pre;
+        let outcome = sandbox
+            .run(async |store| {
+                let instance = pre.instantiate_async(&mut *store).await?;
+                embeddings
+                    .load(&mut *store, &instance)?
+                    .call_embed(&mut *store, &wit_request)
+                    .await
+            })
+            .await;
+        let reply = settle(outcome, &mut sandbox, &budget)?;
+        let size = reply.model.len() as u64
+            + reply
+                .vectors
+                .iter()
+                .map(|v| (v.len() * size_of::<f32>()) as u64)
+                .sum::<u64>();
+        if size > budget.output {
+            return Err(output_exceeded(&budget));
+        }
+        Embeddings {
+            vectors: reply.vectors,
+            model: reply.model,
+            usage: EmbedUsage {
+                input_tokens: reply.usage.input_tokens,
+            },
+        }
+        .checked(request.inputs.len())
+        .map_err(AdapterCallError::Adapter)
+    }
+}
+
+/// A sandboxed call's outcome as the caller sees it: the plugin's answer, its own error, or the
+/// budget it broke or the trap it hit.
+fn settle<T>(
+    outcome: Result<Result<T, wit::AdapterError>, Failure>,
+    sandbox: &mut Sandbox,
+    budget: &Budget,
+) -> Result<T, AdapterCallError> {
+    match outcome {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(e)) => Err(AdapterCallError::Adapter(from_wit_error(e))),
+        Err(Failure::Budget(kind)) => Err(AdapterCallError::Budget {
+            kind,
+            limit: kind.limit(budget),
+        }),
+        Err(Failure::Trap(message)) => Err(AdapterCallError::Trap {
+            message: Failure::with_stderr(message, &sandbox.stderr_tail()),
+        }),
+    }
+}
+
+fn output_exceeded(budget: &Budget) -> AdapterCallError {
+    AdapterCallError::Budget {
+        kind: BudgetKind::Output,
+        limit: BudgetKind::Output.limit(budget),
     }
 }
 

@@ -1,13 +1,19 @@
-//! Host-side bindings for the `rawko:plugin` WIT package (`wit/since_v0.1.0`), generated in one
-//! place.
+//! Host-side bindings for the `rawko:plugin` WIT package, generated in one place from its
+//! newest version (`wit/since_v0.1.1`).
 //!
 //! Each world gets its own module; WASI types come from `wasmtime-wasi` and the interfaces that
 //! worlds share are generated once (in `tool`) and reused by the others through `with`.
+//!
+//! Plugins built against an older released version load with these same bindings: wasmtime
+//! matches imports and exports semver-compatibly (`rawko:plugin/llm@0.1.0` is found as
+//! `@0.1.1`), and each 0.1.x only adds to the one before, so an old plugin's types are the new
+//! ones. What a later version added, an older plugin lacks: an adapter's `embeddings` export is
+//! looked up on its own and may be missing (see [`crate::adapter`]).
 
 /// The `tool` world: the `tools` export, plus the shared `types` and `log` interfaces.
 pub mod tool {
     wasmtime::component::bindgen!({
-        path: "../../wit/since_v0.1.0",
+        path: "../../wit/since_v0.1.1",
         world: "rawko:plugin/tool",
         exports: { default: async },
         with: {
@@ -16,11 +22,13 @@ pub mod tool {
     });
 }
 
-/// The `adapter` world: the `llm` export, and the `http` and `progress` imports. HTTP calls
-/// wait on the network, so they are async on the host (the guest still sees a blocking call).
+/// The `adapter` world: the `llm` and `embeddings` exports, and the `http` and `progress`
+/// imports. HTTP calls wait on the network, so they are async on the host (the guest still sees
+/// a blocking call). The world's own `Adapter`/`AdapterPre` would insist on every export; the
+/// host loads each export interface through its `GuestIndices` instead.
 pub mod adapter {
     wasmtime::component::bindgen!({
-        path: "../../wit/since_v0.1.0",
+        path: "../../wit/since_v0.1.1",
         world: "rawko:plugin/adapter",
         imports: {
             "rawko:plugin/http": async | trappable,
@@ -36,7 +44,7 @@ pub mod adapter {
     });
 }
 
-pub use adapter::exports::rawko::plugin::llm;
+pub use adapter::exports::rawko::plugin::{embeddings, llm};
 pub use adapter::rawko::plugin::{http, progress};
 pub use tool::exports::rawko::plugin::tools;
 pub use tool::rawko::plugin::log;
@@ -46,7 +54,7 @@ pub use tool::rawko::plugin::types;
 /// generated for `tool`.
 pub mod bash_filter {
     wasmtime::component::bindgen!({
-        path: "../../wit/since_v0.1.0",
+        path: "../../wit/since_v0.1.1",
         world: "rawko:plugin/bash-filter",
         exports: { default: async },
         with: {

@@ -4,7 +4,9 @@
 //! An adapter turns a provider-neutral [`Request`] into one provider's wire format, sends it
 //! through [`http`] (the host's network, which admits only granted hosts and adds the API key
 //! itself), and turns the answer back into a [`Response`]. Streamed replies are parsed with
-//! [`crate::sse`] and reported with [`report_text`] as they arrive.
+//! [`crate::sse`] and reported with [`report_text`] as they arrive. An adapter whose provider
+//! has embeddings implements [`Adapter::embed`] too; the others keep its default, which answers
+//! [`AdapterError::Unsupported`].
 //!
 //! ```ignore
 //! use rawko_plugin_sdk::adapter::{Adapter, http};
@@ -33,6 +35,7 @@
 //! rawko_plugin_sdk::export_adapter!(Echo);
 //! ```
 
+pub use crate::embeddings::{EmbedRequest, Embeddings};
 pub use crate::llm::{AdapterError, Request, Response};
 
 /// An LLM provider client. Implement it on a unit struct and name the struct in
@@ -41,6 +44,16 @@ pub trait Adapter {
     /// Ask the model for its next message. Malformed provider output is an
     /// [`AdapterError::Malformed`], never a panic: a panic is reported by the host as a crash.
     fn complete(request: Request) -> Result<Response, AdapterError>;
+
+    /// Embed each of the request's inputs: one vector per input, in order. Check the
+    /// provider's answer with [`Embeddings::checked`]. The default answers
+    /// [`AdapterError::Unsupported`]: the adapter has no embeddings.
+    fn embed(request: EmbedRequest) -> Result<Embeddings, AdapterError> {
+        Err(AdapterError::unsupported(format!(
+            "this adapter has no embeddings (asked to embed with model {:?})",
+            request.model
+        )))
+    }
 }
 
 /// Report visible text the model produced since the last report, so the host can show it live.
@@ -125,6 +138,17 @@ macro_rules! export_adapter {
                 $crate::__private::adapter::WitAdapterError,
             > {
                 $crate::__private::adapter::dispatch::<$adapter>(request)
+            }
+        }
+
+        impl $crate::__private::adapter::EmbeddingsGuest for __RawkoAdapterPlugin {
+            fn embed(
+                request: $crate::__private::adapter::WitEmbedRequest,
+            ) -> ::std::result::Result<
+                $crate::__private::adapter::WitEmbedResponse,
+                $crate::__private::adapter::WitAdapterError,
+            > {
+                $crate::__private::adapter::dispatch_embed::<$adapter>(request)
             }
         }
 
@@ -450,14 +474,41 @@ pub fn status_error(status: u16, body: &[u8]) -> AdapterError {
 #[doc(hidden)]
 pub mod __dispatch {
     use super::Adapter;
+    use crate::__private::adapter::bindings::exports::rawko::plugin::embeddings as wit_embed;
     use crate::__private::adapter::bindings::exports::rawko::plugin::llm as wit;
     use crate::__private::adapter::bindings::rawko::plugin::types::ToolSpec as WitToolSpec;
+    use crate::embeddings::{EmbedRequest, Embeddings};
     use crate::llm::*;
 
     pub fn dispatch<A: Adapter>(request: wit::Request) -> Result<wit::Response, wit::AdapterError> {
         let request = from_wit(request).map_err(wit::AdapterError::Unsupported)?;
         match A::complete(request) {
             Ok(r) => Ok(response_to_wit(r)),
+            Err(e) => Err(error_to_wit(e)),
+        }
+    }
+
+    pub fn dispatch_embed<A: Adapter>(
+        request: wit_embed::EmbedRequest,
+    ) -> Result<wit_embed::EmbedResponse, wit::AdapterError> {
+        let request = EmbedRequest {
+            model: request.model,
+            base_url: request.base_url,
+            inputs: request.inputs,
+            dimensions: request.dimensions,
+        };
+        match A::embed(request) {
+            Ok(Embeddings {
+                vectors,
+                model,
+                usage,
+            }) => Ok(wit_embed::EmbedResponse {
+                vectors,
+                model,
+                usage: wit_embed::EmbedUsage {
+                    input_tokens: usage.input_tokens,
+                },
+            }),
             Err(e) => Err(error_to_wit(e)),
         }
     }

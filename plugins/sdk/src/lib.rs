@@ -32,9 +32,10 @@
 //! rawko_plugin_sdk::manifest!();
 //! ```
 //!
-//! An adapter plugin implements [`adapter::Adapter`] on provider-neutral [`llm`] types and
-//! registers it with [`export_adapter!`](crate::export_adapter); [`sse`] parses streamed replies. The [`llm`],
-//! [`recording`] and [`sse`] modules need no feature, so the host shares them.
+//! An adapter plugin implements [`adapter::Adapter`] on provider-neutral [`llm`] types (and,
+//! where its provider has them, [`embeddings`]) and registers it with
+//! [`export_adapter!`](crate::export_adapter); [`sse`] parses streamed replies. The [`llm`],
+//! [`embeddings`], [`recording`] and [`sse`] modules need no feature, so the host shares them.
 //!
 //! Each plugin kind is behind a cargo feature (`tool`, `adapter`, `bash-filter`) because a
 //! component carries the type information of every world linked into it: a plugin enables
@@ -64,6 +65,7 @@ compile_error!(
 // The generated bindings name this crate by its path, also from inside it.
 extern crate self as rawko_plugin_sdk;
 
+pub mod embeddings;
 pub mod llm;
 pub mod log;
 pub mod manifest;
@@ -80,7 +82,7 @@ pub mod tool;
 pub mod bash_filter;
 
 /// The version of the `rawko:plugin` WIT package these bindings were generated from.
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.1.1";
 
 #[doc(hidden)]
 pub mod __private {
@@ -89,7 +91,7 @@ pub mod __private {
         pub mod bindings {
             wit_bindgen::generate!({
                 world: "tool",
-                path: "../../wit/since_v0.1.0",
+                path: "../../wit/since_v0.1.1",
                 generate_all,
                 pub_export_macro: true,
                 export_macro_name: "__export_tool_world",
@@ -110,7 +112,7 @@ pub mod __private {
         pub mod bindings {
             wit_bindgen::generate!({
                 world: "adapter",
-                path: "../../wit/since_v0.1.0",
+                path: "../../wit/since_v0.1.1",
                 generate_all,
                 pub_export_macro: true,
                 export_macro_name: "__export_adapter_world",
@@ -119,7 +121,11 @@ pub mod __private {
                 bitflags_path: "rawko_plugin_sdk::__private::wit_bindgen::rt::bitflags",
             });
         }
-        pub use crate::adapter::__dispatch::dispatch;
+        pub use crate::adapter::__dispatch::{dispatch, dispatch_embed};
+        pub use bindings::exports::rawko::plugin::embeddings::{
+            EmbedRequest as WitEmbedRequest, EmbedResponse as WitEmbedResponse,
+            Guest as EmbeddingsGuest,
+        };
         pub use bindings::exports::rawko::plugin::llm::{
             AdapterError as WitAdapterError, Guest as LlmGuest, Request as WitRequest,
             Response as WitResponse,
@@ -131,7 +137,7 @@ pub mod __private {
         pub mod bindings {
             wit_bindgen::generate!({
                 world: "bash-filter",
-                path: "../../wit/since_v0.1.0",
+                path: "../../wit/since_v0.1.1",
                 generate_all,
                 pub_export_macro: true,
                 export_macro_name: "__export_bash_filter_world",

@@ -231,7 +231,7 @@ macro_rules! export_tools {
             }
         }
 
-        // Exported symbols carry WIT names (`rawko:plugin/tools@0.1.0#call`) that only a wasm
+        // Exported symbols carry WIT names (`rawko:plugin/tools@0.1.1#call`) that only a wasm
         // linker accepts; native builds of a plugin crate (tests, benchmarks) leave them out.
         #[cfg(target_arch = "wasm32")]
         $crate::__private::tool::bindings::__export_tool_world!(

@@ -3,8 +3,9 @@
 //!
 //! The plugin only translates: `wire` turns the provider-neutral request into a
 //! `POST {base_url}/chat/completions` body and a JSON reply back, `stream` assembles a
-//! streamed reply from its server-sent events. The host sends the request, adds the API key and
-//! enforces the grant; this code never sees the key.
+//! streamed reply from its server-sent events, and `embeddings` does the same for
+//! `POST {base_url}/embeddings`. The host sends the request, adds the API key and enforces the
+//! grant; this code never sees the key.
 //!
 //! Adapter options (`options:` in the adapter instance's config):
 //! - `max_tokens_param`: the body field for the output limit, `max_tokens` or
@@ -14,10 +15,12 @@
 //!   default true); turn off for servers that reject it.
 //! - `body`: a JSON object merged into the request body as is (`seed`, `top_p`, ...).
 
+mod embeddings;
 mod stream;
 mod wire;
 
 use rawko_plugin_sdk::adapter::{Adapter, exchange, http};
+use rawko_plugin_sdk::embeddings::{EmbedRequest, Embeddings};
 use rawko_plugin_sdk::llm::{AdapterError, Request, Response};
 
 struct OpenAi;
@@ -34,6 +37,24 @@ impl Adapter for OpenAi {
             wire::parse_response,
             stream::Accumulator::default(),
         )
+    }
+
+    fn embed(request: EmbedRequest) -> Result<Embeddings, AdapterError> {
+        if request.inputs.is_empty() {
+            return Ok(Embeddings {
+                vectors: Vec::new(),
+                model: request.model,
+                usage: Default::default(),
+            });
+        }
+        let url = format!("{}/embeddings", request.base_url.trim_end_matches('/'));
+        let mut reply = http::Request::post(url)
+            .json(&embeddings::request_body(&request))
+            .send()?;
+        if !reply.is_success() {
+            return Err(reply.error());
+        }
+        embeddings::parse_response(&reply.read_all()?, request.inputs.len(), &request.model)
     }
 }
 

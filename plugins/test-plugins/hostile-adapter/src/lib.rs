@@ -9,8 +9,14 @@
 //! chunks), `{"post": URL, "headers": [[name, value], ...]}`, `{"env": true}` (what the
 //! environment holds), `{"spin_fetch": URL, "n": N}` (N requests in a row), `{"hold": URL,
 //! "n": N}` (N requests, every response kept open), `{"shout": N}` (N bytes of progress text).
+//!
+//! Asked to embed, it answers what its first input, a JSON command, says, whatever the inputs:
+//! `{"vectors": [[...], ...]}` (those vectors), `{"nan": true}` (a NaN for each input),
+//! `{"huge": N}` (N numbers for each input), so the tests can check that the host refuses
+//! embeddings no one could use.
 
 use rawko_plugin_sdk::adapter::{Adapter, http, report_text};
+use rawko_plugin_sdk::embeddings::{EmbedRequest, Embeddings};
 use rawko_plugin_sdk::llm::{AdapterError, Content, Request, Response, StopReason, Usage};
 use serde_json::Value;
 
@@ -118,6 +124,30 @@ impl Adapter for Hostile {
             return Ok(reply("shouted".into()));
         }
         Err(AdapterError::unsupported(format!("unknown command {cmd}")))
+    }
+
+    fn embed(request: EmbedRequest) -> Result<Embeddings, AdapterError> {
+        let cmd: Value = request
+            .inputs
+            .first()
+            .and_then(|t| serde_json::from_str(t).ok())
+            .ok_or_else(|| AdapterError::unsupported("no command"))?;
+        let n = request.inputs.len();
+        let vectors = if let Some(v) = cmd.get("vectors") {
+            serde_json::from_value(v.clone())
+                .map_err(|e| AdapterError::unsupported(format!("bad vectors: {e}")))?
+        } else if cmd.get("nan").is_some() {
+            vec![vec![f32::NAN]; n]
+        } else if let Some(len) = cmd.get("huge").and_then(Value::as_u64) {
+            vec![vec![0.5; len as usize]; n]
+        } else {
+            return Err(AdapterError::unsupported(format!("unknown command {cmd}")));
+        };
+        Ok(Embeddings {
+            vectors,
+            model: "hostile".into(),
+            usage: Default::default(),
+        })
     }
 }
 
