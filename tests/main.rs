@@ -25,6 +25,8 @@
 //! - `first_hour`: what a new user trips over, fixed.
 //! - `git_tool`: the `Git` tool against a repository whose config names programs for every
 //!   hook git has, and against planted pointers to other repositories.
+//! - `knowledge`: `rawko knowledge` sync, resync, branch switches, a killed sync, known hits, hybrid
+//!   ranking against a scripted embeddings server, and a hostile corpus.
 //! - `run_crash`: `rawko run` killed with SIGKILL at several points, then `rawko resume`.
 //! - `run_scenarios`: `rawko run` end to end, one folder per scenario under `tests/scenarios/`.
 //! - `trust_boundary`: a stranger's repository attacking the trust boundary: config, task store,
@@ -48,6 +50,7 @@ mod http_attacks;
 mod http_faults;
 mod installed_plugins;
 mod kernel_sandbox;
+mod knowledge;
 mod plugin_install;
 mod regressions;
 mod run_crash;

@@ -52,6 +52,10 @@ const COMMANDS: &[&str] = &[
     "plugin keys remove",
     "bash",
     "bash check",
+    "knowledge",
+    "knowledge sync",
+    "knowledge status",
+    "knowledge query",
 ];
 
 /// `rawko` in `ws`, isolated as `support::rawko` does it and with everything else that varies

@@ -215,10 +215,15 @@ struct State {
     script: VecDeque<Reply>,
     /// Served when the script is empty (benchmarks repeat one reply forever).
     fallback: Option<Reply>,
+    /// Computes the reply from the request, when the script is empty and there is no fallback.
+    responder: Option<Responder>,
     received: Vec<Received>,
     /// Time spent between reading a request and finishing its reply, summed.
     busy: Duration,
 }
+
+/// A reply computed from the request (an embeddings server answers what it was sent).
+type Responder = Arc<dyn Fn(&Received) -> Reply + Send + Sync>;
 
 /// A running server.
 pub struct ModelServer {
@@ -294,6 +299,12 @@ impl ModelServer {
         self
     }
 
+    /// Answer each request with `f(request)` once the script is empty.
+    pub fn respond_with(&self, f: impl Fn(&Received) -> Reply + Send + Sync + 'static) -> &Self {
+        self.lock().responder = Some(Arc::new(f));
+        self
+    }
+
     /// Forget the requests received so far (benchmarks would otherwise keep them all).
     pub fn clear_received(&self) {
         self.lock().received.clear();
@@ -347,7 +358,10 @@ async fn serve(mut conn: TcpStream, state: Arc<Mutex<State>>) {
         let reply = {
             let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
             s.received.push(req.clone());
-            s.script.pop_front().or_else(|| s.fallback.clone())
+            s.script
+                .pop_front()
+                .or_else(|| s.fallback.clone())
+                .or_else(|| s.responder.as_ref().map(|f| f(&req)))
         };
         let reply = reply.unwrap_or_else(|| {
             Reply::json(

@@ -17,12 +17,21 @@ use super::diag::Pos;
 
 /// The tools rawko itself provides, as agents call them.
 pub const BUILTIN_TOOLS: &[&str] = &[
-    "Read", "Write", "Edit", "Glob", "Grep", "LS", "Bash", "Git", FINISH,
+    "Read",
+    "Write",
+    "Edit",
+    "Glob",
+    "Grep",
+    "LS",
+    "Bash",
+    "Git",
+    "Knowledge",
+    FINISH,
 ];
 /// The built-in tools that only read the workspace.
 /// (`Git` is among them: its write operations need the write grant, which a read-only agent
 /// does not get.)
-pub const READ_TOOLS: &[&str] = &["Read", "Glob", "Grep", "LS", "Git"];
+pub const READ_TOOLS: &[&str] = &["Read", "Glob", "Grep", "LS", "Git", "Knowledge"];
 /// The tools that change the workspace; an agent allowed none of them is read-only.
 pub const WRITE_TOOLS: &[&str] = &["Write", "Edit", "Bash"];
 /// The agent loop's own tool that ends a state; always available.

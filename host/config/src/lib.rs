@@ -205,9 +205,17 @@ const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// the depth, and a workspace's config is read before it is trusted.
 const MAX_DEPTH: usize = 32;
 
-/// Where `text` first nests deeper than [`MAX_DEPTH`], as (line, column). Syntax errors are left
-/// to the deserializer, which reports them with more context.
+/// Where `text` first nests deeper than [`MAX_DEPTH`], as (line, column).
 fn too_deep(text: &str) -> Option<(usize, usize)> {
+    yaml_too_deep(text, MAX_DEPTH)
+}
+
+/// Where the YAML `text` first nests deeper than `max_depth` mappings and sequences, as (line,
+/// column), read from the parser's event stream before serde builds anything (the
+/// deserializer's cost grows with the square of the depth). Syntax errors are left to the
+/// deserializer, which reports them with more context. For every YAML file rawko reads from a
+/// repository.
+pub fn yaml_too_deep(text: &str, max_depth: usize) -> Option<(usize, usize)> {
     use saphyr_parser::{Event, Parser};
     let mut depth = 0usize;
     let mut parser = Parser::new_from_str(text);
@@ -223,7 +231,7 @@ fn too_deep(text: &str) -> Option<(usize, usize)> {
         match event {
             Event::SequenceStart(..) | Event::MappingStart(..) => {
                 depth += 1;
-                if depth > MAX_DEPTH {
+                if depth > max_depth {
                     return Some((span.start.line(), span.start.col() + 1));
                 }
             }

@@ -322,6 +322,16 @@ impl SessionTools {
                 };
                 git::call(cx, input).await
             }
+            Provider::Host(host) if host.kind == HostKind::Knowledge => {
+                decisions.push(Self::decision(
+                    agent,
+                    access,
+                    &self.workspace.display().to_string(),
+                    true,
+                    "Knowledge (rawko itself) searches the workspace's knowledge index",
+                ));
+                rawko_toolset::knowledge::call(&self.workspace, grants, input).await
+            }
             Provider::Host(_) => {
                 let policy = match self.policy_for(agent) {
                     Ok(p) => p,

@@ -70,18 +70,9 @@ fn tool_error(kind: GuestErrorKind, message: String) -> ToolCallError {
 pub async fn call(cx: GitContext<'_>, input: &str) -> Result<ToolCallOutput, ToolCallError> {
     let started = Instant::now();
     let request: Request = crate::parse_input(&info(), input)?;
-    let access = cx.grants.access(cx.workspace);
-    if access.is_none() {
-        return Err(tool_error(
-            GuestErrorKind::Denied,
-            format!(
-                "no filesystem access to the workspace {}: Git needs it granted",
-                cx.workspace.display()
-            ),
-        ));
-    }
+    let access = crate::workspace_access(NAME, cx.workspace, cx.grants)?;
     let opts = Options {
-        write: access == Some(Access::ReadWrite),
+        write: access == Access::ReadWrite,
         identity: cx.identity.clone(),
     };
     let workspace = cx.workspace.to_path_buf();

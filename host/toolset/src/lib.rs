@@ -6,6 +6,7 @@ pub mod bash;
 pub mod chain;
 pub mod command_tool;
 pub mod git;
+pub mod knowledge;
 
 use std::path::Path;
 
@@ -27,6 +28,8 @@ pub enum HostKind {
     Bash,
     /// `Git`: [`git`].
     Git,
+    /// `Knowledge`: [`knowledge`].
+    Knowledge,
 }
 
 /// Where a tool comes from.
@@ -82,6 +85,10 @@ impl ToolSet {
         set.host.push(HostTool {
             kind: HostKind::Git,
             info: crate::git::info(),
+        });
+        set.host.push(HostTool {
+            kind: HostKind::Knowledge,
+            info: crate::knowledge::info(),
         });
         for b in BUILTIN_TOOL_PLUGINS {
             set.add(ToolPlugin::load(rt, b.name, b.wasm).await?)?;
@@ -174,6 +181,24 @@ impl ToolSet {
             .map(|(_, t)| t.name.clone())
             .collect()
     }
+}
+
+/// The grant a host tool that works on the workspace has there; a call with none is denied.
+pub(crate) fn workspace_access(
+    tool: &str,
+    workspace: &Path,
+    grants: &rawko_capability::FsGrants,
+) -> Result<rawko_capability::Access, rawko_runtime::ToolCallError> {
+    grants
+        .access(workspace)
+        .ok_or_else(|| rawko_runtime::ToolCallError::Tool {
+            tool: tool.into(),
+            kind: rawko_runtime::tool::GuestErrorKind::Denied,
+            message: format!(
+                "no filesystem access to the workspace {}: {tool} needs it granted",
+                workspace.display()
+            ),
+        })
 }
 
 /// A host tool's input: JSON, valid against the tool's schema, read as `T`.

@@ -87,6 +87,7 @@ enum Command {
     Plugin(commands::plugin::PluginCmd),
     Bash(commands::bash::BashCmd),
     Doctor(commands::doctor::DoctorCmd),
+    Knowledge(commands::knowledge::KnowledgeCmd),
 }
 
 /// Everything a command needs from the global flags.
@@ -318,6 +319,7 @@ impl Command {
             Command::Plugin(c) => c.execute(cx).await,
             Command::Bash(c) => c.execute(cx).await,
             Command::Doctor(c) => c.execute(cx).await,
+            Command::Knowledge(c) => c.execute(cx).await,
         }
     }
 }

@@ -7,6 +7,7 @@ pub mod bash;
 pub mod demo;
 pub mod doctor;
 pub mod init;
+pub mod knowledge;
 pub mod plugin;
 pub mod run;
 pub mod tasks;

@@ -138,6 +138,9 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
             };
             git::call(git_cx, &args.input).await
         }
+        Provider::Host(host) if host.kind == HostKind::Knowledge => {
+            rawko_toolset::knowledge::call(cx.workspace(), &grants, &args.input).await
+        }
         Provider::Host(_) => {
             let shell = ShellSetup::new(cx, &rt, &grants, &args.policy).await?;
             let launch = cx.launch()?;
