@@ -1,4 +1,4 @@
-//! The knowledge index on a tree of 10,000 source files (about 40 MB of Rust-like code and
+//! The knowledge index on a tree of 10,000 source files (about 20 MB of Rust-like code and
 //! Markdown): the first sync, a resync with nothing changed, a resync after ten edits, and
 //! query latency, each beside its native reference (reading and hashing every file with no
 //! index; a substring scan of every file for the query's rarest word).

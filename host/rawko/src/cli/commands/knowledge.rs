@@ -369,7 +369,8 @@ struct Bar(Option<ProgressBar>);
 
 impl Bar {
     fn new(show: bool) -> Bar {
-        Bar(show.then(|| ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr())))
+        // Drawn from the first phase on, once it has a style and a length.
+        Bar(show.then(|| ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden())))
     }
 
     fn finish(&self) {
@@ -390,6 +391,9 @@ impl Progress for Bar {
                     .progress_chars("=> "),
             );
             pb.set_message(name.to_string());
+            if pb.is_hidden() {
+                pb.set_draw_target(ProgressDrawTarget::stderr());
+            }
         }
     }
 
