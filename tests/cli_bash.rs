@@ -486,6 +486,34 @@ fn regression_fuzz_shell_stall_and_memory_exhaustion_are_denied_at_once() {
     }
 }
 
+/// Found while fuzzing: a here-document body with `$((` and `$(` left unclosed took the word
+/// parser half a minute (ten `$((` took minutes). Through the binary, with `cat` allowed: denied
+/// at once, naming the here-document.
+#[test]
+fn regression_fuzz_here_document_with_unclosed_substitutions_stalled_the_verdict() {
+    let ws = Workspace::new();
+    for body in ["$((".repeat(10), "$(".repeat(16), "$(\")\"".repeat(16)] {
+        let command = format!("cat <<EOF\n{body}\nEOF");
+        let started = std::time::Instant::now();
+        let r = bash_check(&ws, &["--allow", "cat *", "--json"], &command);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{command}"
+        );
+        assert_eq!(r.code, 1, "{command}: {r:?}");
+        let v = r.json();
+        assert_eq!(v["decision"], "deny", "{command}: {v}");
+        assert!(v.to_string().contains("here-document"), "{command}: {v}");
+    }
+    // Quoting the delimiter keeps the text as it is, and is allowed.
+    let r = bash_check(
+        &ws,
+        &["--allow", "cat *", "--json"],
+        "cat <<'EOF'\n$(($((\nEOF",
+    );
+    assert_eq!(r.json()["decision"], "allow", "{r:?}");
+}
+
 /// The private temporary directories of rawkos that are gone (killed before they could clean up)
 /// are removed by the next one; a live rawko's are left alone.
 #[test]

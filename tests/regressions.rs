@@ -61,3 +61,31 @@ fn regression_deeply_nested_config_stalled_the_loader() {
     assert!(r.stderr.contains("nested more than"), "{}", r.stderr);
     assert!(r.stderr.contains("config.yaml:1:"), "{}", r.stderr);
 }
+
+/// A plugin whose embedded manifest nests 65,000 YAML sequences deep stalled `rawko plugin
+/// inspect` (and install) for seconds: the deserializer's cost grows with the square of the depth.
+#[test]
+fn regression_deeply_nested_plugin_manifest_stalled_inspect() {
+    let ws = Workspace::new();
+    let manifest = format!("name: {}", "[".repeat(65_000));
+    let wasm = rawko_distribution::manifest::bare_component(manifest.as_bytes());
+    ws.write("deep.wasm", &wasm);
+    for args in [
+        &["plugin", "inspect", "deep.wasm"][..],
+        &["plugin", "install", "deep.wasm", "--yes"][..],
+    ] {
+        let started = std::time::Instant::now();
+        let r = run(&ws, args);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{args:?}: {:?}",
+            started.elapsed()
+        );
+        // `inspect` reports what it found; `install` refuses.
+        assert_eq!(r.code, if args[1] == "inspect" { 0 } else { 1 }, "{r:?}");
+        assert!(
+            format!("{}{}", r.stdout, r.stderr).contains("nested more than 16 levels deep"),
+            "{r:?}"
+        );
+    }
+}

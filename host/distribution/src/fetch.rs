@@ -10,11 +10,7 @@ use std::time::Duration;
 
 use reqwest::Url;
 
-/// Largest plugin accepted. The first-party tools are about 1 MiB.
-pub const MAX_PLUGIN_BYTES: u64 = 256 << 20;
-
-/// Largest small document (an OCI manifest or config, a signature, a token response).
-pub const MAX_DOC_BYTES: u64 = 4 << 20;
+pub use crate::{MAX_DOC_BYTES, MAX_PLUGIN_BYTES};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {

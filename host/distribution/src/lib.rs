@@ -7,6 +7,7 @@
 //! asks for, and the plugin is committed to the [`store`] atomically. From then on it runs with
 //! exactly those grants, intersected with what each call is given.
 
+#[cfg(feature = "net")]
 pub mod fetch;
 pub mod manifest;
 pub mod oci;
@@ -16,15 +17,24 @@ pub mod store;
 
 use std::path::{Path, PathBuf};
 
+#[cfg(feature = "net")]
 use reqwest::Url;
 
 pub use manifest::{ComponentInfo, Grant, Kind, Manifest, ManifestError};
 pub use store::{Entry, Installed, PluginStore, PluginStoreError};
 
-pub use fetch::MAX_PLUGIN_BYTES;
-use fetch::{FetchError, MAX_DOC_BYTES};
+#[cfg(feature = "net")]
+use fetch::FetchError;
 use rawko_capability::{Access, FsGrants};
 
+/// The largest plugin accepted, from anywhere. The first-party tools are about 1 MiB.
+pub const MAX_PLUGIN_BYTES: u64 = 256 << 20;
+
+/// The largest small document accepted from a server: an OCI manifest or config, a signature,
+/// a token response.
+pub const MAX_DOC_BYTES: u64 = 4 << 20;
+
+#[cfg(feature = "net")]
 /// Where a plugin comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
@@ -36,6 +46,7 @@ pub enum Source {
     Oci(oci::Reference),
 }
 
+#[cfg(feature = "net")]
 impl Source {
     /// Parse a SOURCE argument; relative paths are relative to `cwd`.
     pub fn parse(s: &str, cwd: &Path) -> Result<Source, String> {
@@ -57,6 +68,7 @@ impl Source {
     }
 }
 
+#[cfg(feature = "net")]
 impl std::fmt::Display for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -67,6 +79,7 @@ impl std::fmt::Display for Source {
     }
 }
 
+#[cfg(feature = "net")]
 /// A plugin's bytes and whatever came with them.
 #[derive(Debug)]
 pub struct Fetched {
@@ -79,6 +92,7 @@ pub struct Fetched {
     pub resolved: Option<String>,
 }
 
+#[cfg(feature = "net")]
 /// Fetch a plugin. A signature is looked for beside it: `FILE.minisig`, `URL.minisig`, or the
 /// OCI manifest's signature annotation.
 pub async fn fetch(source: &Source) -> Result<Fetched, FetchError> {
@@ -131,6 +145,7 @@ pub async fn fetch(source: &Source) -> Result<Fetched, FetchError> {
     }
 }
 
+#[cfg(feature = "net")]
 fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, FetchError> {
     let err = |e: std::io::Error| FetchError::Other(format!("{}: {e}", path.display()));
     let meta = std::fs::metadata(path).map_err(err)?;

@@ -19,6 +19,9 @@ pub const SECTION: &str = "rawko-manifest";
 /// Largest manifest accepted; a manifest is a page of YAML.
 pub const MAX_MANIFEST_BYTES: usize = 64 * 1024;
 
+/// Deepest nesting a manifest may have.
+const MAX_MANIFEST_DEPTH: usize = 16;
+
 /// The `rawko:plugin` WIT package versions this host implements.
 pub const SUPPORTED_WIT: &[&str] = rawko_wit::SUPPORTED;
 
@@ -379,6 +382,13 @@ impl Manifest {
             )));
         }
         let text = std::str::from_utf8(bytes).map_err(|_| invalid("not UTF-8 text".into()))?;
+        // A manifest needs four levels; the deserializer's cost grows with the square of the
+        // depth, so deeper text is refused before it sees it.
+        if let Some((line, column)) = rawko_config::yaml_too_deep(text, MAX_MANIFEST_DEPTH) {
+            return Err(invalid(format!(
+                "line {line}, column {column}: nested more than {MAX_MANIFEST_DEPTH} levels deep"
+            )));
+        }
         let raw: RawManifest = yaml_serde::from_str(text).map_err(|e| {
             let at = e
                 .location()
@@ -519,6 +529,29 @@ pub struct ComponentInfo {
     pub exports: Vec<String>,
     #[serde(skip)]
     pub manifest: Option<Vec<u8>>,
+}
+
+/// The smallest component carrying `manifest` as its manifest section: the preamble and one
+/// custom section. For tests and fuzz targets that attack the manifest reader.
+#[doc(hidden)]
+pub fn bare_component(manifest: &[u8]) -> Vec<u8> {
+    let mut payload = vec![SECTION.len() as u8];
+    payload.extend_from_slice(SECTION.as_bytes());
+    payload.extend_from_slice(manifest);
+    let mut wasm = b"\0asm\x0d\x00\x01\x00\x00".to_vec();
+    // The section's size, as unsigned LEB128.
+    let mut n = payload.len();
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            wasm.push(byte);
+            break;
+        }
+        wasm.push(byte | 0x80);
+    }
+    wasm.extend_from_slice(&payload);
+    wasm
 }
 
 impl ComponentInfo {
@@ -732,6 +765,21 @@ impl<'a> Interface<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn regression_deeply_nested_manifest_is_refused_at_once() {
+        // A plugin's manifest is a stranger's YAML; nesting costs the deserializer the square
+        // of its depth.
+        let text = format!("name: {}", "[".repeat(MAX_MANIFEST_BYTES - 16));
+        let started = std::time::Instant::now();
+        let e = Manifest::parse(text.as_bytes()).unwrap_err().to_string();
+        assert!(e.contains("nested more than"), "{e}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_millis(500),
+            "{:?}",
+            started.elapsed()
+        );
+    }
 
     const GOOD: &str = r#"
 name: hello

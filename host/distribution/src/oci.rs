@@ -22,12 +22,12 @@
 
 use std::collections::BTreeMap;
 
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, LOCATION, WWW_AUTHENTICATE};
-use reqwest::{Method, StatusCode, Url};
 use serde::{Deserialize, Serialize};
 
-use super::fetch::{self, FetchError, MAX_DOC_BYTES, MAX_PLUGIN_BYTES};
-use crate::sha256_hex;
+#[cfg(feature = "net")]
+mod client;
+#[cfg(feature = "net")]
+pub use client::{Artifact, Client, Pulled};
 
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
@@ -106,29 +106,9 @@ impl Reference {
         })
     }
 
-    /// The tag or digest to ask the registry for (the digest when both are given).
-    fn reference(&self) -> &str {
-        self.digest
-            .as_deref()
-            .or(self.tag.as_deref())
-            .expect("a parsed reference has a tag or a digest")
-    }
-
     /// This reference pinned to a manifest digest.
     pub fn pinned(&self, digest: &str) -> String {
         format!("oci://{}/{}@{digest}", self.registry, self.repository)
-    }
-
-    fn base(&self) -> Result<Url, FetchError> {
-        // Registries on this machine speak plain HTTP, as Docker assumes for localhost.
-        let host = self.registry.split(':').next().unwrap_or_default();
-        let scheme = if host == "localhost" || host.starts_with("127.") || host == "[::1]" {
-            "http"
-        } else {
-            "https"
-        };
-        Url::parse(&format!("{scheme}://{}/", self.registry))
-            .map_err(|e| FetchError::Other(format!("registry `{}`: {e}", self.registry)))
     }
 }
 
@@ -152,486 +132,83 @@ pub fn is_sha256_digest(d: &str) -> bool {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Descriptor {
-    media_type: String,
-    digest: String,
-    size: u64,
+pub(crate) struct Descriptor {
+    pub(crate) media_type: String,
+    pub(crate) digest: String,
+    pub(crate) size: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    annotations: Option<BTreeMap<String, String>>,
+    pub(crate) annotations: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ImageManifest {
-    schema_version: u32,
+pub(crate) struct ImageManifest {
+    pub(crate) schema_version: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    media_type: Option<String>,
+    pub(crate) media_type: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    artifact_type: Option<String>,
-    config: Descriptor,
-    layers: Vec<Descriptor>,
+    pub(crate) artifact_type: Option<String>,
+    pub(crate) config: Descriptor,
+    pub(crate) layers: Vec<Descriptor>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    annotations: Option<BTreeMap<String, String>>,
+    pub(crate) annotations: Option<BTreeMap<String, String>>,
 }
 
-/// The wasm config blob (CNCF wasm OCI artifact layout).
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct WasmConfig {
-    created: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    author: Option<String>,
-    architecture: &'static str,
-    os: &'static str,
-    layer_digests: Vec<String>,
-    component: ComponentSummary,
-}
-
-#[derive(Debug, Clone, Serialize)]
-struct ComponentSummary {
-    exports: Vec<String>,
-    imports: Vec<String>,
-}
-
-/// What a pull brings back.
-#[derive(Debug)]
-pub struct Pulled {
-    /// `sha256:` digest of the manifest, what a tag pointed at.
-    pub manifest_digest: String,
-    pub wasm: Vec<u8>,
+/// What a pulled manifest says to fetch: its one wasm layer, and the signature it carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chosen {
+    /// `sha256:` digest of the layer, checked to be one.
+    pub layer_digest: String,
+    /// The size the manifest gives it.
+    pub layer_size: u64,
+    /// The minisign signature annotation, if any.
     pub signature: Option<String>,
 }
 
-/// What to push.
-#[derive(Debug)]
-pub struct Artifact<'a> {
-    pub wasm: &'a [u8],
-    pub imports: Vec<String>,
-    pub exports: Vec<String>,
-    pub author: Option<String>,
-    pub annotations: BTreeMap<String, String>,
-}
-
-/// A client for one registry.
-#[derive(Debug)]
-pub struct Client {
-    http: reqwest::Client,
-    base: Url,
-    /// The `Authorization` header value to send, once a challenge has been answered.
-    auth: Option<String>,
-}
-
-impl Client {
-    pub fn new(reference: &Reference) -> Result<Client, FetchError> {
-        Ok(Client {
-            http: fetch::client()?,
-            base: reference.base()?,
-            auth: None,
-        })
+/// Read a manifest a registry sent for `reference` (shown in errors) and choose the wasm layer
+/// it names: exactly one layer of a wasm media type, with a sha256 digest.
+pub fn choose_layer(reference: &str, body: &[u8]) -> Result<Chosen, String> {
+    let manifest: ImageManifest = serde_json::from_slice(body)
+        .map_err(|e| format!("{reference}: not an OCI image manifest: {e}"))?;
+    let wasm_layers: Vec<&Descriptor> = manifest
+        .layers
+        .iter()
+        .filter(|l| l.media_type == WASM_MEDIA_TYPE || l.media_type == LEGACY_WASM_MEDIA_TYPE)
+        .collect();
+    let layer = match wasm_layers.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(format!(
+                "{reference}: not a wasm artifact (no `{WASM_MEDIA_TYPE}` layer; config type `{}`)",
+                manifest.config.media_type
+            ));
+        }
+        many => {
+            return Err(format!(
+                "{reference}: {} wasm layers; a plugin artifact has exactly one",
+                many.len()
+            ));
+        }
+    };
+    if !is_sha256_digest(&layer.digest) {
+        return Err(format!(
+            "{reference}: layer digest `{}` is not a sha256 digest",
+            layer.digest
+        ));
     }
-
-    fn url(&self, path: &str) -> Result<Url, FetchError> {
-        self.base
-            .join(path)
-            .map_err(|e| FetchError::Other(format!("{path}: {e}")))
-    }
-
-    /// Send a request built by `build`, answering one authentication challenge if the registry
-    /// makes it. `scope` is the token scope to ask for.
-    async fn send(
-        &mut self,
-        scope: &str,
-        build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
-    ) -> Result<reqwest::Response, FetchError> {
-        for attempt in 0..2 {
-            let mut req = build(&self.http);
-            if let Some(auth) = &self.auth {
-                req = req.header(AUTHORIZATION, auth);
-            }
-            let req = req
-                .build()
-                .map_err(|e| FetchError::Other(fetch::describe(&e)))?;
-            let url = req.url().clone();
-            fetch::check_scheme(&url)?;
-            let resp = self.http.execute(req).await.map_err(|e| FetchError::Http {
-                url: url.to_string(),
-                message: fetch::describe(&e),
-            })?;
-            if resp.status() != StatusCode::UNAUTHORIZED || attempt == 1 {
-                return Ok(resp);
-            }
-            let challenge = resp
-                .headers()
-                .get(WWW_AUTHENTICATE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string();
-            self.auth = Some(self.answer(&url, &challenge, scope).await?);
-        }
-        unreachable!("the loop returns on its second pass")
-    }
-
-    /// The `Authorization` value answering `challenge`.
-    async fn answer(&self, url: &Url, challenge: &str, scope: &str) -> Result<String, FetchError> {
-        let creds = credentials_for(url);
-        let (scheme, params) = parse_challenge(challenge);
-        match scheme.to_ascii_lowercase().as_str() {
-            "basic" => {
-                let Some((user, pass)) = creds else {
-                    return Err(FetchError::Status {
-                        url: url.to_string(),
-                        status: 401,
-                        hint: format!(
-                            ": the registry wants a user name and password; set RAWKO_REGISTRY_USERNAME, \
-                             RAWKO_REGISTRY_PASSWORD and RAWKO_REGISTRY_HOST={}",
-                            host_of(url)
-                        ),
-                    });
-                };
-                let probe = self
-                    .http
-                    .get(url.clone())
-                    .basic_auth(user, Some(pass))
-                    .build()
-                    .map_err(|e| FetchError::Other(fetch::describe(&e)))?;
-                let value = probe
-                    .headers()
-                    .get(AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default()
-                    .to_string();
-                Ok(value)
-            }
-            "bearer" => {
-                let realm = params.get("realm").ok_or_else(|| {
-                    FetchError::Other(format!(
-                        "{url}: the registry asked for a token without saying where to get one"
-                    ))
-                })?;
-                let mut token_url = Url::parse(realm)
-                    .map_err(|e| FetchError::Other(format!("token realm `{realm}`: {e}")))?;
-                {
-                    let mut q = token_url.query_pairs_mut();
-                    if let Some(service) = params.get("service") {
-                        q.append_pair("service", service);
-                    }
-                    // The challenge's own scope, if any, names what this request needs.
-                    q.append_pair("scope", params.get("scope").map_or(scope, String::as_str));
-                }
-                fetch::check_scheme(&token_url)?;
-                let mut req = self.http.get(token_url.clone());
-                // The registry's credentials go to its own token service, not to any host a
-                // challenge names.
-                if let Some((user, pass)) = creds
-                    && same_site(&token_url, url)
-                {
-                    req = req.basic_auth(user, Some(pass));
-                }
-                let resp = req.send().await.map_err(|e| FetchError::Http {
-                    url: token_url.to_string(),
-                    message: fetch::describe(&e),
-                })?;
-                if !resp.status().is_success() {
-                    return Err(FetchError::Status {
-                        url: token_url.to_string(),
-                        status: resp.status().as_u16(),
-                        hint: ": the registry's token service refused (set RAWKO_REGISTRY_USERNAME, RAWKO_REGISTRY_PASSWORD and RAWKO_REGISTRY_HOST if it needs a login)".into(),
-                    });
-                }
-                let body = fetch::read_body(resp, MAX_DOC_BYTES, None).await?;
-                #[derive(Deserialize)]
-                struct Token {
-                    token: Option<String>,
-                    access_token: Option<String>,
-                }
-                let t: Token = serde_json::from_slice(&body).map_err(|e| {
-                    FetchError::Other(format!("{token_url}: not a token response: {e}"))
-                })?;
-                let token = t.token.or(t.access_token).ok_or_else(|| {
-                    FetchError::Other(format!("{token_url}: the token response holds no token"))
-                })?;
-                Ok(format!("Bearer {token}"))
-            }
-            _ => Err(FetchError::Status {
-                url: url.to_string(),
-                status: 401,
-                hint: format!(": unsupported authentication `{challenge}`"),
-            }),
-        }
-    }
-
-    /// Pull the plugin `reference` names: its manifest (checked against the digest when the
-    /// reference has one), then its one wasm layer (checked against the layer's digest).
-    pub async fn pull(&mut self, reference: &Reference) -> Result<Pulled, FetchError> {
-        let scope = format!("repository:{}:pull", reference.repository);
-        let url = self.url(&format!(
-            "v2/{}/manifests/{}",
-            reference.repository,
-            reference.reference()
-        ))?;
-        let resp = self
-            .send(&scope, |c| {
-                c.get(url.clone()).header(
-                    ACCEPT,
-                    format!("{MANIFEST_MEDIA_TYPE}, application/vnd.docker.distribution.manifest.v2+json"),
-                )
-            })
-            .await?;
-        let resp = ok_or_status(resp, "manifest")?;
-        let body = fetch::read_body(resp, MAX_DOC_BYTES, None).await?;
-        let manifest_digest = format!("sha256:{}", sha256_hex(&body));
-        if let Some(want) = &reference.digest
-            && *want != manifest_digest
-        {
-            return Err(FetchError::Other(format!(
-                "{reference}: the registry returned a manifest with digest {manifest_digest}, not the one asked for"
-            )));
-        }
-        let manifest: ImageManifest = serde_json::from_slice(&body).map_err(|e| {
-            FetchError::Other(format!("{reference}: not an OCI image manifest: {e}"))
-        })?;
-        let wasm_layers: Vec<&Descriptor> = manifest
-            .layers
-            .iter()
-            .filter(|l| l.media_type == WASM_MEDIA_TYPE || l.media_type == LEGACY_WASM_MEDIA_TYPE)
-            .collect();
-        let layer = match wasm_layers.as_slice() {
-            [one] => *one,
-            [] => {
-                return Err(FetchError::Other(format!(
-                    "{reference}: not a wasm artifact (no `{WASM_MEDIA_TYPE}` layer; config type `{}`)",
-                    manifest.config.media_type
-                )));
-            }
-            many => {
-                return Err(FetchError::Other(format!(
-                    "{reference}: {} wasm layers; a plugin artifact has exactly one",
-                    many.len()
-                )));
-            }
-        };
-        if !is_sha256_digest(&layer.digest) {
-            return Err(FetchError::Other(format!(
-                "{reference}: layer digest `{}` is not a sha256 digest",
-                layer.digest
-            )));
-        }
-        if layer.size > MAX_PLUGIN_BYTES {
-            return Err(FetchError::TooLarge {
-                url: reference.to_string(),
-                limit: MAX_PLUGIN_BYTES,
-            });
-        }
-        let blob_url = self.url(&format!(
-            "v2/{}/blobs/{}",
-            reference.repository, layer.digest
-        ))?;
-        let resp = self.send(&scope, |c| c.get(blob_url.clone())).await?;
-        let resp = ok_or_status(resp, "layer")?;
-        let wasm = fetch::read_body(resp, layer.size, Some("downloading")).await?;
-        let got = format!("sha256:{}", sha256_hex(&wasm));
-        if got != layer.digest || wasm.len() as u64 != layer.size {
-            return Err(FetchError::Other(format!(
-                "{reference}: the wasm layer's bytes do not match its digest {} (got {got}, {} bytes)",
-                layer.digest,
-                wasm.len()
-            )));
-        }
-        let signature = manifest
+    Ok(Chosen {
+        layer_digest: layer.digest.clone(),
+        layer_size: layer.size,
+        signature: manifest
             .annotations
             .as_ref()
             .and_then(|a| a.get(SIGNATURE_ANNOTATION))
-            .cloned();
-        Ok(Pulled {
-            manifest_digest,
-            wasm,
-            signature,
-        })
-    }
-
-    /// Push `artifact` to `reference` (which needs a tag); returns the manifest digest.
-    pub async fn push(
-        &mut self,
-        reference: &Reference,
-        artifact: &Artifact<'_>,
-    ) -> Result<String, FetchError> {
-        let Some(tag) = reference.tag.clone() else {
-            return Err(FetchError::Other(format!(
-                "{reference}: publishing needs a tag (oci://registry/repository:TAG)"
-            )));
-        };
-        let scope = format!("repository:{}:pull,push", reference.repository);
-        let layer_digest = format!("sha256:{}", sha256_hex(artifact.wasm));
-        let config = WasmConfig {
-            created: now_rfc3339(),
-            author: artifact.author.clone(),
-            architecture: "wasm",
-            os: "wasip2",
-            layer_digests: vec![layer_digest.clone()],
-            component: ComponentSummary {
-                exports: artifact.exports.clone(),
-                imports: artifact.imports.clone(),
-            },
-        };
-        let config = serde_json::to_vec(&config).expect("the config serializes");
-        let config_digest = format!("sha256:{}", sha256_hex(&config));
-        self.upload(reference, &scope, &config_digest, &config)
-            .await?;
-        self.upload(reference, &scope, &layer_digest, artifact.wasm)
-            .await?;
-        let manifest = ImageManifest {
-            schema_version: 2,
-            media_type: Some(MANIFEST_MEDIA_TYPE.into()),
-            artifact_type: None,
-            config: Descriptor {
-                media_type: CONFIG_MEDIA_TYPE.into(),
-                digest: config_digest,
-                size: config.len() as u64,
-                annotations: None,
-            },
-            layers: vec![Descriptor {
-                media_type: WASM_MEDIA_TYPE.into(),
-                digest: layer_digest,
-                size: artifact.wasm.len() as u64,
-                annotations: None,
-            }],
-            annotations: (!artifact.annotations.is_empty()).then(|| artifact.annotations.clone()),
-        };
-        let body = serde_json::to_vec(&manifest).expect("the manifest serializes");
-        let digest = format!("sha256:{}", sha256_hex(&body));
-        let url = self.url(&format!("v2/{}/manifests/{tag}", reference.repository))?;
-        let resp = self
-            .send(&scope, |c| {
-                c.put(url.clone())
-                    .header(CONTENT_TYPE, MANIFEST_MEDIA_TYPE)
-                    .body(body.clone())
-            })
-            .await?;
-        ok_or_status(resp, "manifest upload")?;
-        Ok(digest)
-    }
-
-    /// Upload one blob unless the registry has it: a monolithic upload (POST, then PUT with the
-    /// digest).
-    async fn upload(
-        &mut self,
-        reference: &Reference,
-        scope: &str,
-        digest: &str,
-        bytes: &[u8],
-    ) -> Result<(), FetchError> {
-        let repo = &reference.repository;
-        let head = self.url(&format!("v2/{repo}/blobs/{digest}"))?;
-        let resp = self
-            .send(scope, |c| c.request(Method::HEAD, head.clone()))
-            .await?;
-        if resp.status().is_success() {
-            return Ok(());
-        }
-        let start = self.url(&format!("v2/{repo}/blobs/uploads/"))?;
-        let resp = self.send(scope, |c| c.post(start.clone())).await?;
-        let resp = ok_or_status(resp, "blob upload")?;
-        let location = resp
-            .headers()
-            .get(LOCATION)
-            .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| {
-                FetchError::Other(format!("{start}: the registry gave no upload location"))
-            })?;
-        let mut put = resp
-            .url()
-            .join(location)
-            .map_err(|e| FetchError::Other(format!("upload location `{location}`: {e}")))?;
-        put.query_pairs_mut().append_pair("digest", digest);
-        let body = bytes.to_vec();
-        let resp = self
-            .send(scope, |c| {
-                c.put(put.clone())
-                    .header(CONTENT_TYPE, "application/octet-stream")
-                    .body(body.clone())
-            })
-            .await?;
-        ok_or_status(resp, "blob upload")?;
-        Ok(())
-    }
-}
-
-fn ok_or_status(resp: reqwest::Response, what: &str) -> Result<reqwest::Response, FetchError> {
-    let status = resp.status();
-    if status.is_success() {
-        return Ok(resp);
-    }
-    let hint = match status {
-        StatusCode::NOT_FOUND => format!(" (no such {what})"),
-        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
-            " (not allowed; set RAWKO_REGISTRY_USERNAME, RAWKO_REGISTRY_PASSWORD and RAWKO_REGISTRY_HOST if the registry needs a login)".into()
-        }
-        _ => String::new(),
-    };
-    Err(FetchError::Status {
-        url: resp.url().to_string(),
-        status: status.as_u16(),
-        hint,
+            .cloned(),
     })
 }
 
-/// The registry credentials from the environment, if they are `registry`'s: given for the host
-/// (and port) `RAWKO_REGISTRY_HOST` names, and for no other, as container tools key logins by
-/// registry.
-fn credentials_for(registry: &Url) -> Option<(String, String)> {
-    let user = std::env::var("RAWKO_REGISTRY_USERNAME")
-        .ok()
-        .filter(|u| !u.is_empty())?;
-    let pass = std::env::var("RAWKO_REGISTRY_PASSWORD").unwrap_or_default();
-    let Some(host) = std::env::var("RAWKO_REGISTRY_HOST")
-        .ok()
-        .filter(|h| !h.trim().is_empty())
-    else {
-        tracing::warn!(
-            "RAWKO_REGISTRY_USERNAME is set but RAWKO_REGISTRY_HOST is not: the credentials are \
-             sent nowhere until it names their registry"
-        );
-        return None;
-    };
-    if host.trim().eq_ignore_ascii_case(&host_of(registry)) {
-        Some((user, pass))
-    } else {
-        tracing::debug!(
-            "registry credentials are for {host}, not {}: not sent",
-            host_of(registry)
-        );
-        None
-    }
-}
-
-/// `host` or `host:port` of `url`, lowercase.
-fn host_of(url: &Url) -> String {
-    let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
-    match url.port() {
-        Some(p) => format!("{host}:{p}"),
-        None => host,
-    }
-}
-
-/// Whether two URLs are on the same site: the same host, or two names under the same parent
-/// domain (a registry's token service at `auth.example.com` for `registry.example.com`).
-fn same_site(a: &Url, b: &Url) -> bool {
-    let (Some(x), Some(y)) = (a.host_str(), b.host_str()) else {
-        return false;
-    };
-    if x.eq_ignore_ascii_case(y) {
-        return true;
-    }
-    let is_name = |h: &str| h.parse::<std::net::IpAddr>().is_err() && !h.starts_with('[');
-    let site = |h: &str| {
-        let labels: Vec<&str> = h.rsplitn(3, '.').collect();
-        (labels.len() >= 3).then(|| format!("{}.{}", labels[1], labels[0]).to_ascii_lowercase())
-    };
-    is_name(x) && is_name(y) && site(x).is_some() && site(x) == site(y)
-}
-
 /// `Bearer realm="...",service="...",scope="..."` -> ("Bearer", params).
-fn parse_challenge(header: &str) -> (String, BTreeMap<String, String>) {
+pub fn parse_challenge(header: &str) -> (String, BTreeMap<String, String>) {
     let header = header.trim();
     let (scheme, rest) = header.split_once(' ').unwrap_or((header, ""));
     let mut params = BTreeMap::new();
@@ -663,39 +240,9 @@ fn parse_challenge(header: &str) -> (String, BTreeMap<String, String>) {
     (scheme.to_string(), params)
 }
 
-/// Now, as RFC 3339 in UTC (`2024-01-02T03:04:05Z`), as the wasm config's `created` wants it.
-fn now_rfc3339() -> String {
-    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn credentials_stay_on_their_registrys_site() {
-        let u = |s: &str| Url::parse(s).unwrap();
-        assert_eq!(
-            host_of(&u("https://Registry.Example.com/v2/")),
-            "registry.example.com"
-        );
-        assert_eq!(host_of(&u("http://127.0.0.1:5000/v2/")), "127.0.0.1:5000");
-        let registry = u("https://registry-1.docker.io/v2/a/b/manifests/1");
-        assert!(same_site(&u("https://auth.docker.io/token"), &registry));
-        assert!(same_site(
-            &u("https://registry-1.docker.io/token"),
-            &registry
-        ));
-        assert!(!same_site(&u("https://evil.example/token"), &registry));
-        assert!(!same_site(
-            &u("https://docker.io.evil.example/token"),
-            &registry
-        ));
-        assert!(!same_site(
-            &u("http://127.0.0.2/token"),
-            &u("http://127.0.0.1/v2/")
-        ));
-    }
 
     #[test]
     fn references_parse() {
@@ -734,9 +281,43 @@ mod tests {
     }
 
     #[test]
-    fn timestamps_are_rfc3339() {
-        let t = now_rfc3339();
-        assert_eq!(t.len(), 20, "{t}");
-        assert!(t.starts_with("20") && t.ends_with('Z'), "{t}");
+    fn a_manifest_names_exactly_one_wasm_layer() {
+        let d = format!("sha256:{}", "b".repeat(64));
+        let m = |layers: &str| {
+            format!(
+                r#"{{"schemaVersion":2,"config":{{"mediaType":"{CONFIG_MEDIA_TYPE}","digest":"{d}","size":2}},"layers":[{layers}],"annotations":{{"{SIGNATURE_ANNOTATION}":"sig"}}}}"#
+            )
+        };
+        let layer = |t: &str, digest: &str| {
+            format!(r#"{{"mediaType":"{t}","digest":"{digest}","size":7}}"#)
+        };
+        let one = choose_layer("r", m(&layer(WASM_MEDIA_TYPE, &d)).as_bytes()).unwrap();
+        assert_eq!((one.layer_size, one.signature.as_deref()), (7, Some("sig")));
+        let two = format!(
+            "{},{}",
+            layer(WASM_MEDIA_TYPE, &d),
+            layer(LEGACY_WASM_MEDIA_TYPE, &d)
+        );
+        assert!(
+            choose_layer("r", m(&two).as_bytes())
+                .unwrap_err()
+                .contains("2 wasm layers")
+        );
+        assert!(
+            choose_layer("r", m("").as_bytes())
+                .unwrap_err()
+                .contains("not a wasm artifact")
+        );
+        let bad = layer(WASM_MEDIA_TYPE, "sha256:../../etc");
+        assert!(
+            choose_layer("r", m(&bad).as_bytes())
+                .unwrap_err()
+                .contains("not a sha256")
+        );
+        assert!(
+            choose_layer("r", b"{")
+                .unwrap_err()
+                .contains("not an OCI image manifest")
+        );
     }
 }

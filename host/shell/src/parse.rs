@@ -204,6 +204,51 @@ pub fn hands_text_to_a_shell(argv: &[Word], program: &Program) -> Option<String>
     None
 }
 
+/// Most command substitutions and arithmetic expansions an expanded here-document body may
+/// hold (`<<'EOF'` bodies are not expanded and have no limit).
+pub const MAX_HERE_SUBSTITUTIONS: usize = 6;
+
+/// Why an expanded here-document body is not handed to brush-parser's word parser, whose
+/// backtracking is exponential in the `$(` and `$((` it finds unclosed: one left open, or more
+/// than [`MAX_HERE_SUBSTITUTIONS`] of them (quotes inside a substitution can hide a `)` from
+/// this scan but not from the parser, so the count bounds what the scan cannot see).
+fn here_body_too_complex(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    // Per open substitution, the `)` it still needs (`$((` needs two).
+    let mut open: Vec<u8> = Vec::new();
+    let mut count = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 1,
+            b'`' => count += 1,
+            b'$' if b.get(i + 1) == Some(&b'(') => {
+                count += 1;
+                let arithmetic = b.get(i + 2) == Some(&b'(');
+                open.push(if arithmetic { 2 } else { 1 });
+                i += if arithmetic { 2 } else { 1 };
+            }
+            b'(' if !open.is_empty() => open.push(1),
+            b')' => {
+                if let Some(need) = open.last_mut() {
+                    *need -= 1;
+                    if *need == 0 {
+                        open.pop();
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if count > MAX_HERE_SUBSTITUTIONS {
+        return Some(format!(
+            "has more than {MAX_HERE_SUBSTITUTIONS} substitutions (quote its delimiter, <<'EOF', to keep the text as it is)"
+        ));
+    }
+    (!open.is_empty()).then(|| "opens a `$(` or `$((` it does not close".to_string())
+}
+
 /// An over-estimate of how deeply `s` nests: brackets, keywords that open compound commands,
 /// and backticks, counted without regard to quoting.
 /// The most `(` open at once that do not open a command substitution (`$(`, which is not
@@ -1023,7 +1068,18 @@ impl Walker<'_, '_> {
                         .map(|l| l.trim_start_matches('\t'))
                         .collect();
                 }
-                let (target, blocker) = if doc.requires_expansion {
+                let (target, blocker) = if let Some(why) = doc
+                    .requires_expansion
+                    .then(|| here_body_too_complex(&text))
+                    .flatten()
+                {
+                    self.unsupported
+                        .push(format!("a here-document's body {why}"));
+                    (
+                        Word::Dynamic(text.clone()),
+                        Some(format!("here-document body {why}")),
+                    )
+                } else if doc.requires_expansion {
                     match brush_parser::word::parse_heredoc(&text, &parser_options()) {
                         Ok(pieces) => {
                             let mut chars = Vec::new();
@@ -1323,6 +1379,50 @@ mod tests {
         p(&w, "echo ${a[${b[${c}]}]} ${x:-{}}");
         // What real commands write still parses.
         p(&w, "echo $(( (1 + 2) * ((3)) )) && (cd src && (ls))");
+    }
+
+    /// Found while fuzzing: a 115-byte here-document whose body opens `$((` and `$(` without
+    /// closing them took brush-parser's word parser 33 s (its backtracking is exponential in
+    /// the unclosed openers: ten `$((` took over a minute). Such a body is refused unparsed.
+    #[test]
+    fn regression_fuzz_shell_here_document_with_unclosed_substitutions_stalls() {
+        let w = ws();
+        let opts = ParseOptions {
+            resolver: &w.resolver,
+            workspace: &w.root,
+            expand_globs: true,
+        };
+        let found = "E<<EOF\n$(\"$[\"\"$((<s[!lz]ofi<Elo\"$((<$(([c(v$\"$(([he[\"\"$ls[a-z] >caa|s[!lz]o (<Elo\"$((<$(([[a-z]$((<c(v$\"$(\\P-rf\nEOF";
+        assert_eq!(found.len(), 115);
+        let many = |open: &str, n: usize| format!("cat <<EOF\n{}\nEOF", open.repeat(n));
+        for attack in [
+            found.to_string(),
+            many("$((", 10),
+            many("$(( ", 10),
+            many("$(", 16),
+            // Closed by a `)` the parser reads as quoted text.
+            many("$(\")\"", 16),
+            many("$((\"))\"", 10),
+        ] {
+            let started = std::time::Instant::now();
+            let c = parse(&attack, &w.root, &opts).unwrap();
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(1),
+                "{attack:?}: {:?}",
+                started.elapsed()
+            );
+            assert!(
+                c.unsupported.iter().any(|u| u.contains("here-document")),
+                "{attack:?}: {:?}",
+                c.unsupported
+            );
+        }
+        // Here-documents with substitutions as people write them still parse.
+        let c = p(
+            &w,
+            "cat <<EOF\nv=$(git rev-parse HEAD) at $(date) in $PWD\nEOF",
+        );
+        assert!(c.unsupported.is_empty(), "{:?}", c.unsupported);
     }
 
     /// Found while fuzzing: 13 bytes (`bahhf\x0c<<\x0c<<<#`, or `a <<'' <<<#`) sent the parser's

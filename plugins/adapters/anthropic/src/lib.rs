@@ -14,8 +14,11 @@
 //! (more when a thinking budget needs room). A `reasoning_effort` without a thinking budget
 //! turns thinking on with a budget of 2048, 8192 or 24576 tokens for low, medium and high.
 
-mod stream;
-mod wire;
+// Public only so the fuzz targets (fuzz/) can call the parsers natively.
+#[doc(hidden)]
+pub mod stream;
+#[doc(hidden)]
+pub mod wire;
 
 use rawko_plugin_sdk::adapter::{Adapter, exchange, http};
 use rawko_plugin_sdk::llm::{AdapterError, Request, Response};

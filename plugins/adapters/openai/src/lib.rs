@@ -15,9 +15,13 @@
 //!   default true); turn off for servers that reject it.
 //! - `body`: a JSON object merged into the request body as is (`seed`, `top_p`, ...).
 
-mod embeddings;
-mod stream;
-mod wire;
+// Public only so the fuzz targets (fuzz/) can call the parsers natively.
+#[doc(hidden)]
+pub mod embeddings;
+#[doc(hidden)]
+pub mod stream;
+#[doc(hidden)]
+pub mod wire;
 
 use rawko_plugin_sdk::adapter::{Adapter, exchange, http};
 use rawko_plugin_sdk::embeddings::{EmbedRequest, Embeddings};
