@@ -595,3 +595,99 @@ fn a_command_does_not_outlive_a_killed_rawko() {
         }
     }
 }
+
+/// A program that daemonizes (a new session, then a fork) leaves the command's process group,
+/// so killing the group misses it. Without the kernel sandbox's PID namespace (`--no-sandbox`,
+/// mode `full`), rawko's reaper still takes it down: when the command ends, and when rawko is
+/// killed while it runs.
+#[test]
+fn a_daemon_does_not_outlive_an_unconfined_command_or_a_killed_rawko() {
+    // The programs themselves, not rawko or its reaper (whose arguments hold the same text).
+    let running = |needle: &str| -> Vec<String> {
+        processes_with(needle)
+            .into_iter()
+            .filter(|p| !p.contains("rawko"))
+            .collect()
+    };
+    let gone_soon = |needle: &str, what: &str| {
+        let started = std::time::Instant::now();
+        while !running(needle).is_empty() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(5),
+                "{what}: {:?}",
+                running(needle)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    let ws = Workspace::new();
+    let bash = |command: &str| {
+        let input = serde_json::json!({ "command": command }).to_string();
+        let mut c = rawko(&ws);
+        c.args(["--no-sandbox", "tool", "call", "Bash", "--read", "."])
+            .args(["--allow", "setsid *", "--allow", "sleep *"])
+            .args(["--input", &input]);
+        c
+    };
+
+    // The command ends; its daemon goes with it.
+    let r = Run::of(bash("setsid -f sleep 61.25").output().unwrap());
+    assert_eq!(r.code, 0, "{r:?}");
+    gone_soon("sleep 61.25", "the daemon outlived its command");
+
+    // The command overruns its deadline: stopped, with its daemon.
+    let input = serde_json::json!({
+        "command": "python3 -c \"import os, time; os.system('setsid -f sleep 64.25'); time.sleep(65.25)\"",
+        "timeout": 1500,
+    })
+    .to_string();
+    let r = Run::of(
+        rawko(&ws)
+            .args(["--no-sandbox", "tool", "call", "Bash", "--read", "."])
+            .args([
+                "--allow",
+                "python3 *",
+                "--allow",
+                "setsid *",
+                "--allow",
+                "sleep *",
+            ])
+            .args(["--input", &input])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        format!("{}{}", r.stdout, r.stderr).contains("timed out"),
+        "{r:?}"
+    );
+    gone_soon("time.sleep(65.25)", "the program outlived its deadline");
+    gone_soon("sleep 64.25", "the daemon outlived its command's deadline");
+
+    // rawko is killed while a program that started a daemon runs; both go with it.
+    let program = "time.sleep(63.25)";
+    let mut child = bash(
+        "python3 -c \"import os, time; os.system('setsid -f sleep 62.25'); time.sleep(63.25)\"",
+    )
+    .args(["--allow", "python3 *"])
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let started = std::time::Instant::now();
+    while running("sleep 62.25").is_empty() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        !running(program).is_empty(),
+        "the program is not running: {:?}",
+        processes_with("63.25")
+    );
+    child.kill().unwrap(); // SIGKILL: no chance to clean up
+    child.wait().unwrap();
+    gone_soon(program, "the program outlived rawko");
+    gone_soon("sleep 62.25", "the daemon outlived rawko");
+}

@@ -173,14 +173,18 @@ impl SessionTools {
         let trusted = self.workspace_trusted;
         match &self.launch {
             Launch::Sandboxed { launcher, .. } => match agent.sandbox_mode(trusted) {
-                SandboxMode::Full => Launch::Unconfined,
+                SandboxMode::Full => Launch::Unconfined {
+                    reaper: Some(launcher.clone()),
+                },
                 mode => Launch::Sandboxed {
                     launcher: launcher.clone(),
                     mode: Some(mode),
                     network: agent.network_allowed(trusted),
                 },
             },
-            Launch::Unconfined => Launch::Unconfined,
+            Launch::Unconfined { reaper } => Launch::Unconfined {
+                reaper: reaper.clone(),
+            },
         }
     }
 

@@ -241,7 +241,7 @@ fn main() {
             Chain::load(&runtime, &[]).await.unwrap(),
             true,
             tool_budget(),
-            rawko_shell::exec::Launch::Unconfined,
+            rawko_shell::exec::Launch::Unconfined { reaper: None },
         )
         .unwrap()
     });

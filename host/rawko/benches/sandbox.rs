@@ -1,6 +1,6 @@
-//! What the kernel sandbox costs per command: `/bin/true` started directly, and through the
-//! sandbox helper (a second exec of `rawko`, namespaces, a fresh `/proc`, landlock), in the
-//! read-only and workspace-write modes. Prints a table with the ratio and the extra time.
+//! What the kernel sandbox costs per command: `/bin/true` started directly, under the reaper
+//! alone (mode `full`), and through the sandbox helper (a second exec of `rawko`, namespaces, a
+//! fresh `/proc`, landlock), in the read-only and workspace-write modes. Prints a table with the ratio and the extra time.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -49,6 +49,14 @@ fn main() {
         "| unsandboxed spawn | {} | {} | 1.0x | - |",
         ms(base),
         ms(base90)
+    );
+    let (med, p90) = time(|| rawko_sandbox::reaper::command(launcher, program, "true", &[]));
+    println!(
+        "| unconfined, under the reaper (full, --no-sandbox) | {} | {} | {:.1}x | {} |",
+        ms(med),
+        ms(p90),
+        med.as_secs_f64() / base.as_secs_f64(),
+        ms(med.saturating_sub(base))
     );
     for (mode, network) in [
         (Mode::ReadOnly, false),

@@ -14,6 +14,13 @@ fn main() -> std::process::ExitCode {
         {
             rawko_sandbox::helper::main(&args[2..]);
         }
+        // And the reaper of programs run without it (`rawko __reap PARENT PROGRAM ...`).
+        if args
+            .get(1)
+            .is_some_and(|a| a == rawko_sandbox::reaper::REAPER_ARG)
+        {
+            rawko_sandbox::reaper::main(&args[2..]);
+        }
     }
     cli::main()
 }

@@ -12,6 +12,7 @@
 pub mod helper;
 pub mod policy;
 pub mod probe;
+pub mod reaper;
 
 pub use policy::{Limits, Mode, Policy};
 
@@ -183,6 +184,25 @@ pub fn confine_thread(readable: &[PathBuf], writable: &[PathBuf]) -> Confinement
 #[cfg(not(target_os = "linux"))]
 pub fn confine_thread(_readable: &[PathBuf], _writable: &[PathBuf]) -> Confinement {
     Confinement::None
+}
+
+/// Stop a whole process group: `SIGTERM` first, so the reapers and sandbox helpers in it take
+/// down everything their programs started (a reaper answers it by killing all below it), then,
+/// after `grace` or as soon as the group is gone, `SIGKILL` for whatever is left.
+pub fn stop_group(pgid: i32, grace: std::time::Duration) {
+    if pgid <= 1 {
+        return;
+    }
+    // SAFETY: kill(2) with a negative pid signals a process group; it takes no pointers.
+    unsafe {
+        libc::kill(-pgid, libc::SIGTERM);
+    }
+    let deadline = std::time::Instant::now() + grace;
+    // SAFETY: as above; signal 0 only asks whether the group still has members.
+    while unsafe { libc::kill(-pgid, 0) } == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    kill_group(pgid);
 }
 
 /// Kill a whole process group; `pgid` 0 and 1 are never signalled.

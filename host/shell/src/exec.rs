@@ -24,7 +24,9 @@ use serde::Serialize;
 use crate::model::{Connector, ListItem, Pipeline, Script, Stage};
 use crate::{ParsedCommand, RedirectKind, SimpleCommand, Word};
 use rawko_capability::protect::Protected;
-use rawko_sandbox::{Confinement, Mode, Policy as SandboxPolicy, base_env, confine, kill_group};
+use rawko_sandbox::{
+    Confinement, Mode, Policy as SandboxPolicy, base_env, confine, kill_group, stop_group,
+};
 
 /// Default deadline of a command line.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -61,9 +63,11 @@ pub enum Launch {
         mode: Option<Mode>,
         network: bool,
     },
-    /// Directly, without kernel confinement beyond the write limits of the starting thread:
-    /// mode `full`, `--no-sandbox`, or tests of the executor itself.
-    Unconfined,
+    /// Without kernel confinement beyond the write limits of the starting thread: mode `full`,
+    /// `--no-sandbox`, or tests of the executor itself. Each program starts under the reaper
+    /// `reaper` (the `rawko` binary), which takes down whatever it leaves running, daemons
+    /// included, when it ends or rawko dies; directly when `None`.
+    Unconfined { reaper: Option<PathBuf> },
 }
 
 /// What a run produced.
@@ -291,6 +295,10 @@ fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput
     };
     let mut exec = Exec {
         sandbox: sandbox.as_ref().map(|(l, p)| (l.as_path(), p)),
+        reaper: match &opts.launch {
+            Launch::Unconfined { reaper } => reaper.as_deref(),
+            Launch::Sandboxed { .. } => None,
+        },
         cmds: &parsed.commands,
         protected: &protected,
         env: base_env(&opts.path_dirs, tmp.as_ref().map(|t| t.path())),
@@ -336,6 +344,9 @@ enum Stop {
     Error(String),
 }
 
+/// How long a pipeline stopped at its deadline has to clean up before it is killed.
+const STOP_GRACE: Duration = Duration::from_millis(200);
+
 /// Kills the running pipeline's process group when the deadline passes.
 struct Watchdog {
     state: Arc<(Mutex<WatchState>, Condvar)>,
@@ -367,7 +378,9 @@ impl Watchdog {
                     if now >= deadline {
                         st.fired = true;
                         if let Some(pgid) = st.pgid {
-                            kill_group(pgid);
+                            // Reapers and sandbox helpers first take down what their
+                            // programs started.
+                            stop_group(pgid, STOP_GRACE);
                         }
                         return;
                     }
@@ -512,6 +525,8 @@ fn render(head: &[u8], tail: &[u8], total: usize, max_chars: usize) -> (String, 
 struct Exec<'a> {
     /// The helper and the policy each program starts under, when sandboxed.
     sandbox: Option<(&'a Path, &'a SandboxPolicy)>,
+    /// The reaper each unconfined program starts under, if any.
+    reaper: Option<&'a Path>,
     cmds: &'a [SimpleCommand],
     env: Vec<(OsString, OsString)>,
     out: std::io::PipeWriter,
@@ -690,6 +705,10 @@ impl Exec<'_> {
         }
         let mut c = match self.sandbox {
             Some((launcher, policy)) => policy.command(launcher, path, words[0], &words[1..]),
+            None if self.reaper.is_some() => {
+                let reaper = self.reaper.expect("checked");
+                rawko_sandbox::reaper::command(reaper, path, words[0], &words[1..])
+            }
             None => {
                 let mut c = std::process::Command::new(path);
                 c.arg0(words[0]).args(&words[1..]);

@@ -237,7 +237,7 @@ mod tests {
         let cx = CommandToolContext {
             resolver: &resolver,
             timeout: Some(timeout),
-            launch: &Launch::Unconfined,
+            launch: &Launch::Unconfined { reaper: None },
             workspace: &ws,
             write_paths: &[],
         };

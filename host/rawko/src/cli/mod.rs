@@ -139,17 +139,22 @@ impl Context {
     }
 
     /// How native commands start: through the kernel sandbox (this binary is its helper), or,
-    /// with `--no-sandbox`, directly, with a warning each time.
+    /// with `--no-sandbox`, under this binary's reaper only, with a warning each time.
     pub fn launch(&self) -> anyhow::Result<Launch> {
         if self.no_sandbox {
             eprintln!(
                 "warning: --no-sandbox: native commands run without the kernel sandbox; they can \
                  read your home directory, use the network and write anywhere you can"
             );
-            return Ok(Launch::Unconfined);
         }
         let launcher = std::env::current_exe()
             .map_err(|e| anyhow::anyhow!("cannot find the rawko binary to run the sandbox: {e}"))?;
+        if self.no_sandbox {
+            // Still under rawko's reaper, so nothing a command starts outlives it.
+            return Ok(Launch::Unconfined {
+                reaper: Some(launcher),
+            });
+        }
         Ok(Launch::Sandboxed {
             launcher,
             mode: None,
