@@ -492,7 +492,12 @@ fn regression_fuzz_shell_stall_and_memory_exhaustion_are_denied_at_once() {
 #[test]
 fn regression_fuzz_here_document_with_unclosed_substitutions_stalled_the_verdict() {
     let ws = Workspace::new();
-    for body in ["$((".repeat(10), "$(".repeat(16), "$(\")\"".repeat(16)] {
+    for body in [
+        "$((".repeat(10),
+        "$(".repeat(16),
+        "$(\")\"".repeat(16),
+        "$[".repeat(12),
+    ] {
         let command = format!("cat <<EOF\n{body}\nEOF");
         let started = std::time::Instant::now();
         let r = bash_check(&ws, &["--allow", "cat *", "--json"], &command);

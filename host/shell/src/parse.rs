@@ -204,38 +204,41 @@ pub fn hands_text_to_a_shell(argv: &[Word], program: &Program) -> Option<String>
     None
 }
 
-/// Most command substitutions and arithmetic expansions an expanded here-document body may
-/// hold (`<<'EOF'` bodies are not expanded and have no limit).
+/// Most expansions that open a bracket (`$(`, `$((`, `$[`, `${`, and backquotes) an expanded
+/// here-document body may hold (`<<'EOF'` bodies are not expanded and have no limit).
 pub const MAX_HERE_SUBSTITUTIONS: usize = 6;
 
 /// Why an expanded here-document body is not handed to brush-parser's word parser, whose
-/// backtracking is exponential in the `$(` and `$((` it finds unclosed: one left open, or more
-/// than [`MAX_HERE_SUBSTITUTIONS`] of them (quotes inside a substitution can hide a `)` from
-/// this scan but not from the parser, so the count bounds what the scan cannot see).
+/// backtracking is exponential in the expansions it finds unclosed: one left open, or more than
+/// [`MAX_HERE_SUBSTITUTIONS`] of them (quotes inside an expansion can hide a closing bracket
+/// from this scan but not from the parser, so the count bounds what the scan cannot see).
 fn here_body_too_complex(text: &str) -> Option<String> {
     let b = text.as_bytes();
-    // Per open substitution, the `)` it still needs (`$((` needs two).
+    // The closing brackets still awaited, innermost last (`$((` awaits two).
     let mut open: Vec<u8> = Vec::new();
     let mut count = 0usize;
     let mut i = 0;
     while i < b.len() {
-        match b[i] {
-            b'\\' => i += 1,
-            b'`' => count += 1,
-            b'$' if b.get(i + 1) == Some(&b'(') => {
+        match (b[i], b.get(i + 1).copied()) {
+            (b'\\', _) => i += 1,
+            (b'`', _) => count += 1,
+            (b'$', Some(b'(')) if b.get(i + 2) == Some(&b'(') => {
                 count += 1;
-                let arithmetic = b.get(i + 2) == Some(&b'(');
-                open.push(if arithmetic { 2 } else { 1 });
-                i += if arithmetic { 2 } else { 1 };
+                open.extend([b')', b')']);
+                i += 2;
             }
-            b'(' if !open.is_empty() => open.push(1),
-            b')' => {
-                if let Some(need) = open.last_mut() {
-                    *need -= 1;
-                    if *need == 0 {
-                        open.pop();
-                    }
-                }
+            (b'$', Some(c @ (b'(' | b'[' | b'{'))) => {
+                count += 1;
+                open.push(match c {
+                    b'(' => b')',
+                    b'[' => b']',
+                    _ => b'}',
+                });
+                i += 1;
+            }
+            (b'(', _) if !open.is_empty() => open.push(b')'),
+            (c @ (b')' | b']' | b'}'), _) if open.last() == Some(&c) => {
+                open.pop();
             }
             _ => {}
         }
@@ -243,10 +246,11 @@ fn here_body_too_complex(text: &str) -> Option<String> {
     }
     if count > MAX_HERE_SUBSTITUTIONS {
         return Some(format!(
-            "has more than {MAX_HERE_SUBSTITUTIONS} substitutions (quote its delimiter, <<'EOF', to keep the text as it is)"
+            "has more than {MAX_HERE_SUBSTITUTIONS} expansions (quote its delimiter, <<'EOF', to keep the text as it is)"
         ));
     }
-    (!open.is_empty()).then(|| "opens a `$(` or `$((` it does not close".to_string())
+    (!open.is_empty())
+        .then(|| "opens an expansion (`$(`, `$((`, `$[`, `${`) it does not close".to_string())
 }
 
 /// An over-estimate of how deeply `s` nests: brackets, keywords that open compound commands,
@@ -1394,9 +1398,15 @@ mod tests {
         };
         let found = "E<<EOF\n$(\"$[\"\"$((<s[!lz]ofi<Elo\"$((<$(([c(v$\"$(([he[\"\"$ls[a-z] >caa|s[!lz]o (<Elo\"$((<$(([[a-z]$((<c(v$\"$(\\P-rf\nEOF";
         assert_eq!(found.len(), 115);
+        // And 153 bytes of `$[` and `${` left open, found by the next run.
+        let found_later = "cat <<EOF\nheZl'f h$\r$[ssh -c [h$\r$[h[-\"eZl'f h|\r${h[-\"\\'\\h$\r$[h[-\"eZl'f h|\r${h[-\"\\'\\\"don\"\\'\"don\"\\'h[-\"eZl'f h|\r${h[-\"\\'\\h$\r$[h[-\"eZl'f h|\r$\\'\\\"d9n\"n\\\nEOF";
+        assert_eq!(found_later.len(), 153);
         let many = |open: &str, n: usize| format!("cat <<EOF\n{}\nEOF", open.repeat(n));
         for attack in [
             found.to_string(),
+            found_later.to_string(),
+            many("$[", 12),
+            many("${a}", 12),
             many("$((", 10),
             many("$(( ", 10),
             many("$(", 16),
