@@ -102,7 +102,13 @@ fn committed(ws: &Workspace) -> Vec<String> {
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
     assert_eq!(ok, "ok", "the store is damaged after the kill");
-    let mut stmt = conn.prepare("SELECT input FROM tool_calls").unwrap();
+    // Killed while the store was being created: its schema comes in one transaction, so it is
+    // all there or none of it is.
+    let mut stmt = match conn.prepare("SELECT input FROM tool_calls") {
+        Ok(s) => s,
+        Err(e) if e.to_string().contains("no such table") => return Vec::new(),
+        Err(e) => panic!("{e}"),
+    };
     stmt.query_map([], |r| r.get::<_, String>(0))
         .unwrap()
         .filter_map(|i| {
@@ -505,4 +511,128 @@ fn ctrl_c_during_a_hung_model_call_does_not_wait_for_the_timeout() {
     let r = resume(&ws, &task_id(&ws));
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(log_lines(&ws), ["one", "two", "three", "four"]);
+}
+
+/// The model's side as a function of the conversation: the reply for step `n` once `n` tool
+/// results are in the request, whether the run was killed before or not.
+fn by_progress(server: &ModelServer) {
+    let all = replies(false);
+    server.respond_with(move |req| {
+        let body = req.json();
+        let done = body["messages"]
+            .as_array()
+            .map(|m| m.iter().filter(|m| m["role"] == "tool").count())
+            .unwrap_or(0);
+        all[done.min(all.len() - 1)].clone()
+    });
+}
+
+/// Rounds of the kill test, each SIGKILLing `rawko run` at a random instant.
+const KILL_ROUNDS: u64 = 30;
+
+/// SIGKILL at random instants (while the model answers, while a command runs, while a step
+/// commits, before the first request or after the last), then `rawko resume`: whatever the
+/// instant, no committed call runs again, none is lost, every step runs, and the store passes
+/// its integrity check. The seed is printed; `RAWKO_KILL_SEED` replays a run.
+#[test]
+fn killed_at_random_instants_nothing_committed_repeats_or_is_lost() {
+    let seed = std::env::var("RAWKO_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    println!("RAWKO_KILL_SEED={seed}");
+    let mut rng = fastrand::Rng::with_seed(seed);
+    // How long an undisturbed run takes here, so the kills spread over all of it.
+    let (ws, server) = setup();
+    by_progress(&server);
+    let started = Instant::now();
+    let r = Run::of(
+        spawn(&ws, &["run", "--agent", "worker", "do the steps"])
+            .wait_with_output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let span = started.elapsed();
+    let mut killed_mid_run = 0;
+    // Rounds by how many calls were committed at the kill (0 to 4, then the finish).
+    let mut at_step = [0u32; 6];
+    for round in 0..KILL_ROUNDS {
+        let (ws, server) = setup();
+        by_progress(&server);
+        let mut child = spawn(&ws, &["run", "--agent", "worker", "do the steps"]);
+        // Half the rounds anywhere in the run's span; half a few milliseconds after a random
+        // model request, where the steps (answer, command, commit) happen.
+        let started = Instant::now();
+        if rng.bool() {
+            std::thread::sleep(span.mul_f64(rng.f64() * 1.1));
+        } else {
+            let k = rng.usize(0..=4);
+            let deadline = started + Duration::from_secs(30);
+            while server.hits() <= k
+                && Instant::now() < deadline
+                && child.try_wait().unwrap().is_none()
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            std::thread::sleep(Duration::from_micros(rng.u64(0..20_000)));
+        }
+        let at = started.elapsed();
+        let finished = child.try_wait().unwrap().is_some();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let before = if crate::support::store_path(&ws).exists() {
+            committed(&ws)
+        } else {
+            Vec::new()
+        };
+        let what =
+            format!("round {round} (seed {seed}), killed after {at:?}: committed {before:?}");
+        if !finished {
+            killed_mid_run += 1;
+            at_step[before.len().min(5)] += 1;
+        }
+        let tasks = Run::of(
+            rawko(&ws)
+                .args(["tasks", "list", "--json"])
+                .output()
+                .unwrap(),
+        );
+        let listed = tasks.json();
+        let task = listed.as_array().and_then(|a| a.first()).cloned();
+        match &task {
+            // Killed before the task was even recorded: nothing ran.
+            None => {
+                assert!(log_lines(&ws).is_empty(), "{what}");
+                continue;
+            }
+            Some(t) if t["status"] == "succeeded" => {}
+            Some(t) => {
+                let r = resume(&ws, t["id"].as_str().unwrap());
+                assert_eq!(r.code, 0, "{what}: {r:?}");
+            }
+        }
+        let lines = log_lines(&ws);
+        for label in &before {
+            let runs = lines.iter().filter(|l| *l == label).count();
+            assert_eq!(runs, 1, "{what}: `{label}` ran {runs} times: {lines:?}");
+        }
+        for label in ["one", "two", "three", "four"] {
+            assert!(
+                lines.iter().any(|l| l == label),
+                "{what}: `{label}` never ran: {lines:?}"
+            );
+        }
+        assert_eq!(
+            committed(&ws).len(),
+            4,
+            "{what}: one committed call per step"
+        );
+    }
+    println!(
+        "{KILL_ROUNDS} rounds, {killed_mid_run} killed mid-run (by calls committed: {at_step:?}), over a run of {span:?}"
+    );
+    assert!(
+        killed_mid_run >= KILL_ROUNDS / 2,
+        "too few kills landed mid-run: {killed_mid_run}"
+    );
 }
