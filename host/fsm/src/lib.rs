@@ -36,8 +36,6 @@ use rawko_store::{AuditEntry, StoreError, TaskStatus, TaskStore, ToolCall, Trans
 pub const MAX_AGENT_DEPTH: u32 = 3;
 /// Default iterations per state when neither the agent nor the config says.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 20;
-/// How long a model call may still take after Ctrl-C before it is abandoned.
-pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 /// The waits before asking a model again whose answer broke off; then the task is interrupted.
 const ASK_AGAIN: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(3)];
@@ -51,7 +49,7 @@ pub fn untrusted(text: &str) -> String {
     format!("<untrusted-data>\n{body}\n</untrusted-data>")
 }
 
-/// Set from a signal handler: finish the current step, then stop.
+/// Set from a signal handler: stop at once, keeping every step that finished.
 #[derive(Debug, Clone, Default)]
 pub struct CancelFlag(Arc<AtomicBool>);
 
@@ -705,14 +703,12 @@ impl Engine<'_> {
                     tools: &specs,
                     on_text: Some(&on_text),
                 };
-                // After Ctrl-C the step in progress may finish, but a model that does not answer
-                // within CANCEL_GRACE is not waited for: the call is abandoned (nothing of it was
-                // committed) and asked again on resume.
+                // After Ctrl-C the model call in flight is abandoned at once: nothing of it was
+                // committed, and resume asks again.
                 let abandoned = async {
                     while !self.cancel.is_cancelled() {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
                     }
-                    tokio::time::sleep(CANCEL_GRACE).await;
                 };
                 let call = tokio::time::timeout(remaining, llm.complete(request));
                 let answered = tokio::select! {

@@ -320,7 +320,11 @@ fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput
     let timed_out = watchdog.stop();
     let (mut output, truncated) = out_reader.finish();
     let stderr = err_reader.map(|r| r.finish().0).unwrap_or_default();
-    if timed_out {
+    if timed_out && stopping() {
+        output.push_str(
+            "\n[rawko: stopped because rawko was interrupted (Ctrl-C); the command and every process it started were killed]",
+        );
+    } else if timed_out {
         output.push_str(&format!(
             "\n[rawko: timed out after {} s; the command and every process it started were killed]",
             opts.timeout.as_secs_f64()
@@ -343,6 +347,23 @@ enum Stop {
     Timeout,
     Error(String),
 }
+
+/// Set once rawko is stopping (Ctrl-C, SIGTERM): every command running in the process is
+/// stopped as at its deadline, and no other starts.
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Stop every command running in this process, and start no other: rawko is stopping. Each run
+/// ends within about [`STOP_POLL`] plus its group's clean-up, saying it was stopped.
+pub fn stop_all() {
+    STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn stopping() -> bool {
+    STOPPING.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// How often a running command's watchdog looks at [`stop_all`].
+const STOP_POLL: Duration = Duration::from_millis(50);
 
 /// How long a pipeline stopped at its deadline has to clean up before it is killed.
 const STOP_GRACE: Duration = Duration::from_millis(200);
@@ -375,7 +396,7 @@ impl Watchdog {
                         return;
                     }
                     let now = Instant::now();
-                    if now >= deadline {
+                    if now >= deadline || stopping() {
                         st.fired = true;
                         if let Some(pgid) = st.pgid {
                             // Reapers and sandbox helpers first take down what their
@@ -385,7 +406,7 @@ impl Watchdog {
                         return;
                     }
                     st = cv
-                        .wait_timeout(st, deadline - now)
+                        .wait_timeout(st, (deadline - now).min(STOP_POLL))
                         .unwrap_or_else(|e| e.into_inner())
                         .0;
                 }

@@ -60,8 +60,10 @@ pub struct OutputFlags {
     rawko run --json \"update the changelog\" > events.jsonl\n\n\
     Every step is saved in the workspace's task store, in rawko's state directory (never in \
     the workspace): `rawko tasks show ID` shows the timeline, and \
-    `rawko resume ID` continues a task that was interrupted. Ctrl-C finishes the current step \
-    and marks the task cancelled; a second Ctrl-C stops at once (resume continues it).\n\n\
+    `rawko resume ID` continues a task that was interrupted. Ctrl-C (or SIGTERM) stops the task \
+    at once: the model call in flight is abandoned and running commands are killed, every step \
+    that finished is kept, and the task is marked cancelled; a second Ctrl-C exits without \
+    waiting for that. `rawko resume ID` continues it.\n\n\
     Exit status: 0 when the task is done, 1 when it failed or was escalated, 75 when a fault \
     that outlived its retries (the model unreachable) interrupted it, 130 when cancelled, 2 on \
     bad input; an interrupted or cancelled task resumes.")]
@@ -622,7 +624,8 @@ impl Prepared {
             let (store_path, task) = (store.path().to_path_buf(), self.task.clone());
             tokio::spawn(async move {
                 // SIGTERM (a service manager, `kill`, a closing terminal's job control) is
-                // treated as Ctrl-C: finish the step, mark the task cancelled; twice, stop now.
+                // treated as Ctrl-C: stop now, keep what finished, mark the task cancelled;
+                // twice, exit at once.
                 let mut term =
                     tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
                 let mut stop = async || {
@@ -638,9 +641,12 @@ impl Prepared {
                 };
                 if stop().await {
                     cancel.cancel();
+                    // Running commands are stopped (their whole process trees), and no other
+                    // starts.
+                    rawko_shell::exec::stop_all();
                     events.emit(&RunEvent::Warning {
-                        message: "cancelling: finishing the current step (Ctrl-C again stops \
-                                  at once; `rawko resume` continues)"
+                        message: "cancelling: stopping the model call and commands in flight \
+                                  (Ctrl-C again exits at once; `rawko resume` continues)"
                             .into(),
                     });
                     if stop().await {
