@@ -26,8 +26,11 @@ fuzz_target!(|data: &[u8]| {
             let _ = config.selects("");
         }
         Err(rawko_knowledge::KnowledgeError::Config { line, column, .. }) => {
-            // YAML breaks lines at a lone `\r` too.
-            let lines = text.matches(['\n', '\r']).count() + 1;
+            // YAML breaks lines at a lone `\r`, and at NEL, LS and PS, too.
+            let lines = text
+                .matches(['\n', '\r', '\u{85}', '\u{2028}', '\u{2029}'])
+                .count()
+                + 1;
             assert!(line >= 1 && line <= lines + 1, "line {line} of {lines}");
             assert!(column >= 1, "column {column}");
         }
