@@ -471,7 +471,11 @@ fn regression_fuzz_shell_stall_and_memory_exhaustion_are_denied_at_once() {
     let run = format!("cat $<{} - ((<EO", "(".repeat(24));
     // And 13 bytes that sent the tokenizer into an endless loop allocating gigabytes.
     let nested = format!("echo {}1{}", "${a[".repeat(6), "]}".repeat(6));
+    // And 166 bytes no guard in front of the parser catches: refused when the parse overruns
+    // its time budget.
+    let overrun = "ru;or[aammX[for =2m${a[rrrrrrrrr[aammX[=2m${a[E((*$}$$dfor $xargt$func[for =2m${a[rrrrrrrrr[aammX[=2m${a[E((*$}$$dfor $xargt$function }$$$tion }$$$7fo% $xargdo ?-r$$$";
     for command in [
+        overrun,
         broken_run,
         run.as_str(),
         "a <<'' <<<#",

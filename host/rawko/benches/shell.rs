@@ -107,3 +107,18 @@ fn parse_typical_pipeline(b: Bencher) {
     };
     b.bench_local(|| parse(TYPICAL, &f.policy.workspace, &opts).unwrap());
 }
+
+/// A command with substitutions: its parse runs under the time budget, on the parse worker.
+const EXPANDING: &str = "echo \"$(git rev-parse HEAD) $HOME\" | grep -v x";
+
+/// Parsing a command whose parse is budgeted (the thread hop included).
+#[divan::bench]
+fn parse_with_expansions(b: Bencher) {
+    let f = &*FIXTURE;
+    let opts = ParseOptions {
+        resolver: &f.resolver,
+        workspace: &f.policy.workspace,
+        expand_globs: true,
+    };
+    b.bench_local(|| parse(EXPANDING, &f.policy.workspace, &opts).unwrap());
+}

@@ -9,6 +9,7 @@
 //! redirections itself, so no second reading of the text by a shell can differ from what was
 //! judged.
 
+pub mod budget;
 pub mod exec;
 pub mod glob;
 pub mod model;

@@ -51,7 +51,16 @@ pub enum ParseError {
     Syntax(String),
     #[error("the shell parser failed on this command, so it is refused")]
     ParserFailed,
+    #[error(
+        "the command is too complex to judge: the shell parser did not finish within {} s",
+        .0.as_secs_f32()
+    )]
+    TooComplex(std::time::Duration),
+    #[error("too many earlier commands are still being parsed; this one is refused")]
+    ParserBusy,
 }
+
+pub use crate::budget::PARSE_BUDGET;
 
 /// What a parse needs to know about where the command will run.
 #[derive(Debug, Clone, Copy)]
@@ -100,6 +109,36 @@ pub fn parse(raw: &str, cwd: &Path, opts: &ParseOptions<'_>) -> Result<ParsedCom
     // brush-parser 0.4's tokenizer loops for ever on some malformed here-documents (`a <<'' x`,
     // `$(c<$<< l x`), allocating until the process dies; only well-formed ones reach it.
     check_here_documents(raw)?;
+    // Words, quotes, pipes, lists and redirections parse in linear time; the parser's
+    // backtracking (the stalls the fuzzers found) comes with parentheses, `$` expansions,
+    // backquotes and here-documents. Those parses run under a time budget, on owned copies of
+    // what they read; the others here, without the thread hop.
+    if !raw.contains(['$', '`', '(']) && !raw.contains("<<") {
+        return parse_now(raw, cwd, opts);
+    }
+    let (raw, cwd) = (raw.to_string(), cwd.to_path_buf());
+    let (resolver, workspace, expand_globs) = (
+        opts.resolver.clone(),
+        opts.workspace.to_path_buf(),
+        opts.expand_globs,
+    );
+    let parsed = crate::budget::run(PARSE_BUDGET, move || {
+        let opts = ParseOptions {
+            resolver: &resolver,
+            workspace: &workspace,
+            expand_globs,
+        };
+        parse_now(&raw, &cwd, &opts)
+    });
+    match parsed {
+        Ok(r) => r,
+        Err(crate::budget::Overrun::TooSlow) => Err(ParseError::TooComplex(PARSE_BUDGET)),
+        Err(crate::budget::Overrun::Exhausted) => Err(ParseError::ParserBusy),
+    }
+}
+
+/// The parse proper, once the checks in front of the parser have passed.
+fn parse_now(raw: &str, cwd: &Path, opts: &ParseOptions<'_>) -> Result<ParsedCommand, ParseError> {
     let mut w = Walker {
         opts,
         commands: Vec::new(),
@@ -1383,6 +1422,34 @@ mod tests {
         p(&w, "echo ${a[${b[${c}]}]} ${x:-{}}");
         // What real commands write still parses.
         p(&w, "echo $(( (1 + 2) * ((3)) )) && (cd src && (ls))");
+    }
+
+    /// Found by a ten-minute fuzz run, after every shape above was guarded: 166 bytes of nested
+    /// `${a[` and `((` that keep brush-parser busy past any deadline. No guard in front of the
+    /// parser can know every such shape, so the parse itself runs under a time budget.
+    #[test]
+    fn regression_fuzz_shell_parse_overruns_its_budget() {
+        let w = ws();
+        let opts = ParseOptions {
+            resolver: &w.resolver,
+            workspace: &w.root,
+            expand_globs: true,
+        };
+        let found = "ru;or[aammX[for =2m${a[rrrrrrrrr[aammX[=2m${a[E((*$}$$dfor $xargt$func[for =2m${a[rrrrrrrrr[aammX[=2m${a[E((*$}$$dfor $xargt$function }$$$tion }$$$7fo% $xargdo ?-r$$$";
+        assert_eq!(found.len(), 166);
+        let started = std::time::Instant::now();
+        let e = parse(found, &w.root, &opts).unwrap_err();
+        let took = started.elapsed();
+        assert!(
+            took < PARSE_BUDGET + std::time::Duration::from_secs(1),
+            "{took:?}"
+        );
+        assert!(
+            matches!(e, ParseError::TooComplex(_) | ParseError::Syntax(_)),
+            "{e}"
+        );
+        // The parser is still there for the next command.
+        p(&w, "git status && ls -la");
     }
 
     /// Found while fuzzing: a 115-byte here-document whose body opens `$((` and `$(` without
