@@ -1381,13 +1381,19 @@ mod tests {
         }
     }
 
+    impl Ws {
+        /// Parse options for this workspace, globs expanded.
+        fn opts(&self) -> ParseOptions<'_> {
+            ParseOptions {
+                resolver: &self.resolver,
+                workspace: &self.root,
+                expand_globs: true,
+            }
+        }
+    }
+
     fn p(w: &Ws, s: &str) -> ParsedCommand {
-        let opts = ParseOptions {
-            resolver: &w.resolver,
-            workspace: &w.root,
-            expand_globs: true,
-        };
-        parse(s, &w.root, &opts).unwrap()
+        parse(s, &w.root, &w.opts()).unwrap()
     }
 
     fn argv(c: &SimpleCommand) -> Vec<&str> {
@@ -1399,11 +1405,7 @@ mod tests {
     #[test]
     fn regression_fuzz_shell_paren_run_stalls_the_parser() {
         let w = ws();
-        let opts = ParseOptions {
-            resolver: &w.resolver,
-            workspace: &w.root,
-            expand_globs: true,
-        };
+        let opts = w.opts();
         for attack in [
             format!("cat $<{} - ((<EO\nh", "(".repeat(24)),
             format!("cat <({}", " (".repeat(30)),
@@ -1430,11 +1432,7 @@ mod tests {
     #[test]
     fn regression_fuzz_shell_parse_overruns_its_budget() {
         let w = ws();
-        let opts = ParseOptions {
-            resolver: &w.resolver,
-            workspace: &w.root,
-            expand_globs: true,
-        };
+        let opts = w.opts();
         let found = "ru;or[aammX[for =2m${a[rrrrrrrrr[aammX[=2m${a[E((*$}$$dfor $xargt$func[for =2m${a[rrrrrrrrr[aammX[=2m${a[E((*$}$$dfor $xargt$function }$$$tion }$$$7fo% $xargdo ?-r$$$";
         assert_eq!(found.len(), 166);
         let started = std::time::Instant::now();
@@ -1458,11 +1456,7 @@ mod tests {
     #[test]
     fn regression_fuzz_shell_here_document_with_unclosed_substitutions_stalls() {
         let w = ws();
-        let opts = ParseOptions {
-            resolver: &w.resolver,
-            workspace: &w.root,
-            expand_globs: true,
-        };
+        let opts = w.opts();
         let found = "E<<EOF\n$(\"$[\"\"$((<s[!lz]ofi<Elo\"$((<$(([c(v$\"$(([he[\"\"$ls[a-z] >caa|s[!lz]o (<Elo\"$((<$(([[a-z]$((<c(v$\"$(\\P-rf\nEOF";
         assert_eq!(found.len(), 115);
         // And 153 bytes of `$[` and `${` left open, found by the next run.
@@ -1507,11 +1501,7 @@ mod tests {
     #[test]
     fn regression_fuzz_shell_empty_here_delimiter_exhausts_memory() {
         let w = ws();
-        let opts = ParseOptions {
-            resolver: &w.resolver,
-            workspace: &w.root,
-            expand_globs: true,
-        };
+        let opts = w.opts();
         for attack in [
             "bahhf\x0c<<\x0c<<<#",
             "a <<'' <<<#",
@@ -1658,11 +1648,7 @@ mod tests {
     #[test]
     fn nesting_and_size_limits_hold_before_the_parser_recurses() {
         let w = ws();
-        let opts = ParseOptions {
-            resolver: &w.resolver,
-            workspace: &w.root,
-            expand_globs: true,
-        };
+        let opts = w.opts();
         let ok = format!("{}ls{}", "$(".repeat(MAX_NESTING), ")".repeat(MAX_NESTING));
         assert!(parse(&ok, &w.root, &opts).is_ok());
         let deep = format!(
