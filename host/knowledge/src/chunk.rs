@@ -88,10 +88,7 @@ fn capped(lines: &[&str], start: usize, end: usize, out: &mut Vec<Chunk>) {
         // A line that does not fit alone is cut into pieces, each a chunk of its own.
         while line.len() > MAX_CHUNK_BYTES {
             flush(&mut current, first, i.saturating_sub(1).max(first), out);
-            let mut cut = MAX_CHUNK_BYTES;
-            while !line.is_char_boundary(cut) {
-                cut -= 1;
-            }
+            let cut = line.floor_char_boundary(MAX_CHUNK_BYTES);
             current.push_str(&line[..cut]);
             flush(&mut current, i, i, out);
             line = &line[cut..];

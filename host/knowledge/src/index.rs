@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
@@ -211,9 +212,10 @@ impl Index {
         let mut report = SyncReport::default();
         self.set_meta("state", "syncing")?;
         let fingerprint = config.fingerprint();
-        if self.meta("config")?.as_deref() != Some(fingerprint.as_str()) {
+        let previous = self.meta("config")?;
+        if previous.as_deref() != Some(fingerprint.as_str()) {
             // What is indexed or how it is cut changed: every file counts as changed.
-            report.rechunked = self.meta("config")?.is_some();
+            report.rechunked = previous.is_some();
             self.conn
                 .execute("UPDATE files SET hash = ''", [])
                 .map_err(|e| self.db_err(e))?;
@@ -257,7 +259,7 @@ impl Index {
                     continue;
                 }
             };
-            let hash = hex(&Sha256::digest(content));
+            let hash = format!("{:x}", Sha256::digest(content));
             match stored.get(rel) {
                 Some(h) if *h == hash => {
                     report.unchanged += 1;
@@ -336,7 +338,7 @@ impl Index {
                             f.path,
                             c.start_line as i64,
                             c.end_line as i64,
-                            hex(&Sha256::digest(c.text.as_bytes())),
+                            format!("{:x}", Sha256::digest(c.text.as_bytes())),
                             c.text
                         ])
                         .map_err(|e| db(&path, e))?;
@@ -614,11 +616,17 @@ fn db(path: &Path, e: rusqlite::Error) -> KnowledgeError {
 
 /// Open the database at `path`, rebuilding it when it is not exactly this schema.
 fn open_checked(path: &Path) -> Result<Connection, KnowledgeError> {
-    let expected = schema_objects(
-        &Connection::open_in_memory().map_err(|e| db(path, e))?,
-        true,
-    )
-    .map_err(|e| db(path, e))?;
+    // What a fresh index holds, built once per process in memory.
+    static EXPECTED: OnceLock<Vec<(String, String, String)>> = OnceLock::new();
+    let expected = match EXPECTED.get() {
+        Some(e) => e,
+        None => {
+            let fresh = Connection::open_in_memory()
+                .and_then(|c| schema_objects(&c, true))
+                .map_err(|e| db(path, e))?;
+            EXPECTED.get_or_init(|| fresh)
+        }
+    };
     let remove = || {
         for suffix in ["", "-wal", "-shm", "-journal"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
@@ -648,7 +656,7 @@ fn open_checked(path: &Path) -> Result<Connection, KnowledgeError> {
                     .map_err(|e| db(path, e))?;
                 return Ok(conn);
             }
-            Ok(found) if found == expected && version == SCHEMA_VERSION => return Ok(conn),
+            Ok(found) if found == *expected && version == SCHEMA_VERSION => return Ok(conn),
             _ if attempt == 0 => {
                 // Another version, or not rawko's: the index is derived data, so it is rebuilt
                 // rather than trusted.
@@ -758,14 +766,10 @@ fn read_text(path: &Path, max: u64, buf: &mut Vec<u8>) -> Read {
     if buf.len() as u64 > max {
         return Read::TooLarge;
     }
-    if memchr_nul(&buf[..buf.len().min(8192)]) {
+    if buf[..buf.len().min(8192)].contains(&0) {
         return Read::Binary;
     }
     Read::Text
-}
-
-fn memchr_nul(b: &[u8]) -> bool {
-    b.contains(&0)
 }
 
 /// The words of a query, lowercased, as FTS5 will match them: runs of letters and digits.
@@ -784,15 +788,6 @@ pub fn query_words(text: &str) -> Vec<String> {
         }
     }
     out
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
 }
 
 fn now() -> String {

@@ -29,14 +29,28 @@ pub const SETUP_FAILED: i32 = 125;
 
 /// Run the helper with the arguments after [`crate::policy::HELPER_ARG`]; never returns.
 pub fn main(args: &[OsString]) -> ! {
-    let code = match run(args) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("rawko sandbox: {e}");
-            SETUP_FAILED
-        }
-    };
+    exit_with("rawko sandbox", run(args))
+}
+
+/// Exit with `result`'s status, or say what failed (as `who`) and exit with [`SETUP_FAILED`].
+pub(crate) fn exit_with(who: &str, result: Result<i32, String>) -> ! {
+    let code = result.unwrap_or_else(|e| {
+        eprintln!("{who}: {e}");
+        SETUP_FAILED
+    });
     std::process::exit(code)
+}
+
+/// A wait status as a shell reports it: the exit code, or 128 plus the signal that ended the
+/// process; `None` while it has not ended (stopped or continued).
+pub(crate) fn exit_status(status: libc::c_int) -> Option<i32> {
+    if libc::WIFEXITED(status) {
+        Some(libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        Some(128 + libc::WTERMSIG(status))
+    } else {
+        None
+    }
 }
 
 fn run(args: &[OsString]) -> Result<i32, String> {
@@ -116,11 +130,8 @@ fn wait_for(child: libc::pid_t) -> Result<i32, String> {
             }
             return Err(format!("waitpid: {e}"));
         }
-        if libc::WIFEXITED(status) {
-            return Ok(libc::WEXITSTATUS(status));
-        }
-        if libc::WIFSIGNALED(status) {
-            return Ok(128 + libc::WTERMSIG(status));
+        if let Some(code) = exit_status(status) {
+            return Ok(code);
         }
     }
 }

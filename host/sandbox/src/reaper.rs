@@ -15,7 +15,7 @@
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
 
-use crate::helper::SETUP_FAILED;
+use crate::helper::{exit_status, exit_with};
 
 /// The first argument that makes the `rawko` binary the reaper.
 pub const REAPER_ARG: &str = "__reap";
@@ -39,14 +39,7 @@ pub fn command(
 
 /// Run the reaper with the arguments after [`REAPER_ARG`]; never returns.
 pub fn main(args: &[OsString]) -> ! {
-    let code = match run(args) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("rawko reaper: {e}");
-            SETUP_FAILED
-        }
-    };
-    std::process::exit(code)
+    exit_with("rawko reaper", run(args))
 }
 
 fn cstring(s: &OsString) -> Result<CString, String> {
@@ -70,7 +63,7 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     argv_ptrs.push(std::ptr::null());
 
     // SAFETY: plain libc calls on a local signal set; the process has a single thread.
-    let old_mask = unsafe {
+    let (waited, old) = unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         for s in [libc::SIGCHLD, libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
@@ -91,7 +84,6 @@ fn run(args: &[OsString]) -> Result<i32, String> {
         }
         (set, old)
     };
-    let (waited, old) = old_mask;
 
     // SAFETY: single-threaded, so the child may do anything; it only restores the signal mask,
     // asks to die with the reaper and execs.
@@ -145,18 +137,8 @@ fn reap_ready(program: libc::pid_t) -> Option<i32> {
             return found;
         }
         if pid == program {
-            found = Some(exit_code(status));
+            found = Some(exit_status(status).unwrap_or(1));
         }
-    }
-}
-
-fn exit_code(status: i32) -> i32 {
-    if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else if libc::WIFSIGNALED(status) {
-        128 + libc::WTERMSIG(status)
-    } else {
-        1
     }
 }
 

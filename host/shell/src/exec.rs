@@ -724,13 +724,12 @@ impl Exec<'_> {
         for r in &cmd.redirects {
             self.redirect(r, cmd, &mut fds)?;
         }
-        let mut c = match self.sandbox {
-            Some((launcher, policy)) => policy.command(launcher, path, words[0], &words[1..]),
-            None if self.reaper.is_some() => {
-                let reaper = self.reaper.expect("checked");
+        let mut c = match (self.sandbox, self.reaper) {
+            (Some((launcher, policy)), _) => policy.command(launcher, path, words[0], &words[1..]),
+            (None, Some(reaper)) => {
                 rawko_sandbox::reaper::command(reaper, path, words[0], &words[1..])
             }
-            None => {
+            (None, None) => {
                 let mut c = std::process::Command::new(path);
                 c.arg0(words[0]).args(&words[1..]);
                 // Unconfined, nothing else ends the program if rawko is killed: the kernel

@@ -73,14 +73,6 @@ pub struct BashOutcome {
     pub check: CheckReport,
 }
 
-fn tool_error(kind: GuestErrorKind, message: String) -> ToolCallError {
-    ToolCallError::Tool {
-        tool: NAME.into(),
-        kind,
-        message,
-    }
-}
-
 /// Check and run one `Bash` call. A denied command never starts a process.
 pub async fn call(cx: BashContext<'_>, input: &str) -> Result<BashOutcome, ToolCallError> {
     let started = Instant::now();
@@ -105,7 +97,8 @@ pub async fn call(cx: BashContext<'_>, input: &str) -> Result<BashOutcome, ToolC
     let parsed = match (&check.decision, &check.command) {
         (Decision::Allow, Some(parsed)) => parsed,
         _ => {
-            return Err(tool_error(
+            return Err(crate::host_error(
+                NAME,
                 GuestErrorKind::Denied,
                 format!("denied by {}: {}", check.decided_by, check.reason),
             ));
@@ -121,8 +114,10 @@ pub async fn call(cx: BashContext<'_>, input: &str) -> Result<BashOutcome, ToolC
         launch: cx.launch.clone(),
     };
     let run = exec::run(parsed, &opts).await.map_err(|e| match e {
-        exec::ExecError::NotRunnable(_) => tool_error(GuestErrorKind::Denied, e.to_string()),
-        exec::ExecError::Setup(_) => tool_error(GuestErrorKind::Failed, e.to_string()),
+        exec::ExecError::NotRunnable(_) => {
+            crate::host_error(NAME, GuestErrorKind::Denied, e.to_string())
+        }
+        exec::ExecError::Setup(_) => crate::host_error(NAME, GuestErrorKind::Failed, e.to_string()),
     })?;
     let mut content = run.output.clone();
     if run.exit_code != 0 && !run.timed_out {

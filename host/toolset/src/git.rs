@@ -58,14 +58,6 @@ pub struct GitContext<'a> {
     pub identity: &'a Identity,
 }
 
-fn tool_error(kind: GuestErrorKind, message: String) -> ToolCallError {
-    ToolCallError::Tool {
-        tool: NAME.into(),
-        kind,
-        message,
-    }
-}
-
 /// Check and run one `Git` call, without blocking the caller's runtime.
 pub async fn call(cx: GitContext<'_>, input: &str) -> Result<ToolCallOutput, ToolCallError> {
     let started = Instant::now();
@@ -85,8 +77,8 @@ pub async fn call(cx: GitContext<'_>, input: &str) -> Result<ToolCallOutput, Too
             content,
             duration: started.elapsed(),
         }),
-        Err(GitError::Invalid(m)) => Err(tool_error(GuestErrorKind::InvalidInput, m)),
-        Err(GitError::Denied(m)) => Err(tool_error(GuestErrorKind::Denied, m)),
-        Err(GitError::Failed(m)) => Err(tool_error(GuestErrorKind::Failed, m)),
+        Err(GitError::Invalid(m)) => Err(crate::host_error(NAME, GuestErrorKind::InvalidInput, m)),
+        Err(GitError::Denied(m)) => Err(crate::host_error(NAME, GuestErrorKind::Denied, m)),
+        Err(GitError::Failed(m)) => Err(crate::host_error(NAME, GuestErrorKind::Failed, m)),
     }
 }

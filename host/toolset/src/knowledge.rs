@@ -48,14 +48,6 @@ struct Input {
     k: Option<usize>,
 }
 
-fn tool_error(kind: GuestErrorKind, message: String) -> ToolCallError {
-    ToolCallError::Tool {
-        tool: NAME.into(),
-        kind,
-        message,
-    }
-}
-
 /// Check and run one `Knowledge` call, without blocking the caller's runtime.
 pub async fn call(
     workspace: &Path,
@@ -76,9 +68,15 @@ pub async fn call(
             content,
             duration: started.elapsed(),
         }),
-        Err(KnowledgeError::Query(m)) => Err(tool_error(GuestErrorKind::InvalidInput, m)),
-        Err(KnowledgeError::Refused(m)) => Err(tool_error(GuestErrorKind::Denied, m)),
-        Err(e) => Err(tool_error(GuestErrorKind::Failed, e.to_string())),
+        Err(KnowledgeError::Query(m)) => {
+            Err(crate::host_error(NAME, GuestErrorKind::InvalidInput, m))
+        }
+        Err(KnowledgeError::Refused(m)) => Err(crate::host_error(NAME, GuestErrorKind::Denied, m)),
+        Err(e) => Err(crate::host_error(
+            NAME,
+            GuestErrorKind::Failed,
+            e.to_string(),
+        )),
     }
 }
 
@@ -94,14 +92,7 @@ fn search(root: &Path, query: &str, k: usize) -> Result<String, KnowledgeError> 
     let mut out = String::new();
     let per_hit = MAX_OUTPUT / hits.len();
     for h in &hits {
-        let mut text = h.text.as_str();
-        if text.len() > per_hit {
-            let mut cut = per_hit;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            text = &text[..cut];
-        }
+        let text = &h.text[..h.text.floor_char_boundary(per_hit)];
         out.push_str(&format!(
             "## {}:{}-{} (score {:.3})\n{}\n\n",
             h.path, h.start_line, h.end_line, h.score, text

@@ -183,22 +183,35 @@ impl ToolSet {
     }
 }
 
+/// An error from one of the host's own tools.
+pub(crate) fn host_error(
+    tool: &str,
+    kind: rawko_runtime::tool::GuestErrorKind,
+    message: String,
+) -> rawko_runtime::ToolCallError {
+    rawko_runtime::ToolCallError::Tool {
+        tool: tool.into(),
+        kind,
+        message,
+    }
+}
+
 /// The grant a host tool that works on the workspace has there; a call with none is denied.
 pub(crate) fn workspace_access(
     tool: &str,
     workspace: &Path,
     grants: &rawko_capability::FsGrants,
 ) -> Result<rawko_capability::Access, rawko_runtime::ToolCallError> {
-    grants
-        .access(workspace)
-        .ok_or_else(|| rawko_runtime::ToolCallError::Tool {
-            tool: tool.into(),
-            kind: rawko_runtime::tool::GuestErrorKind::Denied,
-            message: format!(
+    grants.access(workspace).ok_or_else(|| {
+        host_error(
+            tool,
+            rawko_runtime::tool::GuestErrorKind::Denied,
+            format!(
                 "no filesystem access to the workspace {}: {tool} needs it granted",
                 workspace.display()
             ),
-        })
+        )
+    })
 }
 
 /// A host tool's input: JSON, valid against the tool's schema, read as `T`.
