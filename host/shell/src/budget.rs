@@ -112,12 +112,19 @@ pub fn run<T: Send + 'static>(
     }
 }
 
+/// Tests that abandon runs take this lock: they share the process-wide count. A run a test
+/// abandoned may still be going when the next starts, so they count from what they find.
+#[cfg(test)]
+pub(crate) static TEST_SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_slow_run_is_abandoned_and_the_next_gets_a_fresh_worker() {
+        let _serial = TEST_SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let before = ABANDONED.load(Ordering::SeqCst);
         let started = std::time::Instant::now();
         let r = run(Duration::from_millis(50), || {
             std::thread::sleep(Duration::from_millis(400));
@@ -126,15 +133,36 @@ mod tests {
         assert_eq!(r, Err(Overrun::TooSlow));
         assert!(started.elapsed() < Duration::from_millis(300));
         assert_eq!(run(Duration::from_secs(5), || 2), Ok(2));
+        assert_eq!(ABANDONED.load(Ordering::SeqCst), before + 1);
         // Once the slow one ends, it no longer counts.
         std::thread::sleep(Duration::from_millis(600));
-        assert_eq!(ABANDONED.load(Ordering::SeqCst), 0);
+        assert_eq!(ABANDONED.load(Ordering::SeqCst), before);
     }
 
     #[test]
     fn panics_come_back_to_the_caller() {
+        let _serial = TEST_SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let r = std::panic::catch_unwind(|| run(Duration::from_secs(5), || panic!("boom")));
         assert!(r.is_err());
         assert_eq!(run(Duration::from_secs(5), || 3), Ok(3));
+    }
+
+    /// A caller that keeps sending parses that never end takes at most MAX_ABANDONED threads:
+    /// beyond them, runs are refused without starting, until the stuck ones end.
+    #[test]
+    fn no_more_than_the_cap_of_stuck_runs_is_left_running() {
+        let _serial = TEST_SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let stuck = || std::thread::sleep(Duration::from_millis(500));
+        let before = ABANDONED.load(Ordering::SeqCst);
+        assert!(before < MAX_ABANDONED);
+        for _ in before..MAX_ABANDONED {
+            assert_eq!(run(Duration::from_millis(10), stuck), Err(Overrun::TooSlow));
+        }
+        assert_eq!(ABANDONED.load(Ordering::SeqCst), MAX_ABANDONED);
+        let started = std::time::Instant::now();
+        assert_eq!(run(Duration::from_secs(5), || 4), Err(Overrun::Exhausted));
+        assert!(started.elapsed() < Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(700));
+        assert_eq!(run(Duration::from_secs(5), || 5), Ok(5));
     }
 }

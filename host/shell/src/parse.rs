@@ -1431,6 +1431,10 @@ mod tests {
     /// parser can know every such shape, so the parse itself runs under a time budget.
     #[test]
     fn regression_fuzz_shell_parse_overruns_its_budget() {
+        // It leaves a parse running; the budget's own tests count those.
+        let _serial = crate::budget::TEST_SERIAL
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let w = ws();
         let opts = w.opts();
         let found = "ru;or[aammX[for =2m${a[rrrrrrrrr[aammX[=2m${a[E((*$}$$dfor $xargt$func[for =2m${a[rrrrrrrrr[aammX[=2m${a[E((*$}$$dfor $xargt$function }$$$tion }$$$7fo% $xargdo ?-r$$$";
