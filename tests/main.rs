@@ -6,6 +6,7 @@
 //! - `adapters`: the first-party adapters through the real HTTP capability against the scripted
 //!   model server: replies, tool calls, streaming, usage, malformed output, recorded fixtures,
 //!   recording and replay.
+//! - `grep_vs_rg`: the `Grep` tool against ripgrep on one fixture tree: same files, same lines.
 //! - `http_attacks`: a hostile adapter against the HTTP capability's grant and secrets.
 //! - `http_faults`: retries, backoff and timeouts, with the attempts counted.
 //! - `cli_adapters`: `rawko adapters` and `rawko ask` through the real binary.
@@ -46,6 +47,7 @@ mod context_window;
 mod demo;
 mod first_hour;
 mod git_tool;
+mod grep_vs_rg;
 mod http_attacks;
 mod http_faults;
 mod installed_plugins;

@@ -5,193 +5,17 @@
 //! `cargo bench -p rawko --bench run` prints a table: the engine and store with an in-memory tool,
 //! and the same with the real sandboxed `LS` tool (a fresh wasm instance per call).
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
-use std::path::Path;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rawko_agents::model::Agent;
-use rawko_agents::{AgentOrigin, FileInfo, load_text};
-use rawko_config::ArbiterMode;
-use rawko_fsm::arbiter::Arbiter;
-use rawko_fsm::conversation::{Content, Message, Role, StopReason, ToolCall};
-use rawko_fsm::events::{EventSink, RunEvent};
-use rawko_fsm::llm::{Completion, CompletionRequest, Llm, LlmFuture};
 use rawko_fsm::session::{SessionTools, tool_budget};
-use rawko_fsm::tools::{ToolFuture, ToolHost, ToolOutcome};
-use rawko_fsm::{AgentLookup, CancelFlag, Engine, LlmFor, LlmProvider, StateLimits};
 use rawko_runtime::Runtime;
-use rawko_store::{TaskStatus, TaskStore, Usage};
 use rawko_toolset::ToolSet;
 use rawko_toolset::chain::Chain;
 
-const STEPS: usize = 1000;
-
-fn agent() -> Arc<Agent> {
-    let yaml = format!(
-        "name: worker\nwhenToUse: Works.\nsystemPrompt: You work.\ntools:\n  allowed: [LS]\n\
-         transitions:\n  onSuccess: done\n  onFailure: failed\nlimits:\n  maxIterations: {}\n",
-        STEPS + 10
-    );
-    let loaded = load_text(
-        &yaml,
-        FileInfo {
-            path: Path::new("worker.yaml"),
-            display: "worker.yaml",
-            origin: AgentOrigin::File,
-        },
-    );
-    loaded.agent.expect("a valid agent")
-}
-
-struct Lookup(HashMap<String, Arc<Agent>>);
-
-impl AgentLookup for Lookup {
-    fn agent(&self, name: &str) -> Option<Arc<Agent>> {
-        self.0.get(name).cloned()
-    }
-}
-
-/// Calls `LS` `STEPS` times, then `finish`; counts its own time.
-struct Model {
-    calls: Cell<usize>,
-    spent: RefCell<Vec<Duration>>,
-}
-
-impl Llm for Model {
-    fn adapter(&self) -> &str {
-        "scripted"
-    }
-    fn model(&self) -> &str {
-        "scripted"
-    }
-    fn complete<'a>(&'a self, _request: CompletionRequest<'a>) -> LlmFuture<'a> {
-        let started = Instant::now();
-        let n = self.calls.get();
-        self.calls.set(n + 1);
-        let (name, arguments) = if n < STEPS {
-            ("LS", "{}".to_string())
-        } else {
-            (
-                "finish",
-                r#"{"status":"success","summary":"done"}"#.to_string(),
-            )
-        };
-        let message = Message {
-            role: Role::Assistant,
-            content: vec![Content::ToolCall(ToolCall {
-                id: format!("c{n}"),
-                name: name.into(),
-                arguments,
-            })],
-        };
-        self.spent.borrow_mut().push(started.elapsed());
-        Box::pin(async move {
-            Ok(Completion {
-                message,
-                stop_reason: StopReason::ToolUse,
-                usage: Usage {
-                    input_tokens: 100,
-                    output_tokens: 10,
-                    ..Usage::default()
-                },
-                model: "scripted".into(),
-            })
-        })
-    }
-}
-
-struct Provider(Rc<Model>);
-
-impl LlmProvider for Provider {
-    fn llm_for<'a>(&'a self, _agent: &'a Agent) -> LlmFor<'a> {
-        let llm: Rc<dyn Llm> = self.0.clone();
-        Box::pin(async move { Ok(llm) })
-    }
-}
-
-/// An `LS` that answers from memory: the engine and the store alone.
-struct MemoryTools;
-
-impl ToolHost for MemoryTools {
-    fn specs(&self, _agent: &Agent) -> Vec<rawko_fsm::llm::ToolSpec> {
-        vec![rawko_fsm::llm::ToolSpec {
-            name: "LS".into(),
-            description: "List a directory".into(),
-            input_schema: serde_json::json!({"type": "object"}),
-        }]
-    }
-    fn call<'a>(&'a self, _agent: &'a Agent, _name: &'a str, _input: &'a str) -> ToolFuture<'a> {
-        Box::pin(async {
-            ToolOutcome {
-                output: "Cargo.toml\nsrc/\n".into(),
-                is_error: false,
-                verdict: "allowed".into(),
-                decisions: Vec::new(),
-            }
-        })
-    }
-}
-
-/// When each model call started.
-#[derive(Default)]
-struct Clock(Mutex<Vec<Instant>>);
-
-impl EventSink for Clock {
-    fn emit(&self, event: &RunEvent) {
-        if let RunEvent::Thinking { .. } = event {
-            self.0.lock().unwrap().push(Instant::now());
-        }
-    }
-}
-
-/// Run the task and return each step's host time.
-async fn steps(tools: &dyn ToolHost, dir: &Path) -> Vec<Duration> {
-    let store = TaskStore::open(&dir.join("state.db")).unwrap();
-    let worker = agent();
-    let agents = Lookup(HashMap::from([(worker.name.clone(), worker)]));
-    let model = Rc::new(Model {
-        calls: Cell::new(0),
-        spent: RefCell::new(Vec::new()),
-    });
-    let provider = Provider(model.clone());
-    let clock = Clock::default();
-    let engine = Engine {
-        store: &store,
-        agents: &agents,
-        llms: &provider,
-        tools,
-        arbiter: Arbiter {
-            mode: ArbiterMode::Fixed,
-            max_failures: 3,
-            llm: None,
-        },
-        events: &clock,
-        cancel: CancelFlag::default(),
-        defaults: StateLimits {
-            max_iterations: 20,
-            timeout: Duration::from_secs(3600),
-        },
-        max_steps: 10,
-        workspace_trusted: true,
-        context_threshold: rawko_fsm::context::DEFAULT_THRESHOLD,
-        max_task_tokens: None,
-    };
-    let id = store
-        .create_task("benchmark", "worker", &serde_json::json!({}))
-        .unwrap();
-    let end = engine.run(&id).await.unwrap();
-    assert_eq!(end.status, TaskStatus::Done, "{end:?}");
-    let marks = clock.0.lock().unwrap().clone();
-    let spent = model.spent.borrow();
-    marks
-        .windows(2)
-        .zip(spent.iter())
-        .map(|(w, model)| (w[1] - w[0]).saturating_sub(*model))
-        .collect()
-}
+#[path = "common/steps.rs"]
+mod steps;
+use steps::{MemoryTools, STEPS};
 
 fn table_row(name: &str, mut d: Vec<Duration>) {
     d.sort();
@@ -229,7 +53,11 @@ fn main() {
         "", "", "", "", "", ""
     );
 
-    let memory = rt.block_on(steps(&MemoryTools, &dir.path().join("a").tap_mkdir()));
+    let memory = rt.block_on(steps::steps(
+        &MemoryTools,
+        &dir.path().join("a").tap_mkdir(),
+        STEPS,
+    ));
     table_row("engine + SQLite store, in-memory tool", memory);
 
     let runtime = Rc::new(Runtime::new(Some(dir.path().join("cache"))).unwrap());
@@ -245,7 +73,11 @@ fn main() {
         )
         .unwrap()
     });
-    let sandboxed = rt.block_on(steps(&tools, &dir.path().join("b").tap_mkdir()));
+    let sandboxed = rt.block_on(steps::steps(
+        &tools,
+        &dir.path().join("b").tap_mkdir(),
+        STEPS,
+    ));
     table_row("engine + SQLite store + sandboxed wasm LS", sandboxed);
 }
 

@@ -12,6 +12,7 @@ pub mod cache;
 pub mod engine;
 pub mod filter;
 pub mod http;
+pub mod listing;
 pub mod log;
 pub mod progress;
 pub mod protect;
@@ -61,6 +62,7 @@ impl Runtime {
             let mut linker = Linker::new(&engine);
             wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| link("WASI", e))?;
             crate::protect::add_to_linker(&mut linker).map_err(|e| link("protected paths", e))?;
+            crate::listing::add_to_linker(&mut linker).map_err(|e| link("listings", e))?;
             bindings::log::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
                 .map_err(|e| link("log", e))?;
             Ok(linker)

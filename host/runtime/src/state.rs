@@ -37,6 +37,10 @@ pub struct HostState {
     pub(crate) protected: Option<Arc<Protected>>,
 }
 
+/// Whether file operations block the calling thread (see [`HostState::new`]); the filesystem
+/// guard's own opens make descriptors that behave the same.
+pub(crate) const BLOCK_CURRENT_THREAD: bool = true;
+
 impl HostState {
     /// The state for one call: only the granted directories, no environment, no arguments, no
     /// network, stdin at end-of-file, stdout and stderr captured.
@@ -46,7 +50,7 @@ impl HostState {
         let mut wasi = WasiCtxBuilder::new();
         // Blocking file operations run on the calling thread instead of bouncing through a
         // thread pool; calls are short and this is several times faster.
-        wasi.allow_blocking_current_thread(true)
+        wasi.allow_blocking_current_thread(BLOCK_CURRENT_THREAD)
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)

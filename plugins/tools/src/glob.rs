@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::text::Budget;
+use crate::walk::Kind;
 use crate::{Context, Tool, ToolError};
 
 /// Most paths returned by one call.
@@ -55,24 +56,24 @@ pub fn glob(input: &GlobInput, cx: &Context) -> Result<String, ToolError> {
 
     let mut found: Vec<PathBuf> = Vec::new();
     let mut truncated = false;
-    for entry in walker(&root).build() {
-        let Ok(entry) = entry else { continue };
-        if entry.file_type().is_some_and(|t| t.is_dir()) {
-            continue;
+    crate::walk::walk(&root, |path, kind| {
+        if kind == Kind::Dir {
+            return true;
         }
-        let Ok(rel) = entry.path().strip_prefix(&root) else {
-            continue;
+        let Ok(rel) = path.strip_prefix(&root) else {
+            return true;
         };
         if matcher.is_match(rel) {
             if found.len() == MAX_RESULTS * 10 {
                 // Keep memory bounded on enormous trees; sorting a sample this large still
                 // gives the first MAX_RESULTS in order often enough, and we say it was cut.
                 truncated = true;
-                break;
+                return false;
             }
-            found.push(entry.into_path());
+            found.push(path.to_path_buf());
         }
-    }
+        true
+    });
     found.sort();
     if found.is_empty() {
         return Ok(format!(
@@ -116,20 +117,6 @@ fn relative_pattern(pattern: &str, root: &Path) -> Result<String, ToolError> {
              relative pattern and set `path`"
         ))),
     }
-}
-
-/// The directory walker every search tool uses: `.gitignore` honoured even outside a git
-/// repository, hidden files included, `.git` itself skipped, symlinks not followed.
-pub(crate) fn walker(root: &Path) -> ignore::WalkBuilder {
-    let mut w = ignore::WalkBuilder::new(root);
-    w.hidden(false)
-        .git_ignore(true)
-        .git_exclude(false)
-        .git_global(false)
-        .require_git(false)
-        .follow_links(false)
-        .filter_entry(|e| e.file_name() != ".git");
-    w
 }
 
 #[cfg(test)]

@@ -2,12 +2,14 @@
 
 use std::path::Path;
 
-use regex::bytes::{Regex, RegexBuilder};
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::text::Budget;
-use crate::{Context, Tool, ToolError, text};
+use crate::walk::Kind;
+use crate::{Context, Tool, ToolError};
 
 /// Most output lines in `content` mode, and most files in the other modes.
 pub const MAX_RESULTS: usize = 1000;
@@ -31,7 +33,8 @@ pub enum OutputMode {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GrepInput {
-    /// A regular expression (Rust `regex` syntax; `^` and `$` match at line boundaries).
+    /// A regular expression (Rust `regex` syntax), matched within one line as ripgrep does:
+    /// `^` and `$` match at line boundaries and nothing matches across a newline.
     pub pattern: String,
     /// A file or directory to search (default: the workspace root).
     pub path: Option<String>,
@@ -55,8 +58,8 @@ impl Tool for Grep {
     const DESCRIPTION: &'static str = "Search file contents with a regular expression. `output_mode` \
 is `files_with_matches` (default: paths of matching files), `content` (matching lines as \
 `path:line:text`, with `context` lines around them) or `count` (matching lines per file). Filter \
-files with `glob`; files ignored by .gitignore, binary files and .git are skipped. Results are \
-capped at 1000.";
+files with `glob`; files ignored by .gitignore, binary files and .git are skipped. A match never \
+spans lines. Results are capped at 1000.";
     type Input = GrepInput;
 
     fn call(input: GrepInput, cx: &Context) -> Result<String, ToolError> {
@@ -65,11 +68,15 @@ capped at 1000.";
 }
 
 pub fn grep(input: &GrepInput, cx: &Context) -> Result<String, ToolError> {
-    let re = RegexBuilder::new(&input.pattern)
+    // As ripgrep: the pattern matches within a line (a `\s` never crosses one), `^` and `$`
+    // at line boundaries.
+    let matcher = RegexMatcherBuilder::new()
         .multi_line(true)
+        .line_terminator(Some(b'\n'))
         .case_insensitive(input.case_insensitive)
         .size_limit(8 << 20)
-        .build()
+        .dfa_size_limit(8 << 20)
+        .build(&input.pattern)
         .map_err(|e| ToolError::InvalidInput(format!("bad regular expression: {e}")))?;
     let context = input.context.unwrap_or(0);
     if context > MAX_CONTEXT {
@@ -85,41 +92,40 @@ pub fn grep(input: &GrepInput, cx: &Context) -> Result<String, ToolError> {
     };
 
     let meta = std::fs::metadata(&root).map_err(|e| ToolError::io(&root, &e))?;
+    // One searcher for every file, so its buffer is reused. A NUL byte marks a file binary, as
+    // ripgrep does: one in the first block skips the file, a later one ends its search.
+    let with_context = mode == OutputMode::Content && context > 0;
+    let mut searcher = SearcherBuilder::new()
+        .binary_detection(BinaryDetection::quit(0))
+        .line_number(mode == OutputMode::Content)
+        .before_context(if with_context { context as usize } else { 0 })
+        .after_context(if with_context { context as usize } else { 0 })
+        .build();
     let mut search = Search {
-        re,
         mode,
-        context: context as usize,
         out: Budget::new(cx.max_output_bytes()),
         results: 0,
         capped: false,
         files_matched: 0,
+        line: String::new(),
     };
 
     if meta.is_file() {
-        search.file(&root, &cx.display(&root));
+        search.file(&mut searcher, &matcher, &root, &cx.display(&root));
     } else {
-        let mut walk = crate::glob::walker(&root);
-        walk.sort_by_file_name(|a, b| a.cmp(b));
-        for entry in walk.build() {
-            let Ok(entry) = entry else { continue };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                continue;
+        crate::walk::walk(&root, |path, kind| {
+            if kind != Kind::File {
+                return true;
             }
-            let path = entry.path();
             if let Some(f) = &filter {
                 let rel = path.strip_prefix(&root).unwrap_or(path);
                 if !f.matches(rel) {
-                    continue;
+                    return true;
                 }
             }
-            if entry.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
-                continue;
-            }
-            search.file(path, &cx.display(path));
-            if search.capped {
-                break;
-            }
-        }
+            search.file(&mut searcher, &matcher, path, &cx.display(path));
+            !search.capped
+        });
     }
 
     let Search {
@@ -156,55 +162,66 @@ pub fn grep(input: &GrepInput, cx: &Context) -> Result<String, ToolError> {
 }
 
 struct Search {
-    re: Regex,
     mode: OutputMode,
-    context: usize,
     out: Budget,
     /// Lines written in content mode, files in the others.
     results: usize,
     capped: bool,
     files_matched: usize,
+    /// The output line being built, reused.
+    line: String,
 }
 
 impl Search {
-    fn file(&mut self, path: &Path, shown: &str) {
-        let Ok(bytes) = std::fs::read(path) else {
+    fn file(&mut self, searcher: &mut Searcher, matcher: &RegexMatcher, path: &Path, shown: &str) {
+        let mut sink = FileSink {
+            search: self,
+            shown,
+            matched: 0,
+        };
+        // A file that cannot be read is skipped, as one that vanished during the walk; so is one
+        // too large to be source.
+        let Ok(file) = std::fs::File::open(path) else {
             return;
         };
-        if text::looks_binary(&bytes) {
+        if file.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
             return;
         }
+        let _ = searcher.search_file(matcher, &file, &mut sink);
+        let matched = sink.matched;
+        if matched == 0 {
+            return;
+        }
+        self.files_matched += 1;
         match self.mode {
+            OutputMode::Content => {}
             OutputMode::FilesWithMatches => {
-                if self.re.is_match(&bytes) {
-                    self.files_matched += 1;
-                    self.emit(shown);
-                }
+                self.emit_str(shown);
             }
             OutputMode::Count => {
-                let n = matching_lines(&self.re, &bytes).len();
-                if n > 0 {
-                    self.files_matched += 1;
-                    self.emit(&format!("{shown}:{n}"));
-                }
-            }
-            OutputMode::Content => {
-                let lines = matching_lines(&self.re, &bytes);
-                if lines.is_empty() {
-                    return;
-                }
-                self.files_matched += 1;
-                self.content(&bytes, &lines, shown);
+                let mut n = itoa::Buffer::new();
+                self.line.clear();
+                self.line.push_str(shown);
+                self.line.push(':');
+                self.line.push_str(n.format(matched));
+                self.emit_line();
             }
         }
     }
 
-    fn emit(&mut self, line: &str) -> bool {
+    fn emit_str(&mut self, text: &str) -> bool {
+        self.line.clear();
+        self.line.push_str(text);
+        self.emit_line()
+    }
+
+    /// Write `self.line` as one result; false once the results are capped.
+    fn emit_line(&mut self) -> bool {
         if self.results >= MAX_RESULTS {
             self.capped = true;
             return false;
         }
-        if !self.out.line(line) {
+        if !self.out.line(&self.line) {
             self.capped = true;
             return false;
         }
@@ -212,80 +229,60 @@ impl Search {
         true
     }
 
-    /// Write the matching lines of one file with their context; with context, groups that do
-    /// not touch are separated by `--`, as grep does.
-    fn content(&mut self, bytes: &[u8], matches: &[usize], shown: &str) {
-        let starts = line_starts(bytes);
-        let last = starts.len() - 2;
-        // Merge each match's window with the next when they touch or overlap.
-        let mut windows: Vec<(usize, usize)> = Vec::new();
-        for &m in matches {
-            let (from, to) = (m.saturating_sub(self.context), (m + self.context).min(last));
-            match windows.last_mut() {
-                Some(w) if from <= w.1 + 1 => w.1 = to,
-                _ => windows.push((from, to)),
-            }
+    /// `path:line:text` for a match, `path-line-text` for context.
+    fn content_line(&mut self, shown: &str, sep: char, number: Option<u64>, bytes: &[u8]) -> bool {
+        let mut text = bytes;
+        if let Some(t) = text.strip_suffix(b"\n") {
+            text = t;
         }
-        let mut next_match = matches.iter().peekable();
-        for (k, &(from, to)) in windows.iter().enumerate() {
-            if k > 0 && self.context > 0 && !self.emit("--") {
-                return;
-            }
-            for n in from..=to {
-                let is_match = next_match.next_if_eq(&&n).is_some();
-                let sep = if is_match { ':' } else { '-' };
-                let text = String::from_utf8_lossy(line_text(bytes, &starts, n));
-                if !self.emit(&format!("{shown}{sep}{}{sep}{text}", n + 1)) {
-                    return;
-                }
-            }
+        if let Some(t) = text.strip_suffix(b"\r") {
+            text = t;
         }
+        let mut n = itoa::Buffer::new();
+        self.line.clear();
+        self.line.push_str(shown);
+        self.line.push(sep);
+        self.line.push_str(n.format(number.unwrap_or(0)));
+        self.line.push(sep);
+        self.line.push_str(&String::from_utf8_lossy(text));
+        self.emit_line()
     }
 }
 
-/// Zero-based numbers of the lines where a match starts, each line once.
-fn matching_lines(re: &Regex, bytes: &[u8]) -> Vec<usize> {
-    let mut lines = Vec::new();
-    // `pos` is always the start of line number `line`.
-    let mut line = 0usize;
-    let mut pos = 0usize;
-    while pos < bytes.len() || pos == 0 {
-        let Some(m) = re.find_at(bytes, pos) else {
-            break;
-        };
-        line += memchr::memchr_iter(b'\n', &bytes[pos..m.start()]).count();
-        lines.push(line);
-        // One entry per line is enough: go on from the next line.
-        match memchr::memchr(b'\n', &bytes[m.start()..]) {
-            Some(nl) => {
-                pos = m.start() + nl + 1;
-                line += 1;
+/// What the searcher reports for one file.
+struct FileSink<'a> {
+    search: &'a mut Search,
+    shown: &'a str,
+    /// Matching lines so far.
+    matched: u64,
+}
+
+impl Sink for FileSink<'_> {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, std::io::Error> {
+        self.matched += 1;
+        Ok(match self.search.mode {
+            // One match decides the file.
+            OutputMode::FilesWithMatches => false,
+            OutputMode::Count => true,
+            OutputMode::Content => {
+                self.search
+                    .content_line(self.shown, ':', m.line_number(), m.bytes())
             }
-            None => break,
-        }
+        })
     }
-    lines
-}
 
-/// Byte offsets where each line starts, then the end: always at least one line.
-fn line_starts(bytes: &[u8]) -> Vec<usize> {
-    let mut starts = vec![0];
-    starts.extend(memchr::memchr_iter(b'\n', bytes).map(|i| i + 1));
-    if starts.len() == 1 || *starts.last().unwrap_or(&0) != bytes.len() {
-        starts.push(bytes.len());
+    fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, std::io::Error> {
+        Ok(self
+            .search
+            .content_line(self.shown, '-', c.line_number(), c.bytes()))
     }
-    starts
-}
 
-fn line_text<'a>(bytes: &'a [u8], starts: &[usize], n: usize) -> &'a [u8] {
-    let mut text = &bytes[starts[n]..starts[n + 1]];
-    if let Some(t) = text.strip_suffix(b"\n") {
-        text = t;
+    /// Groups of lines that do not touch are separated by `--`, as grep does.
+    fn context_break(&mut self, _: &Searcher) -> Result<bool, std::io::Error> {
+        Ok(self.search.emit_str("--"))
     }
-    if let Some(t) = text.strip_suffix(b"\r") {
-        text = t;
-    }
-    text
 }
 
 /// The `glob` filter: a pattern without `/` matches file names, one with `/` matches the path
@@ -420,19 +417,6 @@ mod tests {
             grep(&input("nomatchanywhere"), &cx)
                 .unwrap()
                 .starts_with("No matches")
-        );
-    }
-
-    #[test]
-    fn matching_lines_counts_each_line_once() {
-        let re = Regex::new("a").unwrap();
-        assert_eq!(matching_lines(&re, b"aaa\nb\na"), vec![0, 2]);
-        assert_eq!(matching_lines(&re, b""), Vec::<usize>::new());
-        let any = Regex::new("(?m)^").unwrap();
-        assert_eq!(
-            matching_lines(&any, b"x\ny\n"),
-            vec![0, 1],
-            "no phantom line after the last newline"
         );
     }
 }

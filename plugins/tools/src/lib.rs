@@ -11,6 +11,7 @@ pub mod grep;
 pub mod ls;
 pub mod read;
 mod text;
+pub mod walk;
 pub mod write;
 
 pub use rawko_plugin_sdk::tool::{Access, Context, Grant, Tool, ToolError};
