@@ -18,7 +18,7 @@ pub const TICK: Duration = Duration::from_millis(5);
 pub const MAX_WASM_STACK: usize = 1 << 20;
 
 /// Bytes of a linear memory kept mapped between calls and reset in place.
-const KEEP_RESIDENT: usize = 2 << 20;
+const KEEP_RESIDENT: usize = 32 << 20;
 
 /// Plugin instances that may be alive at once (each call has its own).
 const MAX_CONCURRENT_INSTANCES: u32 = 64;

@@ -56,7 +56,7 @@ pub fn glob(input: &GlobInput, cx: &Context) -> Result<String, ToolError> {
 
     let mut found: Vec<PathBuf> = Vec::new();
     let mut truncated = false;
-    crate::walk::walk(&root, |path, kind| {
+    crate::walk::walk(&crate::walk::Fs::new(), &root, |path, kind| {
         if kind == Kind::Dir {
             return true;
         }

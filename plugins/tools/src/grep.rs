@@ -1,5 +1,6 @@
 //! `Grep`: search file contents with a regular expression.
 
+use std::io::Read as _;
 use std::path::Path;
 
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
@@ -8,14 +9,15 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::text::Budget;
-use crate::walk::Kind;
+use crate::walk::{Fs, Kind};
 use crate::{Context, Tool, ToolError};
 
 /// Most output lines in `content` mode, and most files in the other modes.
 pub const MAX_RESULTS: usize = 1000;
 /// Most context lines on each side of a match.
 pub const MAX_CONTEXT: u32 = 20;
-/// Files larger than this are skipped: they are almost never source, and would dominate time.
+/// Bytes of one file searched at most: larger files are almost never source, and would take
+/// the whole time budget.
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -110,10 +112,11 @@ pub fn grep(input: &GrepInput, cx: &Context) -> Result<String, ToolError> {
         line: String::new(),
     };
 
+    let fs = Fs::new();
     if meta.is_file() {
-        search.file(&mut searcher, &matcher, &root, &cx.display(&root));
+        search.file(&fs, &mut searcher, &matcher, &root, &cx.display(&root));
     } else {
-        crate::walk::walk(&root, |path, kind| {
+        crate::walk::walk(&fs, &root, |path, kind| {
             if kind != Kind::File {
                 return true;
             }
@@ -123,7 +126,7 @@ pub fn grep(input: &GrepInput, cx: &Context) -> Result<String, ToolError> {
                     return true;
                 }
             }
-            search.file(&mut searcher, &matcher, path, &cx.display(path));
+            search.file(&fs, &mut searcher, &matcher, path, &cx.display(path));
             !search.capped
         });
     }
@@ -173,21 +176,26 @@ struct Search {
 }
 
 impl Search {
-    fn file(&mut self, searcher: &mut Searcher, matcher: &RegexMatcher, path: &Path, shown: &str) {
+    fn file(
+        &mut self,
+        fs: &Fs,
+        searcher: &mut Searcher,
+        matcher: &RegexMatcher,
+        path: &Path,
+        shown: &str,
+    ) {
         let mut sink = FileSink {
             search: self,
             shown,
             matched: 0,
         };
-        // A file that cannot be read is skipped, as one that vanished during the walk; so is one
-        // too large to be source.
-        let Ok(file) = std::fs::File::open(path) else {
+        // A file that cannot be read is skipped, as one that vanished during the walk. Past
+        // `MAX_FILE_BYTES` a file is not searched further: it is hardly source, and would take
+        // the whole time budget.
+        let Ok(file) = fs.open(path) else {
             return;
         };
-        if file.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
-            return;
-        }
-        let _ = searcher.search_file(matcher, &file, &mut sink);
+        let _ = searcher.search_reader(matcher, file.take(MAX_FILE_BYTES), &mut sink);
         let matched = sink.matched;
         if matched == 0 {
             return;

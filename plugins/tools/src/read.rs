@@ -1,11 +1,10 @@
 //! `Read`: a text file with numbered lines, a window at a time.
 
-use std::io::Read as _;
-
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::text::{self, Budget};
+use crate::text::{self, Budget, SNIFF_LEN};
+use crate::walk::Fs;
 use crate::{Context, Tool, ToolError};
 
 /// Lines shown when the input gives no `limit`.
@@ -49,7 +48,7 @@ pub fn read(input: &ReadInput, cx: &Context) -> Result<String, ToolError> {
     let shown = cx.display(&path).into_owned();
     // One open serves both the directory check and the read.
     // The host refuses to open what is not a file or directory (a FIFO would block the read).
-    let mut file = std::fs::File::open(&path).map_err(|e| {
+    let mut file = Fs::new().open(&path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::Unsupported {
             ToolError::InvalidInput(format!(
                 "{shown} is not a regular file (a FIFO, socket or device); Read reads files"
@@ -59,7 +58,7 @@ pub fn read(input: &ReadInput, cx: &Context) -> Result<String, ToolError> {
         }
     })?;
     let meta = file.metadata().map_err(|e| ToolError::io(&path, &e))?;
-    if meta.is_dir() {
+    if meta.is_dir {
         return Err(ToolError::InvalidInput(format!(
             "{shown} is a directory; use LS to list it"
         )));
@@ -76,7 +75,7 @@ pub fn read(input: &ReadInput, cx: &Context) -> Result<String, ToolError> {
         // About 8 bytes of numbering per line on top of the text, capped by the budget.
         out: Budget::with_capacity(
             cx.max_output_bytes(),
-            usize::try_from(meta.len()).unwrap_or(0).saturating_mul(9) / 8,
+            usize::try_from(meta.len).unwrap_or(0).saturating_mul(9) / 8,
         ),
         line_no: 0,
         last_shown: offset - 1,
@@ -86,44 +85,58 @@ pub fn read(input: &ReadInput, cx: &Context) -> Result<String, ToolError> {
         number: text::LineNumber::default(),
     };
 
-    // A small file needs a small buffer: zeroing a whole chunk would cost more than reading it.
-    let size_hint = usize::try_from(meta.len()).unwrap_or(CHUNK);
-    let mut buf = vec![0u8; size_hint.saturating_add(1).clamp(4096, CHUNK)];
-    let mut filled = 0usize;
-    let mut sniffed = false;
+    // Blocks are taken as the host hands them over; only a line split between two blocks is
+    // copied, to join its halves.
+    let mut partial: Vec<u8> = Vec::new();
     let mut total_bytes = 0u64;
+    // A small file needs a small block: zeroing a whole chunk would cost more than reading it.
+    let block_size = usize::try_from(meta.len)
+        .unwrap_or(CHUNK)
+        .saturating_add(1)
+        .clamp(4096, CHUNK);
     loop {
-        let n = read_some(&mut file, &mut buf[filled..]).map_err(|e| ToolError::io(&path, &e))?;
-        total_bytes += n as u64;
-        filled += n;
-        let eof = n == 0;
-        if !sniffed && (filled >= 8192 || eof) {
-            sniffed = true;
-            if text::looks_binary(&buf[..filled]) {
+        let block = file
+            .read_block(block_size)
+            .map_err(|e| ToolError::io(&path, &e))?;
+        let start = total_bytes;
+        total_bytes += block.len() as u64;
+        if start < SNIFF_LEN as u64 {
+            let sniffed = &block[..block.len().min(SNIFF_LEN - start as usize)];
+            if memchr::memchr(0, sniffed).is_some() {
                 return Err(ToolError::InvalidInput(format!(
                     "{shown} looks like a binary file ({} bytes); Read shows text files only",
-                    meta.len()
+                    meta.len
                 )));
             }
         }
-        // Hand over every complete line; keep a partial last line for the next chunk.
-        let complete = match memchr::memrchr(b'\n', &buf[..filled]) {
-            Some(i) => i + 1,
-            None if eof => filled,
-            None => 0,
-        };
-        if complete > 0 {
-            window.lines(&buf[..complete]);
-            buf.copy_within(complete..filled, 0);
-            filled -= complete;
-        }
-        if eof {
+        if block.is_empty() {
+            if !partial.is_empty() {
+                window.lines(&partial);
+            }
             break;
         }
-        if filled == buf.len() {
-            // One line longer than the buffer (or a file larger than it said): make room.
-            buf.resize(buf.len() * 2, 0);
+        let mut rest = block;
+        if !partial.is_empty() {
+            // Finish the line the last block left open.
+            match memchr::memchr(b'\n', rest) {
+                Some(nl) => {
+                    partial.extend_from_slice(&rest[..=nl]);
+                    window.lines(&partial);
+                    partial.clear();
+                    rest = &rest[nl + 1..];
+                }
+                None => {
+                    partial.extend_from_slice(rest);
+                    continue;
+                }
+            }
         }
+        // Every complete line of the block, then keep the start of the next.
+        let complete = memchr::memrchr(b'\n', rest).map_or(0, |i| i + 1);
+        if complete > 0 {
+            window.lines(&rest[..complete]);
+        }
+        partial.extend_from_slice(&rest[complete..]);
     }
 
     if total_bytes == 0 {
@@ -169,16 +182,6 @@ pub fn read(input: &ReadInput, cx: &Context) -> Result<String, ToolError> {
         ));
     }
     Ok(result)
-}
-
-/// `read`, retried when interrupted.
-fn read_some(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
-    loop {
-        match file.read(buf) {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            other => return other,
-        }
-    }
 }
 
 /// The lines being shown, and the count of all lines.

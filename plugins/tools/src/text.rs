@@ -2,7 +2,7 @@
 //! buffer that stops at the call's budget instead of overflowing it.
 
 /// How many leading bytes are inspected to decide that a file is binary.
-const SNIFF_LEN: usize = 8192;
+pub const SNIFF_LEN: usize = 8192;
 
 /// A file is treated as binary when a NUL byte appears near its start, as git and grep do.
 pub fn looks_binary(bytes: &[u8]) -> bool {

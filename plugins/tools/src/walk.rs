@@ -85,8 +85,7 @@ fn ignored(levels: &[Level], path: &Path, is_dir: bool) -> bool {
 /// Visit every entry below the directory `root` that no ignore file excludes, with its path
 /// (`root` joined with the names below it) and kind. `visit` returns false to end the walk.
 /// Directories that cannot be listed are skipped.
-pub fn walk(root: &Path, mut visit: impl FnMut(&Path, Kind) -> bool) {
-    let lister = sys::Lister::new();
+pub fn walk(fs: &Fs, root: &Path, mut visit: impl FnMut(&Path, Kind) -> bool) {
     // The rules of the directories above the root apply below it too.
     let mut levels: Vec<Level> = Vec::new();
     let ancestors: Vec<&Path> = root.ancestors().skip(1).collect();
@@ -101,17 +100,17 @@ pub fn walk(root: &Path, mut visit: impl FnMut(&Path, Kind) -> bool) {
         }
     }
     let mut path = root.to_path_buf();
-    let _ = descend(&lister, &mut path, &mut levels, &mut visit);
+    let _ = descend(fs, &mut path, &mut levels, &mut visit);
 }
 
 /// Walk the directory at `path`; false once `visit` has asked to stop.
 fn descend(
-    lister: &sys::Lister,
+    fs: &Fs,
     path: &mut PathBuf,
     levels: &mut Vec<Level>,
     visit: &mut impl FnMut(&Path, Kind) -> bool,
 ) -> bool {
-    let Ok(mut entries) = lister.list(path) else {
+    let Ok(mut entries) = fs.list(path) else {
         return true;
     };
     entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -128,8 +127,7 @@ fn descend(
         }
         path.push(OsStr::new(name));
         if !ignored(levels, path, *kind == Kind::Dir) {
-            go_on =
-                visit(path, *kind) && (*kind != Kind::Dir || descend(lister, path, levels, visit));
+            go_on = visit(path, *kind) && (*kind != Kind::Dir || descend(fs, path, levels, visit));
         }
         path.pop();
         if !go_on {
@@ -142,14 +140,19 @@ fn descend(
     go_on
 }
 
-/// The entries of the directory `dir`, with their kinds, in no particular order.
-pub fn list(dir: &Path) -> std::io::Result<Vec<(String, Kind)>> {
-    sys::Lister::new().list(dir)
+pub use sys::{File, Fs};
+
+/// What an open file is.
+#[derive(Debug, Clone, Copy)]
+pub struct Meta {
+    pub is_dir: bool,
+    pub len: u64,
 }
 
 #[cfg(target_os = "wasi")]
 mod sys {
-    //! Listing through `wasi:filesystem`: from the preopened directory that holds the path.
+    //! Listing and reading through `wasi:filesystem`, from the preopened directory that holds
+    //! the path.
 
     use std::io;
     use std::path::Path;
@@ -158,19 +161,100 @@ mod sys {
         Descriptor, DescriptorFlags, DescriptorType, ErrorCode, OpenFlags, PathFlags,
     };
 
-    use super::Kind;
+    use super::{Kind, Meta};
 
-    pub struct Lister {
+    /// A file open for reading, read at an offset it keeps, up to the size it had when opened:
+    /// no C library descriptor, so opening costs two calls to the host (open, stat) and reading
+    /// one per block. The host zeroes a buffer of the size asked for before reading into it, so
+    /// asking never goes past the end: no call and no buffer to learn where the file ends.
+    pub struct File {
+        file: Descriptor,
+        offset: u64,
+        meta: Meta,
+        /// The last block read.
+        block: Vec<u8>,
+    }
+
+    impl File {
+        /// What the file was when opened.
+        pub fn metadata(&self) -> io::Result<Meta> {
+            Ok(self.meta)
+        }
+
+        /// The next block of at most `max` bytes, as the host hands it over; empty at the end.
+        pub fn read_block(&mut self, max: usize) -> io::Result<&[u8]> {
+            self.block = self.read_at_most(max)?;
+            Ok(&self.block)
+        }
+
+        fn read_at_most(&mut self, max: usize) -> io::Result<Vec<u8>> {
+            let left = self.meta.len.saturating_sub(self.offset);
+            let want = u64::try_from(max).unwrap_or(u64::MAX).min(left);
+            if want == 0 {
+                return Ok(Vec::new());
+            }
+            let (data, _end) = self.file.read(want, self.offset).map_err(error)?;
+            if data.is_empty() {
+                // The file shrank since it was opened.
+                self.meta.len = self.offset;
+            }
+            self.offset += data.len() as u64;
+            Ok(data)
+        }
+    }
+
+    impl io::Read for File {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let data = self.read_at_most(buf.len())?;
+            buf[..data.len()].copy_from_slice(&data);
+            Ok(data.len())
+        }
+    }
+
+    /// The directories the call was granted, as the host preopened them.
+    pub struct Fs {
         preopens: Vec<(Descriptor, String)>,
     }
 
-    impl Lister {
-        pub fn new() -> Lister {
-            Lister {
+    impl Fs {
+        pub fn new() -> Fs {
+            Fs {
                 preopens: wasip2::filesystem::preopens::get_directories(),
             }
         }
+    }
 
+    impl Default for Fs {
+        fn default() -> Fs {
+            Fs::new()
+        }
+    }
+
+    impl Fs {
+        /// Open the regular file at `path` for reading.
+        pub fn open(&self, path: &Path) -> io::Result<File> {
+            let (base, rel) = self.preopen_of(path)?;
+            let file = base
+                .open_at(
+                    PathFlags::SYMLINK_FOLLOW,
+                    rel,
+                    OpenFlags::empty(),
+                    DescriptorFlags::READ,
+                )
+                .map_err(error)?;
+            let stat = file.stat().map_err(error)?;
+            Ok(File {
+                file,
+                offset: 0,
+                meta: Meta {
+                    is_dir: stat.type_ == DescriptorType::Directory,
+                    len: stat.size,
+                },
+                block: Vec::new(),
+            })
+        }
+
+        /// The entries of the directory `dir`, with their kinds, in no particular order.
         pub fn list(&self, dir: &Path) -> io::Result<Vec<(String, Kind)>> {
             let (base, rel) = self.preopen_of(dir)?;
             let opened;
@@ -229,6 +313,9 @@ mod sys {
             ErrorCode::NoEntry => io::ErrorKind::NotFound,
             ErrorCode::Access | ErrorCode::NotPermitted => io::ErrorKind::PermissionDenied,
             ErrorCode::NotDirectory => io::ErrorKind::NotADirectory,
+            ErrorCode::IsDirectory => io::ErrorKind::IsADirectory,
+            // The host refuses to open FIFOs, sockets and devices with this code.
+            ErrorCode::Unsupported => io::ErrorKind::Unsupported,
             _ => io::ErrorKind::Other,
         };
         io::Error::new(kind, format!("{code:?}"))
@@ -242,15 +329,57 @@ mod sys {
     use std::io;
     use std::path::Path;
 
-    use super::Kind;
+    use super::{Kind, Meta};
 
-    pub struct Lister;
+    /// The filesystem as this process sees it.
+    #[derive(Default)]
+    pub struct Fs;
 
-    impl Lister {
-        pub fn new() -> Lister {
-            Lister
+    /// A file open for reading, and the buffer its blocks are read into.
+    pub struct File(std::fs::File, Vec<u8>);
+
+    impl File {
+        /// What the file is now.
+        pub fn metadata(&self) -> io::Result<Meta> {
+            let m = self.0.metadata()?;
+            Ok(Meta {
+                is_dir: m.is_dir(),
+                len: m.len(),
+            })
         }
 
+        /// The next block of at most `max` bytes; empty at the end.
+        pub fn read_block(&mut self, max: usize) -> io::Result<&[u8]> {
+            let mut buf = std::mem::take(&mut self.1);
+            buf.resize(max, 0);
+            let n = io::Read::read(self, &mut buf);
+            self.1 = buf;
+            Ok(&self.1[..n?])
+        }
+    }
+
+    impl io::Read for File {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            loop {
+                match self.0.read(buf) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    other => return other,
+                }
+            }
+        }
+    }
+
+    impl Fs {
+        pub fn new() -> Fs {
+            Fs
+        }
+
+        /// Open the file at `path` for reading.
+        pub fn open(&self, path: &Path) -> io::Result<File> {
+            Ok(File(std::fs::File::open(path)?, Vec::new()))
+        }
+
+        /// The entries of the directory `dir`, with their kinds, in no particular order.
         pub fn list(&self, dir: &Path) -> io::Result<Vec<(String, Kind)>> {
             let mut entries = Vec::new();
             for e in std::fs::read_dir(dir)? {
@@ -281,7 +410,7 @@ mod tests {
 
     fn collect(root: &Path) -> Vec<String> {
         let mut out = Vec::new();
-        walk(root, |p, k| {
+        walk(&Fs::new(), root, |p, k| {
             let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
             out.push(if k == Kind::Dir {
                 format!("{rel}/")
@@ -362,7 +491,7 @@ mod tests {
         let src = d.path().canonicalize().unwrap().join("src");
         assert_eq!(collect(&src), ["b.rs"]);
         let mut seen = 0;
-        walk(&d.path().canonicalize().unwrap(), |_, _| {
+        walk(&Fs::new(), &d.path().canonicalize().unwrap(), |_, _| {
             seen += 1;
             false
         });
