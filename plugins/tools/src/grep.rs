@@ -114,7 +114,7 @@ pub fn grep(input: &GrepInput, cx: &Context) -> Result<String, ToolError> {
 
     let fs = Fs::new();
     if meta.is_file() {
-        search.file(&fs, &mut searcher, &matcher, &root, &cx.display(&root));
+        search.file(&fs, &mut searcher, &matcher, &root, cx);
     } else {
         crate::walk::walk(&fs, &root, |path, kind| {
             if kind != Kind::File {
@@ -126,7 +126,7 @@ pub fn grep(input: &GrepInput, cx: &Context) -> Result<String, ToolError> {
                     return true;
                 }
             }
-            search.file(&fs, &mut searcher, &matcher, path, &cx.display(path));
+            search.file(&fs, &mut searcher, &matcher, path, cx);
             !search.capped
         });
     }
@@ -182,11 +182,15 @@ impl Search {
         searcher: &mut Searcher,
         matcher: &RegexMatcher,
         path: &Path,
-        shown: &str,
+        cx: &Context,
     ) {
         let mut sink = FileSink {
             search: self,
-            shown,
+            shown: Shown {
+                path,
+                cx,
+                text: None,
+            },
             matched: 0,
         };
         // A file that cannot be read is skipped, as one that vanished during the walk. Past
@@ -196,10 +200,13 @@ impl Search {
             return;
         };
         let _ = searcher.search_reader(matcher, file.take(MAX_FILE_BYTES), &mut sink);
-        let matched = sink.matched;
+        let FileSink {
+            matched, mut shown, ..
+        } = sink;
         if matched == 0 {
             return;
         }
+        let shown = shown.get();
         self.files_matched += 1;
         match self.mode {
             OutputMode::Content => {}
@@ -258,14 +265,29 @@ impl Search {
 }
 
 /// What the searcher reports for one file.
-struct FileSink<'a> {
-    search: &'a mut Search,
-    shown: &'a str,
+struct FileSink<'s, 'p> {
+    search: &'s mut Search,
+    shown: Shown<'p>,
     /// Matching lines so far.
     matched: u64,
 }
 
-impl Sink for FileSink<'_> {
+/// A file's path as the output shows it, worked out when first needed: most files searched
+/// never appear in the output.
+struct Shown<'a> {
+    path: &'a Path,
+    cx: &'a Context,
+    text: Option<String>,
+}
+
+impl Shown<'_> {
+    fn get(&mut self) -> &str {
+        self.text
+            .get_or_insert_with(|| self.cx.display(self.path).into_owned())
+    }
+}
+
+impl Sink for FileSink<'_, '_> {
     type Error = std::io::Error;
 
     fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, std::io::Error> {
@@ -276,7 +298,7 @@ impl Sink for FileSink<'_> {
             OutputMode::Count => true,
             OutputMode::Content => {
                 self.search
-                    .content_line(self.shown, ':', m.line_number(), m.bytes())
+                    .content_line(self.shown.get(), ':', m.line_number(), m.bytes())
             }
         })
     }
@@ -284,7 +306,7 @@ impl Sink for FileSink<'_> {
     fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, std::io::Error> {
         Ok(self
             .search
-            .content_line(self.shown, '-', c.line_number(), c.bytes()))
+            .content_line(self.shown.get(), '-', c.line_number(), c.bytes()))
     }
 
     /// Groups of lines that do not touch are separated by `--`, as grep does.
