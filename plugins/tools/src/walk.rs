@@ -82,9 +82,13 @@ fn ignored(levels: &[Level], path: &Path, is_dir: bool) -> bool {
     }
 }
 
+/// Directories below the root the walk descends into at most: far deeper than any source tree,
+/// and it keeps a hostile one from exhausting the plugin's stack.
+pub const MAX_DEPTH: usize = 256;
+
 /// Visit every entry below the directory `root` that no ignore file excludes, with its path
 /// (`root` joined with the names below it) and kind. `visit` returns false to end the walk.
-/// Directories that cannot be listed are skipped.
+/// Directories that cannot be listed are skipped, and so is what lies below [`MAX_DEPTH`].
 pub fn walk(fs: &Fs, root: &Path, mut visit: impl FnMut(&Path, Kind) -> bool) {
     // The rules of the directories above the root apply below it too.
     let mut levels: Vec<Level> = Vec::new();
@@ -100,13 +104,14 @@ pub fn walk(fs: &Fs, root: &Path, mut visit: impl FnMut(&Path, Kind) -> bool) {
         }
     }
     let mut path = root.to_path_buf();
-    let _ = descend(fs, &mut path, &mut levels, &mut visit);
+    let _ = descend(fs, &mut path, 0, &mut levels, &mut visit);
 }
 
 /// Walk the directory at `path`; false once `visit` has asked to stop.
 fn descend(
     fs: &Fs,
     path: &mut PathBuf,
+    depth: usize,
     levels: &mut Vec<Level>,
     visit: &mut impl FnMut(&Path, Kind) -> bool,
 ) -> bool {
@@ -127,7 +132,10 @@ fn descend(
         }
         path.push(OsStr::new(name));
         if !ignored(levels, path, *kind == Kind::Dir) {
-            go_on = visit(path, *kind) && (*kind != Kind::Dir || descend(fs, path, levels, visit));
+            go_on = visit(path, *kind)
+                && (*kind != Kind::Dir
+                    || depth >= MAX_DEPTH
+                    || descend(fs, path, depth + 1, levels, visit));
         }
         path.pop();
         if !go_on {
@@ -479,6 +487,23 @@ mod tests {
             "two/.gitignore",
         ];
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_tree_deeper_than_the_limit_is_walked_to_the_limit() {
+        let d = tempfile::tempdir().unwrap();
+        let mut deep = d.path().canonicalize().unwrap();
+        for _ in 0..MAX_DEPTH + 10 {
+            deep.push("d");
+        }
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::write(deep.join("f"), "").unwrap();
+        let dirs = collect(&d.path().canonicalize().unwrap());
+        assert_eq!(
+            dirs.len(),
+            MAX_DEPTH + 1,
+            "the root's child and MAX_DEPTH below it"
+        );
     }
 
     #[test]
