@@ -8,8 +8,8 @@
 //!
 //! The search rows walk `RAWKO_BENCH_TREE`, by default the crate sources in
 //! `~/.cargo/registry/src`, and compare with ripgrep (`rg -j1`, one thread, the same walk
-//! settings as Grep) when it is installed. Under `cargo test` (no `--bench` argument) every row
-//! runs once on small inputs, so the benchmark itself stays tested.
+//! settings as Grep) when it is installed. Under `cargo test --benches` (no `--bench` argument)
+//! every row runs once on small inputs; CI runs it so, so the benchmark itself stays tested.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
