@@ -102,7 +102,7 @@ pub fn read(input: &ReadInput, cx: &Context) -> Result<String, ToolError> {
         total_bytes += block.len() as u64;
         if start < SNIFF_LEN as u64 {
             let sniffed = &block[..block.len().min(SNIFF_LEN - start as usize)];
-            if memchr::memchr(0, sniffed).is_some() {
+            if text::looks_binary(sniffed) {
                 return Err(ToolError::InvalidInput(format!(
                     "{shown} looks like a binary file ({} bytes); Read shows text files only",
                     meta.len
