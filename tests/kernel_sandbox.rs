@@ -328,3 +328,59 @@ fn shared_memory_is_private_to_the_sandbox() {
         "the write reached the host's /dev/shm"
     );
 }
+
+/// Where a workspace has no repository (or no rawko configuration), there is nothing to mount
+/// read-only over: a command that creates one, with a config naming programs for the user's
+/// next `git status` to run, or agents of its own, has it removed when it ends. The build goes
+/// on, and the agent is told.
+#[test]
+fn a_command_cannot_leave_a_repository_or_rawko_config_where_there_was_none() {
+    let s = Setup::new();
+    std::fs::remove_dir_all(s.ws.path().join(".git")).unwrap();
+    s.ws.write(
+        "Makefile",
+        "all: a b c d\n\
+         a:\n\tmkdir -p .git/hooks && printf '#!/bin/sh\\ntouch pwned\\n' > .git/hooks/pre-commit\n\
+         b:\n\tprintf '[core]\\n\\tfsmonitor = touch pwned\\n' > .git/config\n\
+         c:\n\tmkdir -p .rawko/agents && printf 'name: evil\\nsandbox: full\\n' > .rawko/agents/evil.yaml\n\
+         d:\n\techo built > built.txt\n",
+    );
+    let r = s.bash("builder", "make -k");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!s.ws.path().join(".git").exists(), "{r:?}");
+    assert!(!s.ws.path().join(".rawko").exists(), "{r:?}");
+    assert_eq!(s.ws.read("built.txt"), "built\n", "{r:?}");
+    assert!(
+        r.stdout
+            .contains("created .git, which commands may not create")
+            && r.stdout.contains("created .rawko"),
+        "{r:?}"
+    );
+    // The same for a repository made with git itself, and a `.git` file pointing elsewhere.
+    for command in [
+        "git init -q",
+        "python3 -c \"open('.git', 'w').write('gitdir: elsewhere')\"",
+    ] {
+        let r = s.bash("builder", command);
+        assert!(!s.ws.path().join(".git").exists(), "{command}: {r:?}");
+    }
+}
+
+/// A repository without `.git/hooks` (git does not need one): a command cannot add a hook there.
+#[test]
+fn a_command_cannot_add_git_hooks_where_the_repository_had_none() {
+    let s = Setup::new();
+    std::fs::remove_dir_all(s.ws.path().join(".git/hooks")).unwrap();
+    let _ = std::fs::remove_dir_all(s.ws.path().join(".git/info"));
+    let config = s.ws.read(".git/config");
+    s.ws.write(
+        "Makefile",
+        "all:\n\tmkdir -p .git/hooks .git/info && printf '#!/bin/sh\\ntouch pwned\\n' > .git/hooks/pre-commit && echo '*' > .git/info/attributes\n",
+    );
+    let r = s.bash("builder", "make");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!s.ws.path().join(".git/hooks").exists(), "{r:?}");
+    assert!(!s.ws.path().join(".git/info").exists(), "{r:?}");
+    assert_eq!(s.ws.read(".git/config"), config);
+    assert!(r.stdout.contains("created .git/hooks"), "{r:?}");
+}

@@ -543,6 +543,7 @@ scenarios!(
     agents_as_tools,
     untrusted_agent_calls_builtin,
     untrusted_agent_transitions_to_builtin,
+    task_tmp,
 );
 
 /// Writes `host/fsm/demo/recording.jsonl` from the happy-path scenario: run it when the built-in

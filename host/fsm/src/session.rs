@@ -32,7 +32,7 @@ use rawko_runtime::progress::ProgressSink;
 use rawko_runtime::tool::CallContext;
 use rawko_runtime::{AdapterCallError, Budget, Runtime, ToolCallError};
 use rawko_sandbox::{Mode as SandboxMode, Policy as SandboxPolicy};
-use rawko_shell::exec::Launch;
+use rawko_shell::exec::{Launch, TaskTmp};
 use rawko_shell::{Policy, Resolver};
 use rawko_store::{AuditEntry, Usage};
 use rawko_toolset::bash::{self, BashContext};
@@ -102,6 +102,9 @@ pub struct SessionTools {
     launch: Launch,
     /// Who the Git tool commits as: the user's own git identity, read on the first Git call.
     git_identity: std::cell::OnceCell<rawko_git::Identity>,
+    /// The task's private temporary directory, the `TMPDIR` of all its sandboxed commands: made
+    /// for the first, removed with the session.
+    task_tmp: std::cell::OnceCell<Option<TaskTmp>>,
 }
 
 impl SessionTools {
@@ -133,6 +136,7 @@ impl SessionTools {
             policies: RefCell::new(HashMap::new()),
             launch,
             git_identity: std::cell::OnceCell::new(),
+            task_tmp: std::cell::OnceCell::new(),
         })
     }
 
@@ -180,6 +184,21 @@ impl SessionTools {
                     launcher: launcher.clone(),
                     mode: Some(mode),
                     network: agent.network_allowed(trusted),
+                    // Without one (it could not be made), each command makes its own, and
+                    // says why not if it cannot either.
+                    tmp: self
+                        .task_tmp
+                        .get_or_init(|| {
+                            TaskTmp::new()
+                                .inspect_err(|e| {
+                                    tracing::warn!(
+                                        "cannot make the task's temporary directory: {e}"
+                                    )
+                                })
+                                .ok()
+                        })
+                        .as_ref()
+                        .map(|t| t.path().to_path_buf()),
                 },
             },
             Launch::Unconfined { reaper } => Launch::Unconfined {

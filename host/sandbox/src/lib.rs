@@ -14,7 +14,7 @@ pub mod policy;
 pub mod probe;
 pub mod reaper;
 
-pub use policy::{Limits, Mode, Policy};
+pub use policy::{CreationGuard, Limits, Mode, Policy};
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -117,6 +117,55 @@ const ETC_SECRETS: &[&str] = &[
     "ipsec.secrets",
 ];
 
+/// Places in a workspace that a workspace-write command only reads: git's hooks and its config
+/// (which name the programs git runs for whoever uses the repository next) and rawko's own
+/// configuration. Where they exist they are bind-mounted read-only over themselves.
+pub const READ_ONLY_IN_WORKSPACE: [&str; 4] = [".git/hooks", ".git/config", ".git/info", ".rawko"];
+
+/// A mount needs a place to cover, so a command could create what is absent. What it created
+/// of these, and `.git` itself (a repository it made, config and hooks included), is removed
+/// when the command has ended: [`CreationGuard`].
+const NOT_CREATABLE: [&str; 5] = [".git", ".git/hooks", ".git/config", ".git/info", ".rawko"];
+
+/// What a workspace-write command may not leave behind: of [`NOT_CREATABLE`], the places that
+/// did not exist when it started. Checked once the command and every process it started have
+/// ended (the sandbox's PID namespace guarantees nothing is left to recreate them).
+#[derive(Debug, Clone, Default)]
+pub struct CreationGuard {
+    absent: Vec<PathBuf>,
+}
+
+impl CreationGuard {
+    /// Note which of the guarded places are absent from `workspace` now.
+    pub fn before(workspace: &Path) -> CreationGuard {
+        CreationGuard {
+            absent: NOT_CREATABLE
+                .iter()
+                .map(|n| workspace.join(n))
+                .filter(|p| p.symlink_metadata().is_err())
+                .collect(),
+        }
+    }
+
+    /// Remove what appeared since [`CreationGuard::before`] (a symlink itself, never what it
+    /// points to); the places removed, or that could not be, with the reason.
+    pub fn after(&self) -> Vec<(PathBuf, Result<(), String>)> {
+        let mut found = Vec::new();
+        for p in &self.absent {
+            let Ok(meta) = p.symlink_metadata() else {
+                continue;
+            };
+            let removed = if meta.is_dir() {
+                std::fs::remove_dir_all(p)
+            } else {
+                std::fs::remove_file(p)
+            };
+            found.push((p.clone(), removed.map_err(|e| e.to_string())));
+        }
+        found
+    }
+}
+
 /// Names in the home directory a toolchain keeps its installs and caches under.
 const HOME_TOOLCHAINS: &[&str] = &[
     ".cargo",
@@ -178,7 +227,7 @@ impl Policy {
         let mut read_only = Vec::new();
         if mode == Mode::WorkspaceWrite {
             write.push(workspace.to_path_buf());
-            read_only = [".git/hooks", ".git/config", ".git/info", ".rawko"]
+            read_only = READ_ONLY_IN_WORKSPACE
                 .iter()
                 .map(|p| workspace.join(p))
                 .filter(|p| p.exists())
@@ -271,5 +320,38 @@ mod tests {
         assert_eq!(back, p);
         assert_eq!(program, PathBuf::from("/bin/true"));
         assert_eq!(rest, vec![OsString::from("true")]);
+    }
+
+    #[test]
+    fn what_a_command_created_of_the_guarded_places_is_removed_and_nothing_else() {
+        let ws = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::create_dir(ws.path().join(".rawko")).unwrap();
+        std::fs::write(ws.path().join(".rawko/config.yaml"), "kept").unwrap();
+        let guard = CreationGuard::before(ws.path());
+        // The command makes a repository and a symlink named like a guarded place.
+        std::fs::create_dir_all(ws.path().join(".git/hooks")).unwrap();
+        std::fs::write(ws.path().join(".git/config"), "[core]\n\tfsmonitor = x\n").unwrap();
+        std::fs::write(ws.path().join("src.txt"), "work").unwrap();
+        let removed = guard.after();
+        let names: Vec<_> = removed
+            .iter()
+            .map(|(p, r)| (p.clone(), r.is_ok()))
+            .collect();
+        assert_eq!(names, vec![(ws.path().join(".git"), true)]);
+        assert!(!ws.path().join(".git").exists());
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join(".rawko/config.yaml")).unwrap(),
+            "kept"
+        );
+        assert!(ws.path().join("src.txt").exists());
+
+        // A symlink is removed itself; what it points to stays.
+        let guard = CreationGuard::before(ws.path());
+        std::os::unix::fs::symlink(elsewhere.path(), ws.path().join(".git")).unwrap();
+        std::fs::write(elsewhere.path().join("config"), "theirs").unwrap();
+        assert_eq!(guard.after().len(), 1);
+        assert!(ws.path().join(".git").symlink_metadata().is_err());
+        assert!(elsewhere.path().join("config").exists());
     }
 }

@@ -25,7 +25,8 @@ use crate::model::{Connector, ListItem, Pipeline, Script, Stage};
 use crate::{ParsedCommand, RedirectKind, SimpleCommand, Word};
 use rawko_capability::protect::Protected;
 use rawko_sandbox::{
-    Confinement, Mode, Policy as SandboxPolicy, base_env, confine, kill_group, stop_group,
+    Confinement, CreationGuard, Mode, Policy as SandboxPolicy, base_env, confine, kill_group,
+    stop_group,
 };
 
 /// Default deadline of a command line.
@@ -62,6 +63,9 @@ pub enum Launch {
         launcher: PathBuf,
         mode: Option<Mode>,
         network: bool,
+        /// The task's private temporary directory ([`TaskTmp`]), shared by its commands; each
+        /// run gets a fresh one of its own when `None`.
+        tmp: Option<PathBuf>,
     },
     /// Without kernel confinement beyond the write limits of the starting thread: mode `full`,
     /// `--no-sandbox`, or tests of the executor itself. Each program starts under the reaper
@@ -181,6 +185,28 @@ pub async fn run(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutpu
 /// rawko that made it.
 const TMP_PREFIX: &str = "rawko-exec-";
 
+/// A task's private temporary directory: the `TMPDIR` of every sandboxed command the task runs,
+/// so what one command leaves there the next can use, and nothing else can see it. Removed
+/// when dropped (the task's run in this process ends), or by a later rawko's sweep when this
+/// one was killed.
+#[derive(Debug)]
+pub struct TaskTmp(tempfile::TempDir);
+
+impl TaskTmp {
+    pub fn new() -> std::io::Result<TaskTmp> {
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(sweep_stale_tmp);
+        tempfile::Builder::new()
+            .prefix(&format!("{TMP_PREFIX}{}-", std::process::id()))
+            .tempdir()
+            .map(TaskTmp)
+    }
+
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
 /// Remove the temporary directories of rawkos that are gone (killed, or stopped at once by a
 /// second Ctrl-C, before they could clean up): `rawko-exec-<pid>-*` whose process is not alive.
 fn sweep_stale_tmp() {
@@ -214,21 +240,19 @@ fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput
     // A private temporary directory for agents that may write at all, and for every sandboxed
     // run.
     let sandboxed = matches!(opts.launch, Launch::Sandboxed { .. });
-    let tmp = if opts.write_paths.is_empty() && !sandboxed {
-        None
-    } else {
-        static SWEPT: std::sync::Once = std::sync::Once::new();
-        SWEPT.call_once(sweep_stale_tmp);
-        Some(
-            tempfile::Builder::new()
-                .prefix(&format!("{TMP_PREFIX}{}-", std::process::id()))
-                .tempdir()
-                .map_err(|e| setup("temporary directory", e))?,
-        )
+    // The task's own, or one for this run alone (removed when it ends).
+    let own_tmp = match &opts.launch {
+        Launch::Sandboxed { tmp: Some(_), .. } => None,
+        _ if opts.write_paths.is_empty() && !sandboxed => None,
+        _ => Some(TaskTmp::new().map_err(|e| setup("temporary directory", e))?),
+    };
+    let tmp: Option<&Path> = match &opts.launch {
+        Launch::Sandboxed { tmp: Some(t), .. } => Some(t),
+        _ => own_tmp.as_ref().map(TaskTmp::path),
     };
     let mut writable = opts.write_paths.clone();
-    if let Some(t) = &tmp {
-        writable.push(t.path().to_path_buf());
+    if let Some(t) = tmp {
+        writable.push(t.to_path_buf());
     }
     // Sandboxed programs get the helper's full confinement. A landlock domain on this thread
     // would be inherited by the helper and forbid the mounts it needs, so only an unconfined
@@ -263,12 +287,13 @@ fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput
     let protected = Protected::new(
         std::iter::once(opts.workspace.clone()).chain(opts.write_paths.iter().cloned()),
     );
-    let sandbox = match (&opts.launch, &tmp) {
+    let sandbox = match (&opts.launch, tmp) {
         (
             Launch::Sandboxed {
                 launcher,
                 mode,
                 network,
+                ..
             },
             Some(tmp),
         ) => {
@@ -278,7 +303,7 @@ fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput
                 _ => Mode::WorkspaceWrite,
             };
             let home = std::env::home_dir();
-            let mut policy = SandboxPolicy::new(mode, &opts.workspace, tmp.path(), home.as_deref());
+            let mut policy = SandboxPolicy::new(mode, &opts.workspace, tmp, home.as_deref());
             // Directories granted besides the workspace.
             if mode == Mode::WorkspaceWrite {
                 for w in &opts.write_paths {
@@ -293,6 +318,12 @@ fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput
         }
         _ => None,
     };
+    // A workspace-write command may not leave a repository or rawko configuration of its own
+    // behind where there was none.
+    let guard = sandbox
+        .as_ref()
+        .filter(|(_, p)| p.mode == Mode::WorkspaceWrite)
+        .map(|_| CreationGuard::before(&opts.workspace));
     let mut exec = Exec {
         sandbox: sandbox.as_ref().map(|(l, p)| (l.as_path(), p)),
         reaper: match &opts.launch {
@@ -301,7 +332,7 @@ fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput
         },
         cmds: &parsed.commands,
         protected: &protected,
-        env: base_env(&opts.path_dirs, tmp.as_ref().map(|t| t.path())),
+        env: base_env(&opts.path_dirs, tmp),
         out: out_w,
         err: err_w,
         cwd: opts.workspace.clone(),
@@ -320,6 +351,21 @@ fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput
     let timed_out = watchdog.stop();
     let (mut output, truncated) = out_reader.finish();
     let stderr = err_reader.map(|r| r.finish().0).unwrap_or_default();
+    for (place, removed) in guard.map(|g| g.after()).unwrap_or_default() {
+        let name = place.strip_prefix(&opts.workspace).unwrap_or(&place);
+        let note = match removed {
+            Ok(()) => format!(
+                "\n[rawko: the command created {}, which commands may not create (git runs what a repository's config and hooks name); it was removed]",
+                name.display()
+            ),
+            Err(e) => format!(
+                "\n[rawko: the command created {}, which commands may not create, and it could not be removed: {e}]",
+                name.display()
+            ),
+        };
+        tracing::warn!("{}", note.trim());
+        output.push_str(&note);
+    }
     if timed_out && stopping() {
         output.push_str(
             "\n[rawko: stopped because rawko was interrupted (Ctrl-C); the command and every process it started were killed]",

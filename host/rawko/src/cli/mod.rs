@@ -159,6 +159,7 @@ impl Context {
             launcher,
             mode: None,
             network: false,
+            tmp: None,
         })
     }
 
