@@ -28,6 +28,8 @@
 //!   hook git has, and against planted pointers to other repositories.
 //! - `knowledge`: `rawko knowledge` sync, resync, branch switches, a killed sync, known hits, hybrid
 //!   ranking against a scripted embeddings server, and a hostile corpus.
+//! - `mcp_serve`: `rawko mcp serve` driven by the Python `mcp` client over stdio and streamable
+//!   HTTP: the agent's tools, its grants and sandbox, the audit log, the bearer token.
 //! - `run_crash`: `rawko run` killed with SIGKILL at several points, then `rawko resume`.
 //! - `run_scenarios`: `rawko run` end to end, one folder per scenario under `tests/scenarios/`.
 //! - `trust_boundary`: a stranger's repository attacking the trust boundary: config, task store,
@@ -53,6 +55,7 @@ mod http_faults;
 mod installed_plugins;
 mod kernel_sandbox;
 mod knowledge;
+mod mcp_serve;
 mod plugin_install;
 mod regressions;
 mod run_crash;

@@ -48,6 +48,8 @@ enum Target {
     ShareAtLeast(f64),
     /// rawko's time under this, whatever the reference.
     Under(Duration),
+    /// rawko's time beyond the reference's under this.
+    ExtraUnder(Duration),
     /// None: the row is for scale.
     Scale,
 }
@@ -76,6 +78,7 @@ impl Row {
             Target::RatioAtMost(r) => self.ratio()? <= r,
             Target::ShareAtLeast(s) => self.ratio()? >= s,
             Target::Under(d) => self.ours < d,
+            Target::ExtraUnder(d) => self.ours.saturating_sub(self.theirs?) < d,
             Target::Scale => return None,
         })
     }
@@ -211,6 +214,7 @@ fn main() {
     verdict_rows(&mut b);
     discovery_rows(&mut b);
     cli_rows(&mut b, &cache);
+    mcp_rows(&mut b, &cache);
     print(&b.rows);
 }
 
@@ -542,6 +546,76 @@ fn cli_rows(b: &mut Bench, cache: &Path) {
     });
 }
 
+/// One tool call through `rawko mcp serve` over stdio, as an MCP client makes it (a JSON-RPC
+/// round trip through the pipes), against the same call made in process.
+fn mcp_rows(b: &mut Bench, cache: &Path) {
+    use std::io::{BufRead, BufReader, Write};
+    let root = b.dir.path().join("mcp").canonicalize_mkdir();
+    std::fs::write(root.join("a.txt"), "a\n").unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_rawko"))
+        .args(["mcp", "serve"])
+        .current_dir(&root)
+        .env("RAWKO_CACHE_DIR", cache)
+        .env("RAWKO_DATA_DIR", root.join("data"))
+        .env("XDG_CONFIG_HOME", root.join("config"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to = server.stdin.take().unwrap();
+    let mut from = BufReader::new(server.stdout.take().unwrap());
+    let mut id = 0;
+    let mut request = |method: &str, params: serde_json::Value| -> serde_json::Value {
+        if method.starts_with("notifications/") {
+            let msg = serde_json::json!({"jsonrpc": "2.0", "method": method});
+            writeln!(to, "{msg}").unwrap();
+            return serde_json::Value::Null;
+        }
+        id += 1;
+        let msg =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(to, "{msg}").unwrap();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(from.read_line(&mut line).unwrap() > 0, "the server quit");
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    };
+    request(
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "bench", "version": "1"}}),
+    );
+    request("notifications/initialized", serde_json::Value::Null);
+    let params = serde_json::json!({"name": "LS", "arguments": {}});
+    let ours = median(b.samples(500), || {
+        let r = request("tools/call", params.clone());
+        assert!(
+            r["result"]["content"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("a.txt")),
+            "{r}"
+        );
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    let theirs = median(b.samples(500), || {
+        b.call(&b.tools, "LS", "{}", &root, 1 << 20)
+    });
+    b.rows.push(Row {
+        figure: "LS via rawko mcp serve (stdio round trip)".into(),
+        ours,
+        reference: "the same LS call in process".into(),
+        theirs: Some(theirs),
+        kind: Kind::Time,
+        target: Target::ExtraUnder(Duration::from_millis(1)),
+    });
+}
+
 fn print(rows: &[Row]) {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!("rawko's costs against their references ({cores} cores)");
@@ -559,6 +633,7 @@ fn print(rows: &[Row]) {
             Target::Scale => "-".into(),
             Target::ShareAtLeast(s) => format!("≥ {:.0}%", s * 100.0),
             Target::Under(d) => format!("< {}", time(d)),
+            Target::ExtraUnder(d) => format!("+ < {}", time(d)),
         };
         let ratio = match (r.ratio(), r.kind) {
             (None, _) => "-".into(),

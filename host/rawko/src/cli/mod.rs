@@ -88,6 +88,7 @@ enum Command {
     Bash(commands::bash::BashCmd),
     Doctor(commands::doctor::DoctorCmd),
     Knowledge(commands::knowledge::KnowledgeCmd),
+    Mcp(commands::mcp::McpCmd),
 }
 
 /// Everything a command needs from the global flags.
@@ -326,6 +327,7 @@ impl Command {
             Command::Bash(c) => c.execute(cx).await,
             Command::Doctor(c) => c.execute(cx).await,
             Command::Knowledge(c) => c.execute(cx).await,
+            Command::Mcp(c) => c.execute(cx).await,
         }
     }
 }

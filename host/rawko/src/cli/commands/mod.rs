@@ -8,6 +8,7 @@ pub mod demo;
 pub mod doctor;
 pub mod init;
 pub mod knowledge;
+pub mod mcp;
 pub mod plugin;
 pub mod run;
 pub mod tasks;

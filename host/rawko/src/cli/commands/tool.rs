@@ -212,24 +212,34 @@ async fn tool_set(cx: &Context, rt: &Runtime, plugins: &[PathBuf]) -> anyhow::Re
     Ok(set)
 }
 
-/// `tool call --agent`: the tool as a run would call it for that agent.
-async fn call_as_agent(cx: &Context, args: &CallArgs, name: &str) -> anyhow::Result<ExitCode> {
-    let agent = usable_agent(cx, name)?;
+/// The tools a task's agents get in this workspace (built-in, installed and `plugins`), each wasm
+/// call held to `budget`, native commands started as the global flags say.
+pub(crate) async fn session_tools(
+    cx: &Context,
+    plugins: &[PathBuf],
+    budget: Budget,
+) -> anyhow::Result<SessionTools> {
     let trusted = cx.workspace_trust() == Trust::Trusted;
     let rt = Rc::new(cx.runtime()?);
-    let set = tool_set(cx, &rt, &args.plugin).await?;
+    let set = tool_set(cx, &rt, plugins).await?;
     let filters = configured_filters(&cx.config_layers()?, &cx.dirs.data)?;
     let chain = Chain::load(&rt, &filters).await?;
-    let tools = SessionTools::new(
-        rt.clone(),
+    Ok(SessionTools::new(
+        rt,
         cx.workspace().to_path_buf(),
         set,
         chain,
         trusted,
-        args.budget(),
+        budget,
         cx.launch()?,
     )
-    .map_err(|e| BadInput::new(e.to_string()))?;
+    .map_err(|e| BadInput::new(e.to_string()))?)
+}
+
+/// `tool call --agent`: the tool as a run would call it for that agent.
+async fn call_as_agent(cx: &Context, args: &CallArgs, name: &str) -> anyhow::Result<ExitCode> {
+    let agent = usable_agent(cx, name)?;
+    let tools = session_tools(cx, &args.plugin, args.budget()).await?;
     let offered = tools.specs(&agent).iter().any(|s| s.name == args.tool);
     let outcome = if !offered || !agent.may_call(&args.tool) {
         let mut why = format!(

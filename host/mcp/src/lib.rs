@@ -1,0 +1,8 @@
+//! MCP (the Model Context Protocol) for rawko.
+//!
+//! [`serve`]: rawko's tools served to MCP clients over stdio or streamable HTTP. The protocol is
+//! `rmcp`'s; what a call does is not this crate's business: each `tools/call` becomes a
+//! [`serve::CallRequest`] on a channel, and whoever holds the other end (the `rawko` binary, with
+//! an agent's tools, capabilities and kernel sandbox) runs it and answers.
+
+pub mod serve;

@@ -1,0 +1,222 @@
+//! `rawko mcp serve`: rawko's sandboxed tools served to MCP clients.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::time::Instant;
+
+use clap::{Args, Subcommand};
+
+use crate::cli::commands::agents::usable_agent;
+use crate::cli::commands::run::open_store;
+use crate::cli::commands::tool::session_tools;
+use crate::cli::{BadInput, Context};
+use rawko_fsm::session::SessionTools;
+use rawko_fsm::tools::ToolHost;
+use rawko_mcp::serve::{CallReply, CallRequest, HttpListener, HttpOptions, ServedTool, Server};
+use rawko_runtime::Budget;
+use rawko_store::{TaskStatus, TaskStore, ToolCall, now_ms};
+
+/// The variable `--http` reads its bearer token from.
+const TOKEN_ENV: &str = "RAWKO_MCP_TOKEN";
+
+/// Use rawko over the Model Context Protocol
+#[derive(Debug, Args)]
+pub struct McpCmd {
+    #[command(subcommand)]
+    action: McpAction,
+}
+
+#[derive(Debug, Subcommand)]
+enum McpAction {
+    /// Serve the tools an agent may call to an MCP client, each call sandboxed as in a task
+    #[command(after_help = "Examples:\n  \
+        rawko mcp serve                          # stdio, the planner's read-only tools\n  \
+        rawko mcp serve --agent developer        # its tools, Bash in the kernel sandbox\n  \
+        rawko mcp serve --http 127.0.0.1:8765    # streamable HTTP at http://127.0.0.1:8765/mcp\n\n\
+        Each call runs exactly as the agent's would in a task: a fresh sandboxed instance with \
+        the agent's grants, its bash filters, and the kernel sandbox for native commands. The \
+        calls are recorded in the workspace's task store (`rawko tasks show ID`).\n\n\
+        Over HTTP, set RAWKO_MCP_TOKEN to require `Authorization: Bearer <token>`; it is \
+        required for any address that is not loopback.")]
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Serve the tools this agent may call, with its capabilities
+    #[arg(long, value_name = "NAME", default_value = "planner")]
+    agent: String,
+    /// Serve streamable HTTP on this address instead of stdio (loopback unless a token is set
+    /// in RAWKO_MCP_TOKEN)
+    #[arg(long, value_name = "ADDR")]
+    http: Option<SocketAddr>,
+}
+
+impl McpCmd {
+    pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
+        match self.action {
+            McpAction::Serve(args) => serve(cx, args).await,
+        }
+    }
+}
+
+async fn serve(cx: &Context, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let token = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty());
+    if let Some(addr) = args.http
+        && !addr.ip().is_loopback()
+        && token.is_none()
+    {
+        return Err(BadInput::new(format!(
+            "--http {addr} is not a loopback address: set {TOKEN_ENV} to the bearer token \
+             clients must send"
+        ))
+        .into());
+    }
+    let agent = usable_agent(cx, &args.agent)?;
+    let tools = session_tools(cx, &[], Budget::default()).await?;
+    let served: Vec<ServedTool> = tools
+        .specs(&agent)
+        .into_iter()
+        .filter(|s| agent.may_call(&s.name))
+        .map(|s| ServedTool {
+            name: s.name,
+            description: s.description,
+            input_schema: s.input_schema,
+        })
+        .collect();
+    let names: Vec<String> = served.iter().map(|t| t.name.clone()).collect();
+
+    let store = open_store(&cx.store_path())?;
+    let task = store.create_task(
+        &format!("MCP clients calling the {} agent's tools", agent.name),
+        &agent.name,
+        &serde_json::json!({ "mcp_serve": true, "agent": agent.name }),
+    )?;
+    // Never resumable: what is recorded here are calls, not a task to continue.
+    store.finish_task(&task, TaskStatus::Done, "serving over MCP")?;
+    let turn = store.start_turn(&task, &agent.name, None)?;
+
+    let (calls_tx, mut calls) = tokio::sync::mpsc::channel::<CallRequest>(64);
+    let server = Server::new(
+        served,
+        calls_tx,
+        &format!(
+            "rawko's sandboxed tools, as its {} agent may call them, in the workspace {}.",
+            agent.name,
+            cx.workspace().display()
+        ),
+    );
+    let serving = match args.http {
+        Some(addr) => {
+            let listener = HttpListener::bind(HttpOptions {
+                addr,
+                token: token.clone(),
+            })
+            .await
+            .map_err(|e| BadInput::new(e.to_string()))?;
+            eprintln!(
+                "rawko: serving {} tool(s) of the {} agent ({}) at http://{}/mcp{}; audit: rawko tasks show {task}",
+                names.len(),
+                agent.name,
+                names.join(", "),
+                listener.local_addr(),
+                if token.is_some() {
+                    ", bearer token required"
+                } else {
+                    ""
+                }
+            );
+            tokio::spawn(listener.serve(server))
+        }
+        None => {
+            tracing::info!(
+                "serving {} tool(s) of the {} agent on stdio",
+                names.len(),
+                agent.name
+            );
+            tokio::spawn(rawko_mcp::serve::serve_stdio(server))
+        }
+    };
+
+    let state = Rc::new(Served {
+        tools,
+        agent,
+        store,
+        task: task.clone(),
+        turn,
+        next: std::cell::Cell::new(0),
+    });
+    let local = tokio::task::LocalSet::new();
+    let served = local
+        .run_until(async {
+            loop {
+                tokio::select! {
+                    req = calls.recv() => match req {
+                        Some(req) => {
+                            tokio::task::spawn_local(state.clone().call(req));
+                        }
+                        None => break,
+                    },
+                    _ = tokio::signal::ctrl_c() => break,
+                }
+            }
+        })
+        .await;
+    let () = served;
+    let calls_made = state.next.get();
+    let summary = format!("served {calls_made} call(s) over MCP");
+    state.store.end_turn(turn, "done", &summary, None)?;
+    state.store.finish_task(&task, TaskStatus::Done, &summary)?;
+    serving.abort();
+    match serving.await {
+        Ok(Err(e)) => Err(anyhow::anyhow!(e)),
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// What the served calls share: the agent's tools and the store that records them.
+struct Served {
+    tools: SessionTools,
+    agent: std::sync::Arc<rawko_agents::model::Agent>,
+    store: TaskStore,
+    task: String,
+    turn: i64,
+    next: std::cell::Cell<u64>,
+}
+
+impl Served {
+    /// Run one call as the agent would, record it, and answer it.
+    async fn call(self: Rc<Self>, req: CallRequest) {
+        let n = self.next.get() + 1;
+        self.next.set(n);
+        let started = Instant::now();
+        let outcome = self.tools.run(&self.agent, &req.tool, &req.input).await;
+        let row = ToolCall {
+            turn_id: self.turn,
+            call_id: format!("mcp-{n}"),
+            tool: req.tool.clone(),
+            input: req.input.clone(),
+            output: outcome.output.clone(),
+            is_error: outcome.is_error,
+            verdict: outcome.verdict.clone(),
+            duration_us: started.elapsed().as_micros() as i64,
+            at: now_ms(),
+        };
+        if let Err(e) = self.store.record_tool_call(&row) {
+            tracing::warn!("cannot record the MCP call to {}: {e}", req.tool);
+        }
+        for d in &outcome.decisions {
+            if let Err(e) = self
+                .store
+                .record_decision(&self.task, &d.clone().in_turn(self.turn))
+            {
+                tracing::warn!("cannot record a decision of the MCP call: {e}");
+            }
+        }
+        let _ = req.reply.send(CallReply {
+            output: outcome.output,
+            is_error: outcome.is_error,
+        });
+    }
+}
