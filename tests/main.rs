@@ -28,6 +28,8 @@
 //!   hook git has, and against planted pointers to other repositories.
 //! - `knowledge`: `rawko knowledge` sync, resync, branch switches, a killed sync, known hits, hybrid
 //!   ranking against a scripted embeddings server, and a hostile corpus.
+//! - `mcp_servers`: MCP servers as tools: the reference server from npm over stdio and HTTP,
+//!   consent, `.mcp.json` and trust, and a hostile server's attacks.
 //! - `mcp_serve`: `rawko mcp serve` driven by the Python `mcp` client over stdio and streamable
 //!   HTTP: the agent's tools, its grants and sandbox, the audit log, the bearer token.
 //! - `run_crash`: `rawko run` killed with SIGKILL at several points, then `rawko resume`.
@@ -56,6 +58,7 @@ mod installed_plugins;
 mod kernel_sandbox;
 mod knowledge;
 mod mcp_serve;
+mod mcp_servers;
 mod plugin_install;
 mod regressions;
 mod run_crash;

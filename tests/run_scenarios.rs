@@ -544,6 +544,7 @@ scenarios!(
     untrusted_agent_calls_builtin,
     untrusted_agent_transitions_to_builtin,
     task_tmp,
+    mcp_tool,
 );
 
 /// Writes `host/fsm/demo/recording.jsonl` from the happy-path scenario: run it when the built-in

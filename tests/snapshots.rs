@@ -56,6 +56,8 @@ const COMMANDS: &[&str] = &[
     "knowledge sync",
     "knowledge status",
     "knowledge query",
+    "mcp",
+    "mcp serve",
 ];
 
 /// `rawko` in `ws`, isolated as `support::rawko` does it and with everything else that varies

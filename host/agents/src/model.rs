@@ -358,14 +358,31 @@ impl ToolPolicy {
         if tool == FINISH {
             return true;
         }
-        if self.blocked.iter().any(|b| b == tool) {
+        if self.blocked.iter().any(|b| names(b, tool)) {
             return false;
         }
         match &self.allowed {
             None => true,
-            Some(list) => list.iter().any(|a| a == tool),
+            Some(list) => list.iter().any(|a| names(a, tool)),
         }
     }
+}
+
+/// Whether the entry `entry` of an allow- or block-list names `tool`: the tool's own name, or,
+/// for MCP tools as Claude Code writes them, `mcp__<server>` (every tool of that server) or a
+/// name ending in `*` (every tool whose name starts with the rest).
+fn names(entry: &str, tool: &str) -> bool {
+    if entry == tool {
+        return true;
+    }
+    if let Some(prefix) = entry.strip_suffix('*') {
+        return prefix.starts_with("mcp__") && tool.starts_with(prefix);
+    }
+    entry.starts_with("mcp__")
+        && !entry["mcp__".len()..].contains("__")
+        && tool
+            .strip_prefix(entry)
+            .is_some_and(|rest| rest.starts_with("__"))
 }
 
 /// What the agent may run through the `Bash` tool, on top of the filter chain.
@@ -688,6 +705,22 @@ impl Spans {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mcp_tools_are_named_one_by_one_by_server_or_by_prefix() {
+        let a = agent(
+            Some(&["Read", "mcp__docs", "mcp__gh__get_*"]),
+            &["mcp__docs__delete"],
+        );
+        assert!(a.may_call("mcp__docs__search"));
+        assert!(!a.may_call("mcp__docs__delete"));
+        assert!(!a.may_call("mcp__docsx__search"));
+        assert!(a.may_call("mcp__gh__get_issue"));
+        assert!(!a.may_call("mcp__gh__create_issue"));
+        // `*` is for MCP names only; other tools are named exactly.
+        let b = agent(Some(&["Re*"]), &[]);
+        assert!(!b.may_call("Read"));
+    }
 
     fn agent(allowed: Option<&[&str]>, blocked: &[&str]) -> Agent {
         Agent {

@@ -51,6 +51,77 @@ pub struct Config {
     pub bash: Option<BashConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugins: Option<PluginsConfig>,
+    /// MCP servers whose tools agents may call, as `mcp__<server>__<tool>`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp: BTreeMap<String, McpServerConfig>,
+}
+
+/// One MCP server: a program spoken to over stdio (`command`) or a streamable HTTP endpoint
+/// (`url`). Checked and turned into a connection by `rawko_mcp::client`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// The program (looked up in `PATH` unless it has a `/`), for stdio.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Names of environment variables passed on to the program; nothing else of rawko's
+    /// environment is, beyond the sandbox's allow-list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    /// The kernel sandbox mode of the program: `read-only` (default), `workspace-write`, or
+    /// `full` (only from your own config).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// `on` lets the program use the network; off by default.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "on_off")]
+    pub network: Option<bool>,
+    /// Seconds per call (default 60).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+    /// The endpoint, for streamable HTTP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Request headers; `${VAR}` in a value is the variable's value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Let the endpoint be a loopback, private or link-local address.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_private_network: bool,
+}
+
+/// `on`/`off` (or `true`/`false`) for a switch.
+mod on_off {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<bool>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(true) => s.serialize_str("on"),
+            Some(false) => s.serialize_str("off"),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Switch {
+            Bool(bool),
+            Word(String),
+        }
+        match Option::<Switch>::deserialize(d)? {
+            None => Ok(None),
+            Some(Switch::Bool(b)) => Ok(Some(b)),
+            Some(Switch::Word(w)) => match w.as_str() {
+                "on" => Ok(Some(true)),
+                "off" => Ok(Some(false)),
+                other => Err(serde::de::Error::custom(format!(
+                    "`{other}`: expected on or off"
+                ))),
+            },
+        }
+    }
 }
 
 /// How `rawko plugin install` and `update` treat plugins. Read from the user's own config only:
@@ -338,6 +409,7 @@ impl Config {
         if over.plugins.is_some() {
             self.plugins = over.plugins;
         }
+        self.mcp.extend(over.mcp);
         self
     }
 }
@@ -415,6 +487,18 @@ impl Layers {
                 drop(format!("adapters.{name}"), UNTRUSTED);
             } else {
                 kept.adapters.insert(name.clone(), cfg.clone());
+            }
+        }
+        for (name, cfg) in &ws.mcp {
+            if user.mcp.contains_key(name) {
+                drop(
+                    format!("mcp.{name}"),
+                    "your own config defines an MCP server of that name",
+                );
+            } else if !trusted {
+                drop(format!("mcp.{name}"), UNTRUSTED);
+            } else {
+                kept.mcp.insert(name.clone(), cfg.clone());
             }
         }
         // Bash filters only ever add denials (any deny wins) and run in the wasm sandbox: a
@@ -643,6 +727,28 @@ defaults:
             eff.merged().context.unwrap().summariser.as_deref(),
             Some("evil")
         );
+    }
+
+    #[test]
+    fn a_workspace_brings_mcp_servers_only_once_trusted_and_never_over_the_users() {
+        let user = "mcp:\n  docs:\n    url: https://docs.example/mcp\n";
+        let ws =
+            "mcp:\n  docs:\n    command: evil\n  tools:\n    command: ./server\n    network: on\n";
+        let (eff, ignored) = layers(user, ws).effective(false);
+        let c = eff.merged();
+        assert_eq!(c.mcp.keys().collect::<Vec<_>>(), ["docs"]);
+        assert_eq!(
+            c.mcp["docs"].url.as_deref(),
+            Some("https://docs.example/mcp")
+        );
+        let dropped: Vec<&str> = ignored.iter().map(|i| i.setting.as_str()).collect();
+        assert_eq!(dropped, ["mcp.docs", "mcp.tools"]);
+        let (eff, _) = layers(user, ws).effective(true);
+        let c = eff.merged();
+        assert_eq!(c.mcp["docs"].command, None);
+        assert_eq!(c.mcp["tools"].network, Some(true));
+        let bad = Config::parse(Path::new("w"), "mcp:\n  x:\n    network: maybe\n").unwrap_err();
+        assert!(bad.to_string().contains("expected on or off"), "{bad}");
     }
 
     #[test]

@@ -28,6 +28,7 @@ use rawko_adapters::{Adapter, AdapterInstance, OpenError, OpenOptions, Recorder}
 use rawko_agents::model::{Agent, ParamType};
 use rawko_agents::registry::Registry;
 use rawko_capability::{Access, FsGrants, GrantError};
+use rawko_mcp::client::Servers;
 use rawko_runtime::progress::ProgressSink;
 use rawko_runtime::tool::CallContext;
 use rawko_runtime::{AdapterCallError, Budget, Runtime, ToolCallError};
@@ -105,6 +106,8 @@ pub struct SessionTools {
     /// The task's private temporary directory, the `TMPDIR` of all its sandboxed commands: made
     /// for the first, removed with the session.
     task_tmp: std::cell::OnceCell<Option<TaskTmp>>,
+    /// The MCP servers configured and approved, connected.
+    mcp: Option<Rc<Servers>>,
 }
 
 impl SessionTools {
@@ -137,7 +140,15 @@ impl SessionTools {
             launch,
             git_identity: std::cell::OnceCell::new(),
             task_tmp: std::cell::OnceCell::new(),
+            mcp: None,
         })
+    }
+
+    /// Offer the tools of these MCP servers too (`mcp__<server>__<tool>`), to agents that may
+    /// call them.
+    pub fn with_mcp(mut self, servers: Rc<Servers>) -> Self {
+        self.mcp = Some(servers);
+        self
     }
 
     /// The filesystem an agent's tools get: the workspace, read-write only if the agent may
@@ -259,6 +270,20 @@ impl SessionTools {
             "fs.read"
         };
 
+        if let Some((conn, _)) = self.mcp.as_ref().and_then(|m| m.find(name)) {
+            decisions.push(Self::decision(
+                agent,
+                "mcp",
+                name,
+                true,
+                &format!("MCP server {}", conn.spec.identity()),
+            ));
+            return match conn.call(name, input, None).await {
+                Ok((text, false)) => ok(text, decisions),
+                Ok((text, true)) => failed(text, decisions),
+                Err(e) => failed(e.to_string(), decisions),
+            };
+        }
         if let Some(tool) = agent.command_tools.iter().find(|t| t.name == name) {
             decisions.push(Self::decision(
                 agent,
@@ -477,6 +502,18 @@ impl ToolHost for SessionTools {
                     continue;
                 }
                 out.push(command_tool_spec(agent, tool));
+            }
+            // An MCP tool never shadows another: its name is always `mcp__...`, and one that
+            // a plugin already has is left out.
+            for (_, t) in self.mcp.iter().flat_map(|m| m.tools()) {
+                if out.iter().any(|s| s.name == t.name) {
+                    continue;
+                }
+                out.push(ToolSpec {
+                    name: t.name.clone(),
+                    description: t.description.clone(),
+                    input_schema: t.input_schema.clone(),
+                });
             }
         }
         out

@@ -102,6 +102,8 @@ impl DemoCmd {
             launch: cx.launch()?,
             // The demo workspace is deleted (or, kept, printed with its own hint below).
             timeline_hint: false,
+            // The demo is offline and self-contained: no MCP servers.
+            mcp: None,
         };
         let options = serde_json::json!({ "adapter": ADAPTER, "max_steps": 20, "demo": true });
         let start = Start::New {

@@ -10,9 +10,12 @@ use clap::{Args, Subcommand};
 use crate::cli::commands::agents::usable_agent;
 use crate::cli::commands::run::open_store;
 use crate::cli::commands::tool::session_tools;
-use crate::cli::{BadInput, Context};
+use crate::cli::{BadInput, Context, print_err};
+use rawko_adapters::Trust;
 use rawko_fsm::session::SessionTools;
 use rawko_fsm::tools::ToolHost;
+use rawko_mcp::client::{Connection, Launch as McpLaunch, ServerSpec, Servers};
+use rawko_mcp::consent::Consents;
 use rawko_mcp::serve::{CallReply, CallRequest, HttpListener, HttpOptions, ServedTool, Server};
 use rawko_runtime::Budget;
 use rawko_store::{TaskStatus, TaskStore, ToolCall, now_ms};
@@ -219,4 +222,140 @@ impl Served {
             is_error: outcome.is_error,
         });
     }
+}
+
+/// The MCP servers in effect: the user's config, then, once the workspace is trusted, its
+/// config and Claude Code's `.mcp.json` (a name the user's config has stays the user's). A
+/// server whose config is wrong is bad input.
+pub(crate) fn configured_servers(cx: &Context) -> anyhow::Result<Vec<ServerSpec>> {
+    let layers = cx.config_layers()?;
+    let user = layers.user_only().mcp;
+    let mut specs = Vec::new();
+    for (name, cfg) in &user {
+        specs.push(ServerSpec::from_config(name, cfg, true).map_err(BadInput::new)?);
+    }
+    if let Some((_, ws)) = &layers.workspace {
+        // What `effective` kept of the workspace's servers: only there when trusted.
+        for (name, cfg) in &ws.mcp {
+            specs.push(ServerSpec::from_config(name, cfg, false).map_err(BadInput::new)?);
+        }
+    }
+    let dot_mcp = cx.workspace().join(".mcp.json");
+    if cx.workspace_trust() == Trust::Trusted && dot_mcp.is_file() {
+        let text = rawko_capability::fs::read_regular(&dot_mcp, 1 << 20)
+            .map_err(|e| BadInput::new(format!("{}: {e}", dot_mcp.display())))?;
+        let text = String::from_utf8_lossy(&text);
+        for (name, cfg) in rawko_mcp::client::from_mcp_json(&text).map_err(BadInput::new)? {
+            if specs.iter().any(|s| s.name == name) {
+                continue;
+            }
+            specs.push(ServerSpec::from_config(&name, &cfg, false).map_err(BadInput::new)?);
+        }
+    } else if dot_mcp.is_file() {
+        tracing::info!(".mcp.json is ignored until you trust the workspace (`rawko trust`)");
+    }
+    Ok(specs)
+}
+
+/// Start and connect the servers in `specs` and keep those the user approved: approved before
+/// as they are now, approved here with `yes`, or on a terminal when asked. The others are left
+/// out with a warning saying why.
+pub(crate) async fn connect_servers(
+    cx: &Context,
+    specs: &[ServerSpec],
+    yes: bool,
+) -> anyhow::Result<Servers> {
+    if specs.is_empty() {
+        return Ok(Servers::default());
+    }
+    let launch = McpLaunch {
+        launcher: std::env::current_exe()
+            .map_err(|e| anyhow::anyhow!("cannot find the rawko binary to run the sandbox: {e}"))?,
+        unconfined: cx.no_sandbox,
+        workspace: cx.workspace().to_path_buf(),
+        path_dirs: rawko_shell::Resolver::from_env(&[cx.workspace()])
+            .path_dirs()
+            .to_vec(),
+    };
+    if cx.no_sandbox {
+        print_err(
+            "warning: --no-sandbox: MCP servers run without the kernel sandbox; they can read \
+             your home directory, use the network and write anywhere you can",
+        )?;
+    }
+    let note = crate::cli::output::SlowNote::after_a_second("starting the MCP servers…");
+    let mut servers = Servers::connect(specs, &launch).await;
+    drop(note);
+    let mut consents = Consents::load(&cx.dirs.data).map_err(BadInput::new)?;
+    let mut refused = Vec::new();
+    for c in &servers.connected {
+        let fp = c.fingerprint();
+        if consents.given(&c.spec.name, &fp) {
+            continue;
+        }
+        let changed = consents.changed(&c.spec.name, &fp);
+        if yes || ask(c, changed)? {
+            consents
+                .give(&c.spec.name, &fp)
+                .map_err(|e| anyhow::anyhow!(e))?;
+        } else {
+            refused.push((
+                c.spec.name.clone(),
+                format!(
+                    "{} and not approved: approve it on a terminal, or with --yes",
+                    if changed {
+                        "changed since you approved it"
+                    } else {
+                        "new"
+                    }
+                ),
+            ));
+        }
+    }
+    for (name, why) in refused {
+        servers.drop_server(&name, why).await;
+    }
+    for (name, why) in &servers.failed {
+        print_err(&format!(
+            "warning: MCP server `{}` left out: {}",
+            rawko_text::line(name, 64),
+            rawko_text::block(why, 2_000)
+        ))?;
+    }
+    Ok(servers)
+}
+
+/// Ask on the terminal whether to use server `c`, showing what it is and its tools; `false`
+/// without a terminal.
+fn ask(c: &Connection, changed: bool) -> anyhow::Result<bool> {
+    use std::io::{BufRead, IsTerminal, Write};
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return Ok(false);
+    }
+    let mut err = std::io::stderr().lock();
+    writeln!(
+        err,
+        "MCP server `{}` ({}) {} {} tool(s):",
+        rawko_text::line(&c.spec.name, 64),
+        rawko_text::line(&c.spec.identity(), 200),
+        if changed {
+            "has changed since you approved it; it now offers"
+        } else {
+            "is new; it offers"
+        },
+        c.tools.len()
+    )?;
+    for t in &c.tools {
+        writeln!(
+            err,
+            "  {}  {}",
+            t.name,
+            rawko_text::line(t.description.lines().next().unwrap_or(""), 100)
+        )?;
+    }
+    write!(err, "Let agents use it? [y/N] ")?;
+    err.flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }

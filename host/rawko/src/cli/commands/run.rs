@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
+
+use rawko_mcp::client::Servers;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::rc::Rc;
@@ -86,6 +88,10 @@ pub struct RunCmd {
     /// Write every model exchange to FILE, in the format the replay adapter plays back
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+    /// Approve configured MCP servers that are new or changed (on a terminal you are asked
+    /// instead)
+    #[arg(long)]
+    yes: bool,
     #[command(flatten)]
     output: OutputFlags,
 }
@@ -106,6 +112,10 @@ pub struct ResumeCmd {
     /// Trust this workspace's own .rawko/ agents, adapters and filters (and remember it)
     #[arg(long)]
     trust: bool,
+    /// Approve configured MCP servers that are new or changed (on a terminal you are asked
+    /// instead)
+    #[arg(long)]
+    yes: bool,
     #[command(flatten)]
     output: OutputFlags,
 }
@@ -127,6 +137,7 @@ impl RunCmd {
             adapter: self.adapter.clone(),
             recorder,
             max_steps: self.max_steps,
+            mcp: Some(mcp_servers(cx, self.yes).await?),
             ..Setup::new(cx, trusted, &self.output)?
         };
         let options = serde_json::json!({
@@ -194,6 +205,7 @@ impl ResumeCmd {
         let setup = Setup {
             adapter,
             max_steps,
+            mcp: Some(mcp_servers(cx, self.yes).await?),
             ..Setup::new(cx, trusted, &self.output)?
         };
         if matches!(task.status, TaskStatus::Cancelled | TaskStatus::Interrupted) {
@@ -202,6 +214,14 @@ impl ResumeCmd {
         let (_, end) = setup.run(Start::Resume { id: &task.id }, &store).await?;
         Ok(exit_code(&end))
     }
+}
+
+/// The configured MCP servers, started and approved, for a run.
+async fn mcp_servers(cx: &Context, yes: bool) -> anyhow::Result<Rc<Servers>> {
+    let specs = crate::cli::commands::mcp::configured_servers(cx)?;
+    Ok(Rc::new(
+        crate::cli::commands::mcp::connect_servers(cx, &specs, yes).await?,
+    ))
 }
 
 /// Open (creating) the task store at `path`; a store that cannot be opened is bad input.
@@ -295,6 +315,8 @@ pub struct Setup {
     pub launch: Launch,
     /// End with where the timeline is (not for a demo whose workspace is about to go).
     pub timeline_hint: bool,
+    /// The MCP servers whose tools agents may call, connected and approved.
+    pub mcp: Option<Rc<Servers>>,
 }
 
 /// A run, assembled and ready to drive.
@@ -330,6 +352,7 @@ impl Setup {
             max_steps: DEFAULT_MAX_STEPS,
             launch: cx.launch()?,
             timeline_hint: true,
+            mcp: None,
         })
     }
 
@@ -459,6 +482,10 @@ impl Setup {
             self.launch.clone(),
         )
         .map_err(|e| BadInput::new(e.to_string()))?;
+        let tools = match &self.mcp {
+            Some(servers) => tools.with_mcp(servers.clone()),
+            None => tools,
+        };
 
         let default_adapter = merged.defaults.as_ref().and_then(|d| d.adapter.clone());
         let limits = StateLimits {

@@ -15,6 +15,7 @@ use rawko_toolset::{HostKind, Provider, ToolSet};
 
 use super::bash::{PolicyFlags, ShellSetup, configured_filters, grants_from};
 use crate::cli::commands::agents::usable_agent;
+use crate::cli::commands::mcp::{configured_servers, connect_servers};
 use rawko_adapters::Trust;
 use rawko_fsm::session::SessionTools;
 use rawko_fsm::tools::{ToolHost, ToolOutcome};
@@ -70,6 +71,10 @@ struct CallArgs {
     /// Print the result as JSON: {"ok", "tool", "plugin", "output" | "error", "duration_ms"}
     #[arg(long)]
     json: bool,
+    /// Approve the MCP server of an `mcp__<server>__<tool>` call if it is new or changed (on a
+    /// terminal you are asked instead)
+    #[arg(long)]
+    yes: bool,
     #[command(flatten)]
     policy: PolicyFlags,
     /// Call the tool exactly as this agent would in a run: its tools, its bash policy, the
@@ -104,6 +109,9 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(name) = &args.agent {
         return call_as_agent(cx, &args, name).await;
+    }
+    if args.tool.starts_with(rawko_mcp::client::PREFIX) {
+        return call_mcp(cx, &args).await;
     }
     let grants = grants_from(cx, &args.read, &args.write)?;
     let budget = args.budget();
@@ -212,6 +220,92 @@ async fn tool_set(cx: &Context, rt: &Runtime, plugins: &[PathBuf]) -> anyhow::Re
     Ok(set)
 }
 
+/// The configured MCP server `tool` (`mcp__<server>__<tool>`) belongs to; none is bad input.
+fn servers_named_in(
+    cx: &Context,
+    tool: &str,
+) -> anyhow::Result<Vec<rawko_mcp::client::ServerSpec>> {
+    let rest = &tool[rawko_mcp::client::PREFIX.len()..];
+    let server = rest.split("__").next().unwrap_or("");
+    let specs = configured_servers(cx)?;
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    let found: Vec<_> = specs.iter().filter(|s| s.name == server).cloned().collect();
+    if found.is_empty() {
+        return Err(BadInput::new(format!(
+            "no MCP server named `{}` is configured ({}); see `mcp:` in config.yaml, or a trusted workspace's .mcp.json",
+            rawko_text::line(server, 64),
+            if names.is_empty() {
+                "none are".to_string()
+            } else {
+                format!("configured: {}", names.join(", "))
+            }
+        ))
+        .into());
+    }
+    Ok(found)
+}
+
+/// `tool call mcp__<server>__<tool>` with no agent: the server started (in its sandbox) and
+/// approved, the call made, within `--timeout` and the server's own timeout.
+async fn call_mcp(cx: &Context, args: &CallArgs) -> anyhow::Result<ExitCode> {
+    let specs = servers_named_in(cx, &args.tool)?;
+    let servers = connect_servers(cx, &specs, args.yes).await?;
+    let Some((conn, _)) = servers.find(&args.tool) else {
+        let offered: Vec<&str> = servers.tools().map(|(_, t)| t.name.as_str()).collect();
+        let why = if servers.connected.is_empty() {
+            "the server is not available (see the warning above)".to_string()
+        } else {
+            format!("it offers: {}", offered.join(", "))
+        };
+        servers.close().await;
+        return Err(BadInput::new(format!(
+            "no MCP tool named `{}`: {why}",
+            rawko_text::line(&args.tool, 128)
+        ))
+        .into());
+    };
+    let started = std::time::Instant::now();
+    let timeout = Duration::from_secs_f64(args.timeout).min(conn.spec.timeout);
+    let result = conn.call(&args.tool, &args.input, Some(timeout)).await;
+    let plugin = format!("mcp:{}", conn.spec.name);
+    let code = match result {
+        Ok((text, is_error)) => {
+            if args.json {
+                let mut v = serde_json::json!({
+                    "ok": !is_error,
+                    "tool": args.tool,
+                    "plugin": plugin,
+                    "duration_ms": started.elapsed().as_secs_f64() * 1000.0,
+                });
+                v[if is_error { "error" } else { "output" }] = text.into();
+                print_json(&v)?;
+            } else if is_error {
+                print_err(&format!("error: {text}"))?;
+            } else {
+                print_out(&text)?;
+            }
+            if is_error { 1 } else { 0 }
+        }
+        Err(e) => {
+            let bad = matches!(e, rawko_mcp::client::McpError::BadInput(_));
+            if args.json {
+                print_json(&serde_json::json!({
+                    "ok": false,
+                    "tool": args.tool,
+                    "plugin": plugin,
+                    "error": { "message": e.to_string() },
+                    "duration_ms": started.elapsed().as_secs_f64() * 1000.0,
+                }))?;
+            } else {
+                print_err(&format!("error: {e}"))?;
+            }
+            if bad { 2 } else { 1 }
+        }
+    };
+    servers.close().await;
+    Ok(ExitCode::from(code))
+}
+
 /// The tools a task's agents get in this workspace (built-in, installed and `plugins`), each wasm
 /// call held to `budget`, native commands started as the global flags say.
 pub(crate) async fn session_tools(
@@ -239,7 +333,12 @@ pub(crate) async fn session_tools(
 /// `tool call --agent`: the tool as a run would call it for that agent.
 async fn call_as_agent(cx: &Context, args: &CallArgs, name: &str) -> anyhow::Result<ExitCode> {
     let agent = usable_agent(cx, name)?;
-    let tools = session_tools(cx, &args.plugin, args.budget()).await?;
+    let mut tools = session_tools(cx, &args.plugin, args.budget()).await?;
+    if args.tool.starts_with(rawko_mcp::client::PREFIX) {
+        let specs = servers_named_in(cx, &args.tool)?;
+        let servers = connect_servers(cx, &specs, args.yes).await?;
+        tools = tools.with_mcp(Rc::new(servers));
+    }
     let offered = tools.specs(&agent).iter().any(|s| s.name == args.tool);
     let outcome = if !offered || !agent.may_call(&args.tool) {
         let mut why = format!(

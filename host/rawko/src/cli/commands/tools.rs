@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use crate::cli::commands::agents::usable_agent;
+use crate::cli::commands::mcp::{configured_servers, connect_servers};
 use crate::cli::{Context, Table, print_err, print_json, print_out};
 use rawko_adapters::Trust;
 use rawko_fsm::session::{READ_ONLY_TOOLS, command_tool_spec, untrusted_agent};
@@ -31,6 +32,10 @@ struct ListArgs {
     /// Only the tools this agent may call (with its command tools), as a run would offer them
     #[arg(long, value_name = "NAME")]
     agent: Option<String>,
+    /// Approve configured MCP servers that are new or changed (on a terminal you are asked
+    /// instead); their tools are listed as `mcp__<server>__<tool>`
+    #[arg(long)]
+    yes: bool,
 }
 
 impl ToolsCmd {
@@ -60,6 +65,20 @@ async fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
             )
         })
         .collect();
+    let specs = configured_servers(cx)?;
+    let servers = connect_servers(cx, &specs, args.yes).await?;
+    for (conn, t) in servers.tools() {
+        if tools.iter().any(|(n, ..)| *n == t.name) {
+            continue;
+        }
+        tools.push((
+            t.name.clone(),
+            format!("mcp:{}", conn.spec.name),
+            t.description.clone(),
+            t.input_schema.clone(),
+        ));
+    }
+    servers.close().await;
     if let Some(name) = &args.agent {
         let agent = usable_agent(cx, name)?;
         let trusted = cx.workspace_trust() == Trust::Trusted;
