@@ -48,9 +48,15 @@ fn setup() -> (Workspace, tempfile::TempDir) {
 
 /// Run the client against `rawko mcp serve ARGS` over stdio, with `calls`.
 fn over_stdio(ws: &Workspace, args: &[&str], calls: Value) -> Value {
+    over_stdio_with(ws, args, &[], calls)
+}
+
+/// [`over_stdio`], with more variables in the server's environment.
+fn over_stdio_with(ws: &Workspace, args: &[&str], env: &[(&str, &str)], calls: Value) -> Value {
     // The client starts the server itself, as an editor would: with rawko's test environment.
     let wrapper = ws.path().join(".test-rawko.sh");
-    let base = rawko(ws);
+    let mut base = rawko(ws);
+    base.envs(env.iter().copied());
     let mut script = String::from("#!/bin/sh\n");
     for (k, v) in base.get_envs() {
         if let Some(v) = v {
@@ -354,4 +360,79 @@ fn pathdiff(to: &Path, from: &Path) -> PathBuf {
         p.push("..");
     }
     p.join(to.strip_prefix("/").unwrap())
+}
+
+/// `--agents`: an agent served as a tool. Its query starts a task of its own (in the store like
+/// any other) with the agent's adapter, tools and grants, and its own answer comes back.
+#[test]
+fn an_agent_served_as_a_tool_answers_a_query() {
+    use crate::run_scenarios::scripted_call;
+    use crate::support::TEST_KEY;
+    use crate::support::model_server::ModelServer;
+
+    let (ws, outside) = setup();
+    let server = ModelServer::start();
+    server.push(scripted_call("Read", json!({"path": "notes/hello.txt"}), 0));
+    server.push(scripted_call(
+        "Read",
+        json!({"path": outside.path().join("secret.txt")}),
+        1,
+    ));
+    server.push(scripted_call(
+        "finish",
+        json!({"status": "success", "summary": "The note says hello from the workspace."}),
+        2,
+    ));
+    let cfg = ws.config_home().join("rawko");
+    std::fs::write(
+        cfg.join("config.yaml"),
+        format!(
+            "adapters:\n  scripted:\n    plugin: openai\n    model: scripted-model\n    base_url: {}\n    \
+             api_key_env: TEST_KEY\n    allow_private_network: true\ndefaults:\n  adapter: scripted\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        cfg.join("agents/reader.yaml"),
+        "name: reader\nwhenToUse: Answers questions about the workspace.\nsystemPrompt: Answer.\n\
+         tools:\n  allowed: [Read]\ntransitions: {onSuccess: done}\n",
+    )
+    .unwrap();
+    let out = over_stdio_with(
+        &ws,
+        &["--agents", "reader"],
+        &[("TEST_KEY", TEST_KEY)],
+        json!([["reader", {"query": "What does the note say?"}], ["reader", {}]]),
+    );
+    assert!(
+        out["tools"].as_array().unwrap().contains(&json!("reader")),
+        "{out}"
+    );
+    let answer = call(&out, 0);
+    assert_eq!(answer["is_error"], false, "{out}");
+    assert!(
+        answer["text"]
+            .as_str()
+            .unwrap()
+            .contains("The note says hello from the workspace."),
+        "{out}"
+    );
+    assert!(!out.to_string().contains(SECRET), "{out}");
+    assert_eq!(call(&out, 1)["is_error"], true, "{out}");
+    // The query was a task of its own, with the agent's calls in the audit log.
+    let store = rawko_store::TaskStore::open(&store_path(&ws)).unwrap();
+    let asked = store
+        .tasks()
+        .unwrap()
+        .into_iter()
+        .find(|t| t.prompt == "What does the note say?")
+        .expect("a task for the query");
+    let calls = store.tool_calls(&asked.id).unwrap();
+    let tools: Vec<&str> = calls.iter().map(|c| c.tool.as_str()).collect();
+    assert_eq!(tools, ["Read", "Read", "finish"], "{calls:?}");
+    assert!(
+        calls[1].is_error && calls[1].verdict.starts_with("denied"),
+        "{calls:?}"
+    );
 }

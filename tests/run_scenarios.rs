@@ -198,6 +198,18 @@ fn reply(step: &Step, n: usize) -> Reply {
     }
 }
 
+/// The scripted model's reply `n` calling one tool (`finish` included).
+pub fn scripted_call(name: &str, input: Value, n: usize) -> Reply {
+    calls_reply(
+        &[Call {
+            name: name.into(),
+            input,
+            raw: None,
+        }],
+        n,
+    )
+}
+
 fn calls_reply(calls: &[Call], n: usize) -> Reply {
     let tool_calls: Vec<Value> = calls
         .iter()

@@ -36,7 +36,8 @@ enum McpAction {
     #[command(after_help = "Examples:\n  \
         rawko mcp serve                          # stdio, the planner's read-only tools\n  \
         rawko mcp serve --agent developer        # its tools, Bash in the kernel sandbox\n  \
-        rawko mcp serve --http 127.0.0.1:8765    # streamable HTTP at http://127.0.0.1:8765/mcp\n\n\
+        rawko mcp serve --http 127.0.0.1:8765    # streamable HTTP at http://127.0.0.1:8765/mcp\n  \
+        rawko mcp serve --agents reviewer        # also ask the reviewer: a query in, its answer out\n\n\
         Each call runs exactly as the agent's would in a task: a fresh sandboxed instance with \
         the agent's grants, its bash filters, and the kernel sandbox for native commands. The \
         calls are recorded in the workspace's task store (`rawko tasks show ID`).\n\n\
@@ -54,6 +55,10 @@ struct ServeArgs {
     /// in RAWKO_MCP_TOKEN)
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
+    /// Also serve these agents as tools: a query in, the agent's answer out (the agent works
+    /// with its own adapter, tools and sandbox, as the first state of a task of its own)
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    agents: Vec<String>,
 }
 
 impl McpCmd {
@@ -88,6 +93,51 @@ async fn serve(cx: &Context, args: ServeArgs) -> anyhow::Result<ExitCode> {
             input_schema: s.input_schema,
         })
         .collect();
+    let mut served = served;
+    let mut agent_tools = Vec::new();
+    for name in &args.agents {
+        let a = usable_agent(cx, name)?;
+        if served.iter().any(|t| t.name == a.name) {
+            return Err(BadInput::new(format!(
+                "agent `{}` has the name of a tool served already",
+                a.name
+            ))
+            .into());
+        }
+        served.push(ServedTool {
+            name: a.name.clone(),
+            description: format!(
+                "Ask rawko's {} agent: {}",
+                a.name,
+                a.when_to_use
+                    .clone()
+                    .or_else(|| a.description.clone())
+                    .unwrap_or_else(|| "it works on the query and answers".into())
+            ),
+            input_schema: serde_json::json!({
+                "type": "object",
+                "properties": {"query": {"type": "string", "description": "What to ask the agent", "minLength": 1}},
+                "required": ["query"],
+                "additionalProperties": false
+            }),
+        });
+        agent_tools.push(a.name.clone());
+    }
+    let ask_setup = if agent_tools.is_empty() {
+        None
+    } else {
+        let trusted = cx.workspace_trust() == Trust::Trusted;
+        let quiet = crate::cli::commands::run::OutputFlags {
+            quiet: true,
+            no_stream: true,
+            ..Default::default()
+        };
+        Some(crate::cli::commands::run::Setup {
+            max_steps: 1,
+            timeline_hint: false,
+            ..crate::cli::commands::run::Setup::new(cx, trusted, &quiet)?
+        })
+    };
     let names: Vec<String> = served.iter().map(|t| t.name.clone()).collect();
 
     let store = open_store(&cx.store_path())?;
@@ -144,6 +194,8 @@ async fn serve(cx: &Context, args: ServeArgs) -> anyhow::Result<ExitCode> {
 
     let state = Rc::new(Served {
         tools,
+        agent_tools,
+        ask_setup,
         agent,
         store,
         task: task.clone(),
@@ -181,6 +233,9 @@ async fn serve(cx: &Context, args: ServeArgs) -> anyhow::Result<ExitCode> {
 /// What the served calls share: the agent's tools and the store that records them.
 struct Served {
     tools: SessionTools,
+    /// Agents served as tools, and how their tasks are set up.
+    agent_tools: Vec<String>,
+    ask_setup: Option<crate::cli::commands::run::Setup>,
     agent: std::sync::Arc<rawko_agents::model::Agent>,
     store: TaskStore,
     task: String,
@@ -194,6 +249,11 @@ impl Served {
         let n = self.next.get() + 1;
         self.next.set(n);
         let started = Instant::now();
+        if self.agent_tools.contains(&req.tool) {
+            let reply = self.ask(&req.tool, &req.input).await;
+            let _ = req.reply.send(reply);
+            return;
+        }
         let outcome = self.tools.run(&self.agent, &req.tool, &req.input).await;
         let row = ToolCall {
             turn_id: self.turn,
@@ -221,6 +281,53 @@ impl Served {
             output: outcome.output,
             is_error: outcome.is_error,
         });
+    }
+
+    /// Ask agent `name` the query in `input`: a task of its own, in the store like any other,
+    /// that ends with the agent's own answer (its first state only).
+    async fn ask(&self, name: &str, input: &str) -> CallReply {
+        let error = |output: String| CallReply {
+            output,
+            is_error: true,
+        };
+        let query = match serde_json::from_str::<serde_json::Value>(input) {
+            Ok(v) => match v.get("query").and_then(|q| q.as_str()) {
+                Some(q) if !q.trim().is_empty() => q.to_string(),
+                _ => return error("invalid input: `query` must be a non-empty string".into()),
+            },
+            Err(e) => return error(format!("invalid input: not JSON: {e}")),
+        };
+        let Some(setup) = self.ask_setup.clone() else {
+            return error(format!("agent `{name}` is not served"));
+        };
+        let start = crate::cli::commands::run::Start::New {
+            prompt: &query,
+            agent: name,
+            options: serde_json::json!({ "max_steps": 1, "start": name, "mcp_serve": true }),
+        };
+        let prepared = match setup.prepare(start, &self.store).await {
+            Ok(p) => p,
+            Err(e) => return error(format!("{e:#}")),
+        };
+        let task = prepared.task().to_string();
+        if let Err(e) = prepared.drive(&self.store).await {
+            return error(format!("{e:#}"));
+        }
+        // The answer is the agent's own finish, whatever the task did after it.
+        let turns = self.store.turns(&task).unwrap_or_default();
+        match turns
+            .iter()
+            .find(|t| t.agent == name && t.parent_id.is_none())
+        {
+            Some(t) => CallReply {
+                output: format!(
+                    "{}\n[rawko task {task}]",
+                    t.summary.clone().unwrap_or_default()
+                ),
+                is_error: t.outcome.as_deref() != Some("succeeded"),
+            },
+            None => error(format!("agent `{name}` did not answer (rawko task {task})")),
+        }
     }
 }
 

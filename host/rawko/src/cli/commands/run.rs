@@ -299,6 +299,7 @@ pub enum Start<'a> {
 }
 
 /// What a run is assembled from.
+#[derive(Clone)]
 pub struct Setup {
     pub workspace: PathBuf,
     pub data_dir: PathBuf,
