@@ -384,6 +384,16 @@ fn a_hostile_server_is_contained_and_bounded() {
 }
 
 #[test]
+fn a_server_that_dies_mid_call_is_an_error_not_a_hang() {
+    let s = hostile_setup("crash", "");
+    let started = std::time::Instant::now();
+    let r = s.call("mcp__hostile__spill", "{}");
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("MCP server `hostile`"), "{r:?}");
+    assert!(started.elapsed().as_secs() < 3, "{:?}", started.elapsed());
+}
+
+#[test]
 fn servers_that_flood_babble_list_too_much_or_stay_silent_fail_clearly() {
     for (mode, expect) in [
         ("many", "more than 128 tools"),
