@@ -796,3 +796,142 @@ fn a_new_bash_filter_builds_installs_and_denies() {
     );
     assert_eq!(check("ls").code, 0);
 }
+
+/// `wasm` with its embedded manifest hidden: the custom section renamed in place, as a component
+/// from a toolchain that knows nothing of rawko comes.
+fn without_manifest(wasm: &[u8]) -> Vec<u8> {
+    let name = rawko_distribution::SECTION.as_bytes();
+    let mut bytes = wasm.to_vec();
+    let at = bytes
+        .windows(name.len() + 1)
+        .position(|w| w[0] as usize == name.len() && &w[1..] == name)
+        .expect("the manifest's section is in the component");
+    bytes[at + name.len()] = b'X';
+    bytes
+}
+
+#[test]
+fn a_component_from_any_toolchain_is_packed_installed_and_signed_with_its_manifest() {
+    let ws = Workspace::new();
+    ws.write("public/hi.txt", "from public\n");
+    let bare = ws.path().join("bare.wasm");
+    std::fs::write(
+        &bare,
+        without_manifest(&std::fs::read(rawko_test_artifacts::GREETER).unwrap()),
+    )
+    .unwrap();
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../plugins/test-plugins/greeter/rawko-plugin.yaml");
+    std::fs::copy(&manifest, ws.path().join("rawko-plugin.yaml")).unwrap();
+
+    // Unpacked, install says how to pack it.
+    let r = install(&ws, "bare.wasm", &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("rawko plugin pack"), "{r:?}");
+    assert_nothing_installed(&ws);
+
+    let r = plugin(
+        &ws,
+        &[
+            "pack",
+            "bare.wasm",
+            "--manifest",
+            "rawko-plugin.yaml",
+            "-o",
+            "greeter.wasm",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("packed greeter 0.1.0"), "{r:?}");
+    // Packing twice is refused: the component carries a manifest now.
+    let r = plugin(
+        &ws,
+        &[
+            "pack",
+            "greeter.wasm",
+            "--manifest",
+            "rawko-plugin.yaml",
+            "-o",
+            "twice.wasm",
+        ],
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    // A manifest that does not fit the component is refused before anything is written.
+    ws.write(
+        "wrong.yaml",
+        std::fs::read_to_string(&manifest)
+            .unwrap()
+            .replace("kinds: [tool]", "kinds: [adapter]"),
+    );
+    let r = plugin(
+        &ws,
+        &[
+            "pack",
+            "bare.wasm",
+            "--manifest",
+            "wrong.yaml",
+            "-o",
+            "wrong.wasm",
+        ],
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(!ws.path().join("wrong.wasm").exists());
+
+    // Signed after packing, it installs and runs.
+    let keys = tempfile::tempdir().unwrap();
+    let alice = Minisign::generate(keys.path(), "alice");
+    alice.sign(&ws.path().join("greeter.wasm"));
+    let alice_pub = alice.public.to_str().unwrap();
+    let r = plugin(&ws, &["keys", "add", alice_pub]);
+    assert_eq!(r.code, 0, "{r:?}");
+
+    // The same component packed with an altered manifest (more access asked for) does not
+    // verify under the signature of the first.
+    ws.write(
+        "greedy.yaml",
+        std::fs::read_to_string(&manifest)
+            .unwrap()
+            .replace("reads greetings kept in public/", "reads everything"),
+    );
+    let r = plugin(
+        &ws,
+        &[
+            "pack",
+            "bare.wasm",
+            "--manifest",
+            "greedy.yaml",
+            "-o",
+            "altered.wasm",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    std::fs::copy(
+        ws.path().join("greeter.wasm.minisig"),
+        ws.path().join("altered.wasm.minisig"),
+    )
+    .unwrap();
+    let r = install(&ws, "altered.wasm", &["--require-signature"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains("does not match the plugin's bytes"),
+        "{r:?}"
+    );
+    assert_nothing_installed(&ws);
+
+    let r = install(&ws, "greeter.wasm", &["--require-signature"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = run(
+        &ws,
+        &[
+            "tool",
+            "call",
+            "Greet",
+            "--read",
+            ".",
+            "--input",
+            r#"{"name": "packed", "from_file": "public/hi.txt"}"#,
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("packed"), "{r:?}");
+}

@@ -45,6 +45,7 @@ const COMMANDS: &[&str] = &[
     "plugin update",
     "plugin remove",
     "plugin new",
+    "plugin pack",
     "plugin publish",
     "plugin keys",
     "plugin keys add",

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 #[cfg(feature = "net")]
 use reqwest::Url;
 
-pub use manifest::{ComponentInfo, Grant, Kind, Manifest, ManifestError};
+pub use manifest::{ComponentInfo, Grant, Kind, Manifest, ManifestError, SECTION};
 pub use store::{Entry, Installed, PluginStore, PluginStoreError};
 
 #[cfg(feature = "net")]
@@ -189,6 +189,45 @@ pub fn examine(wasm: &[u8]) -> Result<Examined, ManifestError> {
     })
 }
 
+/// `component` with `manifest` (the text of a `rawko-plugin.yaml`) embedded as its `rawko-manifest`
+/// custom section: what `rawko_plugin_sdk::manifest!` does for Rust plugins, for a component
+/// from any toolchain (componentize-py, jco, wit-bindgen for C or Go). The manifest is checked
+/// and held against the component's imports and exports first; a component that already
+/// carries one is refused (pack the component as its toolchain built it).
+pub fn pack(component: &[u8], manifest: &[u8]) -> Result<Vec<u8>, ManifestError> {
+    let mut info = ComponentInfo::read(component)?;
+    if info.manifest.is_some() {
+        return Err(ManifestError::Duplicate(2));
+    }
+    let parsed = Manifest::parse(manifest)?;
+    info.check(&parsed)?;
+    info.manifest = Some(manifest.to_vec());
+    let mut out = component.to_vec();
+    let mut body = Vec::new();
+    leb128(&mut body, SECTION.len());
+    body.extend_from_slice(SECTION.as_bytes());
+    body.extend_from_slice(manifest);
+    out.push(0); // a custom section
+    leb128(&mut out, body.len());
+    out.extend_from_slice(&body);
+    // What install will read back.
+    examine(&out)?;
+    Ok(out)
+}
+
+/// Append `n` as an unsigned LEB128 number, as the binary format writes sizes.
+fn leb128(out: &mut Vec<u8>, mut n: usize) {
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
 /// Normalize a digest given by a user: `sha256:HEX` or bare `HEX`, any case.
 pub fn parse_digest(s: &str) -> Result<String, String> {
     let hex = s
@@ -238,6 +277,31 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn sizes_are_written_as_leb128() {
+        for (n, bytes) in [
+            (0usize, vec![0u8]),
+            (127, vec![0x7f]),
+            (128, vec![0x80, 0x01]),
+            (624_485, vec![0xe5, 0x8e, 0x26]),
+        ] {
+            let mut out = Vec::new();
+            super::leb128(&mut out, n);
+            assert_eq!(out, bytes, "{n}");
+        }
+    }
+
+    #[test]
+    fn a_core_module_or_junk_cannot_be_packed() {
+        assert!(super::pack(b"not wasm", b"name: x").is_err());
+        // `(module)`: a core module, not a component.
+        let module = [0, b'a', b's', b'm', 1, 0, 0, 0];
+        assert!(matches!(
+            super::pack(&module, b"name: x"),
+            Err(ManifestError::CoreModule)
+        ));
+    }
+
     use super::*;
 
     #[test]

@@ -360,10 +360,12 @@ pub enum ManifestError {
     )]
     CoreModule,
     #[error(
-        "the component carries no rawko manifest (custom section `{SECTION}`); add `rawko_plugin_sdk::manifest!();` and a rawko-plugin.yaml to the plugin crate"
+        "the component carries no rawko manifest (custom section `{SECTION}`): for a Rust plugin, add `rawko_plugin_sdk::manifest!();` and a rawko-plugin.yaml to the crate; for a component from any other toolchain (componentize-py, jco, ...), embed one with `rawko plugin pack COMPONENT.wasm --manifest rawko-plugin.yaml -o PLUGIN.wasm`"
     )]
     Missing,
-    #[error("the component carries {0} rawko manifests; a plugin has exactly one")]
+    #[error(
+        "the component carries {0} rawko manifests; a plugin has exactly one (pack a component as its toolchain built it)"
+    )]
     Duplicate(usize),
     #[error("manifest: {0}")]
     Invalid(String),

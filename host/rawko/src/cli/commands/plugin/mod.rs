@@ -1,5 +1,5 @@
 //! `rawko plugin`: install, inspect, update and remove plugins, trust publisher keys, scaffold
-//! new plugins and publish them to OCI registries.
+//! new plugins, pack components from any toolchain and publish them to OCI registries.
 
 pub(crate) mod consent;
 mod inspect;
@@ -7,6 +7,7 @@ mod install;
 mod keys;
 mod list;
 mod new;
+mod pack;
 mod publish;
 mod remove;
 
@@ -37,6 +38,7 @@ enum PluginAction {
     Update(install::UpdateArgs),
     Remove(remove::RemoveArgs),
     New(new::NewArgs),
+    Pack(pack::PackArgs),
     Publish(publish::PublishArgs),
     Keys(keys::KeysArgs),
 }
@@ -50,6 +52,7 @@ impl PluginCmd {
             PluginAction::Update(a) => install::update(cx, a).await,
             PluginAction::Remove(a) => remove::remove(cx, a),
             PluginAction::New(a) => new::new(cx, a),
+            PluginAction::Pack(a) => pack::pack(cx, a),
             PluginAction::Publish(a) => publish::publish(cx, a).await,
             PluginAction::Keys(a) => keys::keys(cx, a),
         }
