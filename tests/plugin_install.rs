@@ -179,7 +179,7 @@ fn without_a_terminal_consent_must_be_explicit() {
 pub(crate) fn plugins_that_exceed_or_lack_their_manifest_are_refused() {
     let ws = Workspace::new();
     let cases = [
-        (rawko_test_artifacts::GREEDY_TOOL, "imports `wasi:sockets/"),
+        (rawko_test_artifacts::GREEDY_TOOL, "imports `evil:net/raw`"),
         (
             rawko_test_artifacts::FUTURE_TOOL,
             "built against rawko:plugin@0.9.0, which this rawko does not support",
@@ -202,7 +202,7 @@ pub(crate) fn plugins_that_exceed_or_lack_their_manifest_are_refused() {
     let r = plugin(&ws, &["inspect", rawko_test_artifacts::GREEDY_TOOL]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
-        r.stdout.contains("REFUSED") && r.stdout.contains("wasi:sockets/"),
+        r.stdout.contains("REFUSED") && r.stdout.contains("evil:net/raw"),
         "{r:?}"
     );
     assert_nothing_installed(&ws);
@@ -934,4 +934,58 @@ fn a_component_from_any_toolchain_is_packed_installed_and_signed_with_its_manife
     );
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("packed"), "{r:?}");
+}
+
+/// What toolchains import whether the plugin uses it or not (componentize-py always imports
+/// `wasi:sockets`; others `wasi:http`) is accepted and denied, not refused: the install and the
+/// listing say "denied", a connection to a loopback server never arrives, and an HTTP request
+/// stops the plugin with an error naming the denied function. `--plugin` applies the same rules.
+#[test]
+pub(crate) fn imports_every_toolchain_makes_are_accepted_and_denied() {
+    let ws = Workspace::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+
+    let r = plugin(&ws, &["inspect", rawko_test_artifacts::SOCKET_TOOL]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stdout.contains("REFUSED"), "{r:?}");
+    assert!(
+        r.stdout
+            .contains("wasi:sockets/tcp@0.2.12  denied (no network")
+            && r.stdout
+                .contains("wasi:http/outgoing-handler@0.2.12  denied"),
+        "{r:?}"
+    );
+    let r = install(&ws, rawko_test_artifacts::SOCKET_TOOL, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("denied") || r.stderr.contains("denied"),
+        "{r:?}"
+    );
+
+    let connect = format!(r#"{{"addr": "{addr}"}}"#);
+    let fresh = Workspace::new();
+    for (ws, extra) in [
+        (&ws, &[][..]),
+        (&fresh, &["--plugin", rawko_test_artifacts::SOCKET_TOOL][..]),
+    ] {
+        let mut args = vec!["tool", "call", "Connect", "--input", &connect];
+        args.extend_from_slice(extra);
+        let r = run(ws, &args);
+        assert!(r.stdout.contains("refused"), "{extra:?}: {r:?}");
+        assert!(
+            listener.accept().is_err(),
+            "a connection arrived: {extra:?}"
+        );
+        let mut args = vec!["tool", "call", "Fetch", "--input", "{}"];
+        args.extend_from_slice(extra);
+        let r = run(ws, &args);
+        assert_eq!(r.code, 1, "{extra:?}: {r:?}");
+        assert!(
+            r.stderr
+                .contains("`wasi:http/types@0.2.12#[constructor]fields` is denied"),
+            "{extra:?}: {r:?}"
+        );
+    }
 }

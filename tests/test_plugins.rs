@@ -28,6 +28,9 @@ use crate::plugin_install::an_installed_tool_runs_with_only_what_was_granted as 
 /// `greeter-net`: the greeter's next version, which asks for more.
 use crate::plugin_install::updates_ask_again_for_new_capabilities_and_refuse_new_signers as greeter_net;
 
+/// `socket-tool`: imports wasi:sockets and wasi:http, accepted and denied.
+use crate::plugin_install::imports_every_toolchain_makes_are_accepted_and_denied as socket_tool;
+
 /// `greedy-tool`: imports more than its manifest declares.
 use crate::plugin_install::plugins_that_exceed_or_lack_their_manifest_are_refused as greedy_tool;
 

@@ -651,6 +651,9 @@ impl ComponentInfo {
 
         let kinds = &manifest.kinds;
         for name in &self.imports {
+            if is_denied_import(name) {
+                continue;
+            }
             let allowed = Interface::parse(name).is_some_and(|i| {
                 let base = format!("{}/{}", i.package, i.name);
                 let version_ok = match i.package.split(':').next() {
@@ -690,6 +693,11 @@ impl ComponentInfo {
 
         let mut exported = Vec::new();
         for name in &self.exports {
+            // Exports beyond the plugin worlds (a toolchain's own interfaces) are never
+            // called: ignored, and listed by [`ComponentInfo::foreign_exports`].
+            if Interface::parse(name).is_none_or(|i| i.package != "rawko:plugin") {
+                continue;
+            }
             let iface = Interface::parse(name).filter(|i| i.package == "rawko:plugin");
             let kind = iface.as_ref().and_then(|i| {
                 let base = format!("{}/{}", i.package, i.name);
@@ -724,6 +732,39 @@ impl ComponentInfo {
             }
         }
         Ok(wit)
+    }
+}
+
+/// Packages whose imports rawko accepts and denies: toolchains such as componentize-py import
+/// them whether the plugin uses them or not. `wasi:sockets` is linked to WASI with no network
+/// (every socket, connection and name lookup refused) and `wasi:http` to stubs that trap.
+pub const DENIED_PACKAGES: [&str; 2] = ["wasi:sockets", "wasi:http"];
+
+/// Whether `name` is an import of a [`DENIED_PACKAGES`] package at WASI 0.2.
+pub fn is_denied_import(name: &str) -> bool {
+    Interface::parse(name).is_some_and(|i| {
+        DENIED_PACKAGES.contains(&i.package)
+            && i.version.is_some_and(|v| v.major == 0 && v.minor == 2)
+    })
+}
+
+impl ComponentInfo {
+    /// The imports rawko accepts and denies ([`DENIED_PACKAGES`]).
+    pub fn denied_imports(&self) -> Vec<&str> {
+        self.imports
+            .iter()
+            .map(String::as_str)
+            .filter(|n| is_denied_import(n))
+            .collect()
+    }
+
+    /// The exports beyond any rawko plugin world, which rawko never calls.
+    pub fn foreign_exports(&self) -> Vec<&str> {
+        self.exports
+            .iter()
+            .map(String::as_str)
+            .filter(|n| Interface::parse(n).is_none_or(|i| i.package != "rawko:plugin"))
+            .collect()
     }
 }
 
@@ -890,9 +931,50 @@ provides: { tools: [Hello] }
         );
         assert_eq!(ok.check(&m).unwrap(), semver::Version::new(0, 1, 0));
 
-        let sockets = info(&["wasi:sockets/tcp@0.2.0"], &["rawko:plugin/tools@0.1.0"]);
-        let e = sockets.check(&m).unwrap_err().to_string();
-        assert!(e.contains("imports `wasi:sockets/tcp@0.2.0`"), "{e}");
+        let other = info(
+            &["wasi:keyvalue/store@0.2.0"],
+            &["rawko:plugin/tools@0.1.0"],
+        );
+        let e = other.check(&m).unwrap_err().to_string();
+        assert!(e.contains("imports `wasi:keyvalue/store@0.2.0`"), "{e}");
+
+        // What toolchains import anyway is accepted, and denied: listed as such.
+        let sockets = info(
+            &[
+                "wasi:sockets/tcp@0.2.0",
+                "wasi:http/types@0.2.3",
+                "rawko:plugin/types@0.1.0",
+            ],
+            &[
+                "rawko:plugin/tools@0.1.0",
+                "componentize-py:init/init@0.1.0",
+            ],
+        );
+        assert!(sockets.check(&m).is_ok());
+        assert_eq!(
+            sockets.denied_imports(),
+            ["wasi:sockets/tcp@0.2.0", "wasi:http/types@0.2.3"]
+        );
+        assert_eq!(
+            sockets.foreign_exports(),
+            ["componentize-py:init/init@0.1.0"]
+        );
+        // Only at WASI 0.2, and a foreign export does not stand in for the plugin's own.
+        let later = info(&["wasi:sockets/tcp@0.3.0"], &["rawko:plugin/tools@0.1.0"]);
+        assert!(later.check(&m).is_err());
+        let only_foreign = info(
+            &[],
+            &[
+                "componentize-py:init/init@0.1.0",
+                "rawko:plugin/tools@0.1.0",
+            ],
+        );
+        assert!(only_foreign.check(&m).is_ok());
+        let none = info(
+            &["rawko:plugin/types@0.1.0"],
+            &["componentize-py:init/init@0.1.0"],
+        );
+        assert!(none.check(&m).is_err());
 
         let http = info(&["rawko:plugin/http@0.1.0"], &["rawko:plugin/tools@0.1.0"]);
         assert!(

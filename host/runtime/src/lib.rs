@@ -124,13 +124,77 @@ impl Runtime {
             .cache
             .load(&self.engine, wasm)
             .map_err(|e| fail(format!("not a valid WebAssembly component: {e:#}")))?;
-        let pre = linker
-            .instantiate_pre(&compiled.component)
-            .map_err(|e| fail(format!("needs an import rawko does not provide: {e:#}")))?;
+        // `wasi:http`, which toolchains import whether the plugin uses it or not, is linked to
+        // stubs that trap: denied, as the manifest check lists it. (`wasi:sockets` is linked to
+        // WASI, which has no network in any call.)
+        let imports_http = compiled
+            .component
+            .component_type()
+            .imports(&self.engine)
+            .any(|(name, _)| name.starts_with("wasi:http/"));
+        let pre = if imports_http {
+            let mut denying = linker.clone();
+            deny_imports(
+                &mut denying,
+                &self.engine,
+                &compiled.component,
+                "wasi:http/",
+            )
+            .map_err(|e| fail(format!("cannot deny its wasi:http imports: {e:#}")))?;
+            denying.instantiate_pre(&compiled.component)
+        } else {
+            linker.instantiate_pre(&compiled.component)
+        }
+        .map_err(|e| fail(format!("needs an import rawko does not provide: {e:#}")))?;
         Ok((compiled, pre))
     }
 
     pub(crate) fn filter_linker(&self) -> &Linker<HostState> {
         &self.filter_linker
     }
+}
+
+/// A resource rawko never creates: what a denied interface's resources are linked to.
+struct Denied;
+
+/// Link every instance `component` imports whose name starts with `prefix` to stubs: each
+/// function traps, saying the interface is denied, and each resource is one rawko never makes.
+/// (wasmtime's `define_unknown_imports_as_traps` would also stub newer minor versions of
+/// interfaces the linker serves by semver, such as `wasi:io@0.2.12`, and break them.)
+fn deny_imports(
+    linker: &mut Linker<HostState>,
+    engine: &Engine,
+    component: &wasmtime::component::Component,
+    prefix: &str,
+) -> wasmtime::Result<()> {
+    use wasmtime::component::types::ComponentItem;
+    let ty = component.component_type();
+    for (name, import) in ty.imports(engine) {
+        if !name.starts_with(prefix) {
+            continue;
+        }
+        let ComponentItem::ComponentInstance(instance) = import.ty else {
+            continue;
+        };
+        let mut stub = linker.instance(name)?;
+        for (item, export) in instance.exports(engine) {
+            match export.ty {
+                ComponentItem::ComponentFunc(_) => {
+                    let what = format!("{name}#{item}");
+                    stub.func_new(item, move |_, _, _, _| {
+                        wasmtime::bail!("`{what}` is denied: rawko gives plugins no wasi:http")
+                    })?;
+                }
+                ComponentItem::Resource(_) => {
+                    stub.resource(
+                        item,
+                        wasmtime::component::ResourceType::host::<Denied>(),
+                        |_, _| Ok(()),
+                    )?;
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }

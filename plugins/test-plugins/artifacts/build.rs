@@ -17,6 +17,7 @@ const PLUGINS: &[&str] = &[
     "rawko-greeter-net",
     "rawko-greedy-tool",
     "rawko-future-tool",
+    "rawko-socket-tool",
     // A first-party plugin, installed by tests as a stranger's would be.
     "rawko-adapter-openai",
 ];

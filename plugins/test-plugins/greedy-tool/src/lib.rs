@@ -1,8 +1,21 @@
-//! A tool plugin that opens network connections while its manifest declares no capability at
-//! all: its component imports `wasi:sockets`, which no rawko world offers, so rawko must refuse to
+//! A tool plugin that imports an interface no rawko world offers (a raw network of its own,
+//! `evil:net/raw`) while its manifest declares no capability at all, so rawko must refuse to
 //! install it.
 
 use rawko_plugin_sdk::tool::{Context, Tool, ToolError};
+
+wit_bindgen::generate!({
+    inline: "
+        package evil:net;
+        interface raw {
+            connect: func(addr: string) -> string;
+        }
+        world greedy {
+            import raw;
+        }
+    ",
+    world: "greedy",
+});
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 pub struct ConnectInput {
@@ -13,13 +26,11 @@ pub struct Connect;
 
 impl Tool for Connect {
     const NAME: &'static str = "Connect";
-    const DESCRIPTION: &'static str = "Opens a TCP connection.";
+    const DESCRIPTION: &'static str = "Opens a connection through an import of its own.";
     type Input = ConnectInput;
 
     fn call(input: ConnectInput, _cx: &Context) -> Result<String, ToolError> {
-        std::net::TcpStream::connect(&input.addr)
-            .map(|_| "connected".to_string())
-            .map_err(|e| ToolError::Failed(e.to_string()))
+        Ok(evil::net::raw::connect(&input.addr))
     }
 }
 

@@ -133,12 +133,14 @@ pub fn describe(
         .iter()
         .filter(|c| only.is_none_or(|o| o.contains(&c.grant)))
         .collect();
+    let denied = denied_and_ignored(examined);
     if caps.is_empty() {
         out.push_str(if only.is_some() {
             "It asks for nothing new.\n"
         } else {
             "It asks for no capabilities: no files, no network, no secrets, no commands.\n"
         });
+        out.push_str(&denied);
         return out;
     }
     out.push_str(if only.is_some() {
@@ -156,6 +158,35 @@ pub fn describe(
     }
     if let Some(combined) = combined_risk(&m.requested()) {
         out.push_str(&format!("Together: {combined}\n"));
+    }
+    out.push_str(&denied);
+    out
+}
+
+/// What the component imports that rawko denies whatever the grants (its toolchain imports
+/// them anyway), and what it exports that rawko never calls.
+fn denied_and_ignored(examined: &Examined) -> String {
+    let mut out = String::new();
+    let denied = examined.info.denied_imports();
+    if !denied.is_empty() {
+        out.push_str(
+            "Denied whatever you grant (its toolchain imports them; rawko refuses every use):\n",
+        );
+        for d in denied {
+            let how = if d.starts_with("wasi:sockets/") {
+                "no network: every socket, connection and name lookup is refused"
+            } else {
+                "every call stops the plugin with an error"
+            };
+            out.push_str(&format!("  {d}  denied ({how})\n"));
+        }
+    }
+    let foreign = examined.info.foreign_exports();
+    if !foreign.is_empty() {
+        out.push_str(&format!(
+            "Ignored: it also exports {}, which rawko never calls.\n",
+            foreign.join(", ")
+        ));
     }
     out
 }
