@@ -989,3 +989,36 @@ pub(crate) fn imports_every_toolchain_makes_are_accepted_and_denied() {
         );
     }
 }
+
+/// A registry on IPv6 loopback (`[::1]`) is spoken to over plain HTTP like `127.0.0.1`: publish,
+/// inspect and install. `--insecure-registry` is the only way to plain HTTP elsewhere, and says so.
+#[test]
+fn an_ipv6_loopback_registry_works_like_ipv4_and_plain_http_elsewhere_is_loud() {
+    let registry = Registry::start_on("[::1]");
+    let ws = Workspace::new();
+    copy_plugin(&ws, rawko_test_artifacts::GREETER, "greeter.wasm");
+    let tag = format!("oci://{}/rawko-tests/greeter:1", registry.addr);
+    let r = plugin(&ws, &["publish", "greeter.wasm", &tag]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = install(&ws, &tag, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stderr.contains("plain HTTP"), "{r:?}");
+    assert_eq!(installed(&ws)[0]["source"], tag);
+
+    // Elsewhere https, unless named insecure (the name does not resolve here: the point is the
+    // scheme tried, and the warning).
+    let far = "oci://registry.invalid:5000/a/b:1";
+    let r = plugin(&ws, &["inspect", far]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("https://registry.invalid:5000"), "{r:?}");
+    let r = plugin(
+        &ws,
+        &["inspect", far, "--insecure-registry", "registry.invalid"],
+    );
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("over plain HTTP (insecure registry)"),
+        "{r:?}"
+    );
+    assert!(r.stderr.contains("http://registry.invalid:5000"), "{r:?}");
+}

@@ -59,22 +59,27 @@ fn free_port() -> u16 {
 /// when dropped.
 pub struct Registry {
     child: Child,
-    /// `127.0.0.1:PORT`.
+    /// `127.0.0.1:PORT` or `[::1]:PORT`.
     pub addr: String,
     _dir: tempfile::TempDir,
 }
 
 impl Registry {
     pub fn start() -> Registry {
+        Registry::start_on("127.0.0.1")
+    }
+
+    /// A registry listening on `host` (`127.0.0.1`, or `[::1]` for IPv6 loopback).
+    pub fn start_on(host: &str) -> Registry {
         let bin = require_program("docker-registry", "docker-registry");
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
-        let addr = format!("127.0.0.1:{port}");
+        let addr = format!("{host}:{port}");
         let config = dir.path().join("config.yml");
         std::fs::write(
             &config,
             format!(
-                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
+                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: \"{addr}\"\n",
                 dir.path().join("storage").display()
             ),
         )

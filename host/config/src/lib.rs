@@ -132,6 +132,10 @@ pub struct PluginsConfig {
     /// Refuse plugins that are not signed by a trusted publisher key (as `--require-signature`).
     #[serde(default)]
     pub require_signature: bool,
+    /// OCI registries (`HOST` or `HOST:PORT`) reached over plain HTTP although they are not on
+    /// this machine (as `--insecure-registry`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub insecure_registries: Vec<String>,
 }
 
 /// A named adapter instance: a plugin, the model it asks, where, with which credential, and

@@ -37,6 +37,14 @@ const LEGACY_WASM_MEDIA_TYPE: &str = "application/vnd.wasm.content.layer.v1+wasm
 /// Manifest annotation holding the `.minisig` text.
 pub const SIGNATURE_ANNOTATION: &str = "dev.rawko.plugin.minisig";
 
+/// The host of `registry` (`HOST`, `HOST:PORT`, `[V6]` or `[V6]:PORT`), without the port.
+pub fn host_of_registry(registry: &str) -> &str {
+    if registry.starts_with('[') {
+        return registry.split_inclusive(']').next().unwrap_or(registry);
+    }
+    registry.split(':').next().unwrap_or(registry)
+}
+
 /// `oci://registry[:port]/repository[:tag][@sha256:digest]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reference {
@@ -44,9 +52,25 @@ pub struct Reference {
     pub repository: String,
     pub tag: Option<String>,
     pub digest: Option<String>,
+    /// Reach the registry over plain HTTP although it is not on this machine
+    /// (`--insecure-registry`). Registries on this machine always are.
+    pub insecure: bool,
 }
 
 impl Reference {
+    /// Mark the reference insecure when its registry is one of `registries` (`HOST` or
+    /// `HOST:PORT`, as written after `oci://`); whether it now is.
+    pub fn allow_insecure(&mut self, registries: &[String]) -> bool {
+        let host = host_of_registry(&self.registry);
+        if registries
+            .iter()
+            .any(|r| r.eq_ignore_ascii_case(&self.registry) || r.eq_ignore_ascii_case(host))
+        {
+            self.insecure = true;
+        }
+        self.insecure
+    }
+
     pub fn parse(s: &str) -> Result<Reference, String> {
         let bad = |why: &str| {
             format!(
@@ -103,6 +127,7 @@ impl Reference {
             repository: repository.to_string(),
             tag,
             digest,
+            insecure: false,
         })
     }
 

@@ -64,6 +64,8 @@ pub struct Client {
     base: Url,
     /// The `Authorization` header value to send, once a challenge has been answered.
     auth: Option<String>,
+    /// Plain HTTP to the registry's own host is allowed (`--insecure-registry`).
+    insecure: bool,
 }
 
 impl Client {
@@ -72,6 +74,7 @@ impl Client {
             http: fetch::client()?,
             base: base(reference)?,
             auth: None,
+            insecure: reference.insecure,
         })
     }
 
@@ -97,7 +100,13 @@ impl Client {
                 .build()
                 .map_err(|e| FetchError::Other(fetch::describe(&e)))?;
             let url = req.url().clone();
-            fetch::check_scheme(&url)?;
+            let own_plain = self.insecure
+                && url.scheme() == "http"
+                && url.host() == self.base.host()
+                && url.port_or_known_default() == self.base.port_or_known_default();
+            if !own_plain {
+                fetch::check_scheme(&url)?;
+            }
             let resp = self.http.execute(req).await.map_err(|e| FetchError::Http {
                 url: url.to_string(),
                 message: fetch::describe(&e),
@@ -447,22 +456,41 @@ fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
-/// The registry's base URL.
+/// The registry's base URL: https, or plain HTTP for a registry on this machine (as Docker
+/// assumes for localhost, `127.0.0.0/8` and `[::1]`) or one marked insecure.
 fn base(reference: &Reference) -> Result<Url, FetchError> {
-    // Registries on this machine speak plain HTTP, as Docker assumes for localhost.
-    let host = reference.registry.split(':').next().unwrap_or_default();
-    let scheme = if host == "localhost" || host.starts_with("127.") || host == "[::1]" {
-        "http"
-    } else {
-        "https"
-    };
-    Url::parse(&format!("{scheme}://{}/", reference.registry))
-        .map_err(|e| FetchError::Other(format!("registry `{}`: {e}", reference.registry)))
+    let bad =
+        |e: url::ParseError| FetchError::Other(format!("registry `{}`: {e}", reference.registry));
+    let mut url = Url::parse(&format!("https://{}/", reference.registry)).map_err(bad)?;
+    if reference.insecure || fetch::is_loopback(&url) {
+        url = Url::parse(&format!("http://{}/", reference.registry)).map_err(bad)?;
+    }
+    Ok(url)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn registries_on_this_machine_or_marked_insecure_speak_plain_http() {
+        let scheme = |r: &str, insecure: &[&str]| {
+            let mut reference = Reference::parse(&format!("oci://{r}/a/b:1")).unwrap();
+            let named: Vec<String> = insecure.iter().map(|s| s.to_string()).collect();
+            reference.allow_insecure(&named);
+            base(&reference).unwrap().scheme().to_string()
+        };
+        assert_eq!(scheme("127.0.0.1:5000", &[]), "http");
+        assert_eq!(scheme("127.1.2.3", &[]), "http");
+        assert_eq!(scheme("[::1]:5000", &[]), "http");
+        assert_eq!(scheme("localhost:5000", &[]), "http");
+        assert_eq!(scheme("ghcr.io", &[]), "https");
+        assert_eq!(scheme("[2001:db8::1]:5000", &[]), "https");
+        assert_eq!(scheme("registry.lan:5000", &["registry.lan"]), "http");
+        assert_eq!(scheme("registry.lan:5000", &["registry.lan:5000"]), "http");
+        assert_eq!(scheme("registry.lan:5000", &["registry.lan:6000"]), "https");
+        assert_eq!(scheme("[2001:db8::1]:5000", &["[2001:db8::1]"]), "http");
+    }
 
     #[test]
     fn credentials_stay_on_their_registrys_site() {

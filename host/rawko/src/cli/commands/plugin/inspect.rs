@@ -18,6 +18,8 @@ pub struct InspectArgs {
     /// Print JSON
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    registry: super::RegistryArgs,
 }
 
 pub async fn inspect(cx: &Context, args: InspectArgs) -> anyhow::Result<ExitCode> {
@@ -34,7 +36,8 @@ pub async fn inspect(cx: &Context, args: InspectArgs) -> anyhow::Result<ExitCode
             p.entry.source.clone(),
         ),
         None => {
-            let source = Source::parse(&args.target, &super::cwd(cx)).map_err(BadInput::new)?;
+            let mut source = Source::parse(&args.target, &super::cwd(cx)).map_err(BadInput::new)?;
+            args.registry.apply_to(cx, &mut source)?;
             let fetched = distribution::fetch(&source)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot fetch the plugin: {e}"))?;

@@ -36,6 +36,8 @@ pub struct InstallArgs {
     trust: TrustArgs,
     #[command(flatten)]
     grants: GrantArgs,
+    #[command(flatten)]
+    registry: super::RegistryArgs,
 }
 
 /// Update an installed plugin from where it was installed from
@@ -64,6 +66,8 @@ pub struct UpdateArgs {
     trust: TrustArgs,
     #[command(flatten)]
     grants: GrantArgs,
+    #[command(flatten)]
+    registry: super::RegistryArgs,
 }
 
 /// A fetched plugin that passed every check except consent.
@@ -162,7 +166,8 @@ fn entry(c: &Candidate, source: &Source, grants: Vec<Grant>) -> Entry {
 }
 
 pub async fn install(cx: &Context, args: InstallArgs) -> anyhow::Result<ExitCode> {
-    let source = Source::parse(&args.source, &super::cwd(cx)).map_err(BadInput::new)?;
+    let mut source = Source::parse(&args.source, &super::cwd(cx)).map_err(BadInput::new)?;
+    args.registry.apply_to(cx, &mut source)?;
     let store = PluginStore::new(&cx.dirs.data);
     let candidate = prepare(cx, &source, args.sha256.as_deref(), &args.trust).await?;
     let name = candidate.examined.manifest.name.clone();
@@ -285,7 +290,8 @@ pub async fn update(cx: &Context, args: UpdateArgs) -> anyhow::Result<ExitCode> 
     };
     let old = installed.entry;
     let source_text = args.from.as_deref().unwrap_or(&old.source);
-    let source = Source::parse(source_text, &super::cwd(cx)).map_err(BadInput::new)?;
+    let mut source = Source::parse(source_text, &super::cwd(cx)).map_err(BadInput::new)?;
+    args.registry.apply_to(cx, &mut source)?;
     let candidate = prepare(cx, &source, args.sha256.as_deref(), &args.trust).await?;
     let m = &candidate.examined.manifest;
     if m.name != args.name {

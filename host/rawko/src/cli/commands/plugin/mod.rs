@@ -23,6 +23,52 @@ fn cwd(cx: &Context) -> std::path::PathBuf {
     std::env::current_dir().unwrap_or_else(|_| cx.workspace().to_path_buf())
 }
 
+/// Where OCI registries may be reached over plain HTTP.
+#[derive(Debug, Args, Clone, Default)]
+pub(crate) struct RegistryArgs {
+    /// Reach this OCI registry (HOST or HOST:PORT) over plain HTTP, although it is not on this
+    /// machine; repeatable (or `plugins: {insecure_registries: [...]}` in your config)
+    #[arg(long = "insecure-registry", value_name = "HOST")]
+    insecure_registry: Vec<String>,
+}
+
+impl RegistryArgs {
+    /// Mark `reference` insecure when its registry is named here or in the user's config, and
+    /// say so loudly: what crosses the network can be read and changed on the way (the digest
+    /// and signature checks still hold).
+    pub(crate) fn apply(
+        &self,
+        cx: &Context,
+        reference: &mut rawko_distribution::oci::Reference,
+    ) -> anyhow::Result<()> {
+        let mut named = self.insecure_registry.clone();
+        if let Some(p) = cx.config_layers()?.user_only().plugins {
+            named.extend(p.insecure_registries);
+        }
+        if reference.allow_insecure(&named) {
+            crate::cli::print_err(&format!(
+                "warning: registry {} is reached over plain HTTP (insecure registry): anyone on \
+                 the network path can read and change what is sent; digests and signatures are \
+                 still checked",
+                rawko_text::line(&reference.registry, 100)
+            ))?;
+        }
+        Ok(())
+    }
+
+    /// [`RegistryArgs::apply`] to an OCI source.
+    pub(crate) fn apply_to(
+        &self,
+        cx: &Context,
+        source: &mut rawko_distribution::Source,
+    ) -> anyhow::Result<()> {
+        if let rawko_distribution::Source::Oci(r) = source {
+            self.apply(cx, r)?;
+        }
+        Ok(())
+    }
+}
+
 /// Install and manage plugins
 #[derive(Debug, Args)]
 pub struct PluginCmd {

@@ -25,10 +25,13 @@ pub struct PublishArgs {
     /// A minisign signature to publish with it [default: FILE.minisig, if it exists]
     #[arg(long, value_name = "FILE")]
     signature: Option<PathBuf>,
+    #[command(flatten)]
+    registry: super::RegistryArgs,
 }
 
 pub async fn publish(cx: &Context, args: PublishArgs) -> anyhow::Result<ExitCode> {
-    let reference = Reference::parse(&args.target).map_err(BadInput::new)?;
+    let mut reference = Reference::parse(&args.target).map_err(BadInput::new)?;
+    args.registry.apply(cx, &mut reference)?;
     if reference.tag.is_none() || reference.digest.is_some() {
         return Err(BadInput::new("publish to a tag: oci://REGISTRY/REPOSITORY:TAG").into());
     }
