@@ -1022,3 +1022,47 @@ fn an_ipv6_loopback_registry_works_like_ipv4_and_plain_http_elsewhere_is_loud() 
     );
     assert!(r.stderr.contains("http://registry.invalid:5000"), "{r:?}");
 }
+
+/// Installing compiles the plugin ahead of time, in a child process with its time and memory
+/// limited, into the component cache: the first call after it compiles nothing.
+#[test]
+fn install_compiles_the_plugin_ahead_of_time() {
+    let ws = Workspace::new();
+    let cache = tempfile::tempdir().unwrap();
+    let digest = sha256(Path::new(rawko_test_artifacts::GREETER));
+    let cached = || {
+        std::fs::read_dir(cache.path().join("components"))
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.file_name().to_string_lossy().starts_with(&digest))
+            })
+            .unwrap_or(false)
+    };
+    let rawko_cached = |args: &[&str]| {
+        let out = rawko(&ws)
+            .args(args)
+            .env("RAWKO_CACHE_DIR", cache.path())
+            .env("RAWKO_LOG", "rawko=debug,rawko_runtime=debug")
+            .output()
+            .unwrap();
+        Run::of(out)
+    };
+    assert!(!cached());
+    let r = rawko_cached(&["plugin", "install", rawko_test_artifacts::GREETER, "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("compiled the plugin ahead of time"),
+        "{r:?}"
+    );
+    assert!(cached(), "no compiled component in the cache after install");
+    let r = rawko_cached(&["tool", "call", "Greet", "--input", r#"{"name":"cached"}"#]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("Hello, cached!"), "{r:?}");
+    // Only the built-in tools were compiled on this call; the plugin came from the cache.
+    assert_eq!(
+        r.stderr.matches("compiled plugin").count(),
+        1,
+        "{}",
+        r.stderr
+    );
+}

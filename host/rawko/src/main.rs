@@ -22,5 +22,10 @@ fn main() -> std::process::ExitCode {
             rawko_sandbox::reaper::main(&args[2..]);
         }
     }
+    // The installer's compiler (`rawko __compile CACHE_DIR FILE`), limited by its parent.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == cli::COMPILE_ARG) {
+        return cli::compile_main(&args[2..]);
+    }
     cli::main()
 }

@@ -266,6 +266,39 @@ fn suggest_subcommand(e: &mut clap::Error) {
 }
 
 /// Run the command line and return the process exit status.
+/// The hidden first argument of `rawko __compile CACHE_DIR FILE`: compile a plugin into the
+/// component cache, in a child process whose time and memory the installer limits.
+pub const COMPILE_ARG: &str = "__compile";
+
+/// `rawko __compile CACHE_DIR FILE`.
+pub fn compile_main(args: &[std::ffi::OsString]) -> ExitCode {
+    let [cache, file] = args else {
+        eprintln!("rawko compiler: usage: rawko __compile CACHE_DIR FILE");
+        return ExitCode::from(2);
+    };
+    let wasm = match std::fs::read(file) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("cannot read {}: {e}", std::path::Path::new(file).display());
+            return ExitCode::from(1);
+        }
+    };
+    let rt = match Runtime::new(Some(PathBuf::from(cache))) {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.cache().load(rt.engine(), &wasm) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("not a valid component: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

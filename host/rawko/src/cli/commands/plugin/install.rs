@@ -117,8 +117,11 @@ async fn prepare(
 }
 
 /// Compile the plugin into the cache (so its first use is fast), and for a tool plugin ask it
-/// for its tools, which must be the ones its manifest lists.
+/// for its tools, which must be the ones its manifest lists. The compilation itself runs in a
+/// child process held to [`COMPILE_TIME`] and [`COMPILE_MEMORY`]: the component is a
+/// stranger's, and one crafted to make the compiler run away costs a refusal, not the machine.
 async fn precompile(cx: &Context, examined: &Examined, wasm: &[u8]) -> anyhow::Result<()> {
+    compile_in_child(cx, wasm).await?;
     let rt = cx.runtime()?;
     let m = &examined.manifest;
     if m.kinds.contains(&Kind::Tool) {
@@ -139,6 +142,85 @@ async fn precompile(cx: &Context, examined: &Examined, wasm: &[u8]) -> anyhow::R
             .load(rt.engine(), wasm)
             .map_err(|e| anyhow::anyhow!("refused: not a valid component: {e:#}"))?;
     }
+    Ok(())
+}
+
+/// Wall-clock (and CPU) time a plugin's compilation may take.
+const COMPILE_TIME: std::time::Duration = std::time::Duration::from_secs(120);
+/// Memory a plugin's compilation may write (RLIMIT_DATA).
+const COMPILE_MEMORY: u64 = 4 << 30;
+
+/// Compile `wasm` into the component cache in `rawko __compile`, a child process with its time
+/// and memory limited; a child that fails or overruns refuses the plugin.
+async fn compile_in_child(cx: &Context, wasm: &[u8]) -> anyhow::Result<()> {
+    let exe = std::env::current_exe()
+        .map_err(|e| anyhow::anyhow!("cannot find the rawko binary to compile with: {e}"))?;
+    let file = tempfile::NamedTempFile::new()
+        .and_then(|mut f| {
+            std::io::Write::write_all(&mut f, wasm)?;
+            Ok(f)
+        })
+        .map_err(|e| anyhow::anyhow!("cannot stage the plugin for compilation: {e}"))?;
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.arg(crate::cli::COMPILE_ARG)
+        .arg(&cx.dirs.cache)
+        .arg(file.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(target_os = "linux")]
+    {
+        let cpu = COMPILE_TIME.as_secs();
+        // SAFETY: between fork and exec only setrlimit and prctl run, both async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                let limit = |resource, value: u64| {
+                    let r = libc::rlimit {
+                        rlim_cur: value,
+                        rlim_max: value,
+                    };
+                    if libc::setrlimit(resource, &r) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                };
+                limit(libc::RLIMIT_DATA, COMPILE_MEMORY)?;
+                limit(libc::RLIMIT_CPU, cpu)?;
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                Ok(())
+            });
+        }
+    }
+    let started = std::time::Instant::now();
+    let child = cmd
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot start the compiler process: {e}"))?;
+    let out = match tokio::time::timeout(COMPILE_TIME, child.wait_with_output()).await {
+        Ok(out) => out.map_err(|e| anyhow::anyhow!("the compiler process: {e}"))?,
+        Err(_) => anyhow::bail!(
+            "refused: compiling the plugin took longer than {} s",
+            COMPILE_TIME.as_secs()
+        ),
+    };
+    if !out.status.success() {
+        use std::os::unix::process::ExitStatusExt;
+        let why = match out.status.signal() {
+            Some(libc::SIGXCPU) | Some(libc::SIGKILL) => format!(
+                "compiling it ran out of its {} s of CPU time",
+                COMPILE_TIME.as_secs()
+            ),
+            Some(sig) => format!("the compiler process was killed by signal {sig}"),
+            None => {
+                rawko_text::block(String::from_utf8_lossy(&out.stderr).trim(), 2_000).into_owned()
+            }
+        };
+        anyhow::bail!("refused: {why}");
+    }
+    tracing::info!(
+        "compiled the plugin ahead of time in {} ms",
+        started.elapsed().as_millis()
+    );
     Ok(())
 }
 
