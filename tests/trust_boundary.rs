@@ -506,7 +506,7 @@ fn a_plugin_cannot_take_over_another_plugins_tool() {
             "--plugin",
             rawko_test_artifacts::HOSTILE_TOOL,
             "--plugin",
-            rawko_test_artifacts::GREEDY_TOOL,
+            rawko_test_artifacts::SOCKET_TOOL,
             "--input",
             "{}",
         ],
