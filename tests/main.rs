@@ -12,6 +12,8 @@
 //! - `cli_adapters`: `rawko adapters` and `rawko ask` through the real binary.
 //! - `plugin_install`: `rawko plugin ...` against real files, a loopback HTTP server, a real OCI
 //!   registry and real minisign signatures.
+//! - `plugin_languages`: a Python tool built with componentize-py, packed, installed and called;
+//!   the Python project template built as its README says.
 //! - `installed_plugins`: installed adapters and bash filters named in config, used by `rawko
 //!   ask`, `rawko adapters` and `rawko bash check` with exactly the grants given at install.
 //! - `shell`: bypass payloads against the real parser and the built-in policy plugin.
@@ -60,6 +62,7 @@ mod knowledge;
 mod mcp_serve;
 mod mcp_servers;
 mod plugin_install;
+mod plugin_languages;
 mod regressions;
 mod run_crash;
 mod run_scenarios;

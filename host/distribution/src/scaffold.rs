@@ -28,14 +28,8 @@ pub enum ScaffoldError {
     },
 }
 
-/// Write a new `kind` plugin crate called `name` into `dir` (which must not exist yet), using the
-/// SDK at `sdk`. Returns the files written.
-pub fn create(
-    kind: Kind,
-    name: &str,
-    dir: &Path,
-    sdk: &Path,
-) -> Result<Vec<PathBuf>, ScaffoldError> {
+/// Refuse a plugin name that is not lowercase letters, digits and `-`, starting with a letter.
+fn check_name(name: &str) -> Result<(), ScaffoldError> {
     let name_ok = !name.is_empty()
         && name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_lowercase())
@@ -47,6 +41,18 @@ pub fn create(
             "`{name}` is not a plugin name: lowercase letters, digits and `-`, starting with a letter"
         )));
     }
+    Ok(())
+}
+
+/// Write a new `kind` plugin crate called `name` into `dir` (which must not exist yet), using the
+/// SDK at `sdk`. Returns the files written.
+pub fn create(
+    kind: Kind,
+    name: &str,
+    dir: &Path,
+    sdk: &Path,
+) -> Result<Vec<PathBuf>, ScaffoldError> {
+    check_name(name)?;
     let sdk = sdk.canonicalize().map_err(|e| {
         ScaffoldError::Bad(format!(
             "the guest SDK is not at {} ({e}); point --sdk (or RAWKO_SDK) at plugins/sdk in a rawko checkout",
@@ -89,6 +95,148 @@ pub fn create(
     }
     Ok(written)
 }
+
+/// Write a new tool plugin in Python called `name` into `dir` (which must not exist yet): its
+/// `app.py`, its `rawko-plugin.yaml`, the `rawko:plugin` WIT (copied from `wit_dir`, a
+/// `wit/since_vX.Y.Z` directory with its `deps/`), and a README with the commands that build
+/// it with componentize-py, pack and install it. Returns the files written.
+pub fn create_python(
+    name: &str,
+    dir: &Path,
+    wit_dir: &Path,
+) -> Result<Vec<PathBuf>, ScaffoldError> {
+    check_name(name)?;
+    if !wit_dir.join("worlds.wit").is_file() {
+        return Err(ScaffoldError::Bad(format!(
+            "the rawko:plugin WIT is not at {}; point --sdk (or RAWKO_SDK) at plugins/sdk in a rawko checkout",
+            wit_dir.display()
+        )));
+    }
+    if dir.exists() {
+        return Err(ScaffoldError::Bad(format!(
+            "{} already exists; choose another name or directory",
+            dir.display()
+        )));
+    }
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ScaffoldError::Io { path, source }
+    };
+    let mut written = Vec::new();
+    let tool = camel(name);
+    let files = [
+        ("app.py", PY_APP.replace("{tool}", &tool)),
+        (
+            "rawko-plugin.yaml",
+            format!(
+                "name: {name}\nversion: 0.1.0\nkinds: [tool]\ndescription: Greets someone, optionally with the first line of a file.\n\
+                 license: Apache-2.0\nwit: \"^0.1.0\"\ncapabilities:\n  fs.read:\n    \".\": reads the file named in from_file\n\
+                 provides:\n  tools: [{tool}]\n"
+            ),
+        ),
+        (
+            "README.md",
+            PY_README.replace("{name}", name).replace("{tool}", &tool),
+        ),
+        (".gitignore", "*.wasm\n__pycache__/\n".to_string()),
+    ];
+    for (rel, text) in &files {
+        let path = dir.join(rel);
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        std::fs::write(&path, text).map_err(io(&path))?;
+        written.push(path);
+    }
+    copy_tree(wit_dir, &dir.join("wit"), &mut written)?;
+    Ok(written)
+}
+
+/// Copy the directory `from` to `to`, recursively (regular files and directories only).
+fn copy_tree(from: &Path, to: &Path, written: &mut Vec<PathBuf>) -> Result<(), ScaffoldError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ScaffoldError::Io { path, source }
+    };
+    std::fs::create_dir_all(to).map_err(io(to))?;
+    for entry in std::fs::read_dir(from).map_err(io(from))? {
+        let entry = entry.map_err(io(from))?;
+        let kind = entry.file_type().map_err(io(&entry.path()))?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &target, written)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &target).map_err(io(&target))?;
+            written.push(target);
+        }
+    }
+    Ok(())
+}
+
+const PY_APP: &str = r#""""A rawko tool plugin in Python: see README.md for how to build, pack and install it."""
+
+import json
+
+from componentize_py_types import Err
+from wit_world import exports
+from wit_world.exports import tools
+from wit_world.imports.rawko_plugin_types import ToolSpec
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "Who to greet."},
+        "from_file": {"type": "string", "description": "A file whose first line is added."},
+    },
+    "required": ["name"],
+    "additionalProperties": False,
+}
+
+
+class Tools(exports.Tools):
+    def list_tools(self) -> list[ToolSpec]:
+        return [
+            ToolSpec(
+                name="{tool}",
+                description="Greets someone by name, optionally with the first line of a file.",
+                input_schema=json.dumps(SCHEMA),
+            )
+        ]
+
+    def call(self, name: str, input: str, context: tools.CallContext) -> str:
+        if name != "{tool}":
+            raise Err(tools.ToolError_UnknownTool(name))
+        args = json.loads(input)
+        out = f"Hello, {args['name']}!"
+        path = args.get("from_file")
+        if path:
+            if not path.startswith("/"):
+                path = context.workspace + "/" + path
+            try:
+                with open(path) as f:
+                    out += " " + f.readline().strip()
+            except FileNotFoundError:
+                raise Err(tools.ToolError_NotFound(path))
+            except OSError as e:
+                raise Err(tools.ToolError_Denied(f"{path}: {e}"))
+        return out
+"#;
+
+const PY_README: &str = r#"# {name}
+
+A rawko tool plugin in Python. `app.py` implements the `tools` interface of the `rawko:plugin`
+WIT in `wit/`; `rawko-plugin.yaml` is its manifest.
+
+Build it with componentize-py (`pip install componentize-py`), then embed the manifest and
+install it:
+
+```sh
+componentize-py -d wit -w tool componentize app -o {name}.component.wasm
+rawko plugin pack {name}.component.wasm --manifest rawko-plugin.yaml -o {name}.wasm && rawko plugin install {name}.wasm
+```
+
+Try it without installing: `rawko tool call {tool} --plugin {name}.wasm --read . --input '{"name": "world"}'`.
+componentize-py imports `wasi:sockets` whatever the plugin does; rawko accepts that import and
+denies every use of it, and `rawko plugin inspect {name}.wasm` lists it as denied.
+"#;
 
 /// The files of a new `kind` plugin called `name` (relative path, content), with the SDK at
 /// `sdk_path` (a TOML string).

@@ -183,9 +183,10 @@ fn denied_and_ignored(examined: &Examined) -> String {
     }
     let foreign = examined.info.foreign_exports();
     if !foreign.is_empty() {
+        let names: Vec<String> = foreign.iter().map(|f| format!("`{f}`")).collect();
         out.push_str(&format!(
             "Ignored: it also exports {}, which rawko never calls.\n",
-            foreign.join(", ")
+            names.join(", ")
         ));
     }
     out

@@ -8,8 +8,12 @@ use clap::Args;
 use crate::cli::{BadInput, Context, print_out};
 use rawko_distribution::{Kind, scaffold};
 
-/// Create a new plugin crate that builds with `cargo build --target wasm32-wasip2`
+/// Create a new plugin project: a Rust crate (any kind) or a Python tool
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    rawko plugin new tool hello                  # Rust: cargo build --target wasm32-wasip2\n  \
+    rawko plugin new tool hello --lang python    # Python: componentize-py, then rawko plugin pack\n\n\
+    Each project builds as it is; its README has the commands that build and install it.")]
 pub struct NewArgs {
     /// The kind of plugin: tool, adapter or bash-filter
     kind: String,
@@ -22,12 +26,47 @@ pub struct NewArgs {
     /// this rawko was built from]
     #[arg(long, env = "RAWKO_SDK", value_name = "DIR")]
     sdk: Option<PathBuf>,
+    /// The language: rust (any kind), or python (tools, built with componentize-py)
+    #[arg(long, value_name = "LANG", default_value = "rust")]
+    lang: String,
 }
 
 pub fn new(cx: &Context, args: NewArgs) -> anyhow::Result<ExitCode> {
     let kind: Kind = args.kind.parse().map_err(BadInput::new)?;
     let dir = super::cwd(cx).join(args.dir.unwrap_or_else(|| PathBuf::from(&args.name)));
     let sdk = args.sdk.unwrap_or_else(scaffold::default_sdk);
+    match args.lang.as_str() {
+        "rust" => {}
+        "python" => {
+            if kind != Kind::Tool {
+                return Err(BadInput::new(
+                    "Python projects are tool plugins; write adapters and bash filters in Rust (--lang rust)",
+                )
+                .into());
+            }
+            let wit = sdk
+                .join("../../wit")
+                .join(format!("since_v{}", rawko_wit::VERSION));
+            scaffold::create_python(&args.name, &dir, &wit).map_err(|e| match e {
+                scaffold::ScaffoldError::Bad(m) => anyhow::Error::from(BadInput::new(m)),
+                other => other.into(),
+            })?;
+            print_out(&format!(
+                "created Python tool plugin `{name}` in {d}\n\n  cd {d}\n  componentize-py -d wit -w tool componentize app -o {name}.component.wasm\n  \
+                 rawko plugin pack {name}.component.wasm --manifest rawko-plugin.yaml -o {name}.wasm && rawko plugin install {name}.wasm",
+                name = args.name,
+                d = dir.display(),
+            ))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        other => {
+            return Err(BadInput::new(format!(
+                "no project template for `{}`: rust or python",
+                rawko_text::line(other, 32)
+            ))
+            .into());
+        }
+    }
     scaffold::create(kind, &args.name, &dir, &sdk).map_err(|e| match e {
         scaffold::ScaffoldError::Bad(m) => anyhow::Error::from(BadInput::new(m)),
         other => other.into(),
