@@ -1,7 +1,8 @@
 //! Plugins from other languages, built with their real toolchains (installed by `.ci/run` into
-//! `target/ci-tools`): a Python tool from `tests/fixtures/plugins/python-tool` built with
-//! componentize-py, packed with its manifest, installed and called; and the Python project
-//! `rawko plugin new --lang python` makes, built as its README says.
+//! `target/ci-tools`): a Python tool (`tests/fixtures/plugins/python-tool`, componentize-py) and
+//! a JavaScript tool (`tests/fixtures/plugins/js-tool`, componentize-js), each packed with its
+//! manifest, installed and called; and the projects `rawko plugin new --lang python|js` makes,
+//! built as their READMEs say.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -38,6 +39,33 @@ fn componentize_py(dir: &Path, wit: &Path, out: &Path) {
         "componentize-py failed: {}",
         String::from_utf8_lossy(&r.stderr)
     );
+}
+
+/// `componentize-js app.js --wit wit -n tool -o OUT`, in `dir` (with `app.js` and `wit/`).
+fn componentize_js(dir: &Path, out: &str) {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/ci-tools/node/node_modules/.bin/componentize-js");
+    assert!(
+        bin.exists(),
+        "{} is missing: `.ci/run` installs it (npm install --prefix target/ci-tools/node @bytecodealliance/componentize-js)",
+        bin.display()
+    );
+    let r = Command::new(bin)
+        .current_dir(dir)
+        .args(["app.js", "--wit", "wit", "-n", "tool", "-o", out])
+        .output()
+        .unwrap();
+    assert!(
+        r.status.success(),
+        "componentize-js failed: {}{}",
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr)
+    );
+}
+
+/// Copy the directory `from` into `to`.
+fn copy_wit(to: &Path) {
+    crate::support::copy_dir(&wit_dir(), to);
 }
 
 fn wit_dir() -> PathBuf {
@@ -134,4 +162,91 @@ fn the_python_project_template_builds_on_the_first_try() {
     assert_eq!(r.code, 2, "{r:?}");
     let r = run(&ws, &["plugin", "new", "tool", "x", "--lang", "cobol"]);
     assert_eq!(r.code, 2, "{r:?}");
+}
+
+#[test]
+fn a_javascript_tool_is_built_packed_installed_and_called() {
+    let ws = Workspace::new();
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/plugins/js-tool");
+    for f in ["app.js", "rawko-plugin.yaml"] {
+        std::fs::copy(fixture.join(f), ws.path().join(f)).unwrap();
+    }
+    copy_wit(&ws.path().join("wit"));
+    componentize_js(ws.path(), "whisper.component.wasm");
+    let r = run(
+        &ws,
+        &[
+            "plugin",
+            "pack",
+            "whisper.component.wasm",
+            "--manifest",
+            "rawko-plugin.yaml",
+            "-o",
+            "whisper.wasm",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    // The JavaScript runtime imports wasi:http whatever the plugin does: accepted, and denied.
+    let r = run(&ws, &["plugin", "install", "whisper.wasm", "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("wasi:http/outgoing-handler@") && r.stderr.contains("denied"),
+        "{r:?}"
+    );
+    let r = run(
+        &ws,
+        &[
+            "tool",
+            "call",
+            "Whisper",
+            "--input",
+            r#"{"text": "HELLO JS"}"#,
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.stdout.trim(), "hello js...");
+    // A tool error thrown in JavaScript reaches the caller as the tool's error.
+    let r = run(
+        &ws,
+        &["tool", "call", "Whisper", "--input", r#"{"text": ""}"#],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("nothing to whisper"), "{r:?}");
+}
+
+#[test]
+fn the_javascript_project_template_builds_on_the_first_try() {
+    let ws = Workspace::new();
+    let r = run(&ws, &["plugin", "new", "tool", "hello-js", "--lang", "js"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let dir = ws.path().join("hello-js");
+    componentize_js(&dir, "hello-js.component.wasm");
+    let r = run(
+        &ws,
+        &[
+            "plugin",
+            "pack",
+            "hello-js/hello-js.component.wasm",
+            "--manifest",
+            "hello-js/rawko-plugin.yaml",
+            "-o",
+            "hello-js/hello-js.wasm",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = run(
+        &ws,
+        &[
+            "tool",
+            "call",
+            "HelloJs",
+            "--plugin",
+            "hello-js/hello-js.wasm",
+            "--input",
+            r#"{"name": "world"}"#,
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.stdout.trim(), "Hello, world!");
 }

@@ -105,6 +105,28 @@ pub fn create_python(
     dir: &Path,
     wit_dir: &Path,
 ) -> Result<Vec<PathBuf>, ScaffoldError> {
+    create_script(Script::Python, name, dir, wit_dir)
+}
+
+/// Write a new tool plugin in JavaScript called `name` into `dir`, as [`create_python`] does,
+/// to be built with componentize-js.
+pub fn create_js(name: &str, dir: &Path, wit_dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
+    create_script(Script::Js, name, dir, wit_dir)
+}
+
+/// The languages whose tool plugins are one source file and the WIT.
+#[derive(Clone, Copy)]
+enum Script {
+    Python,
+    Js,
+}
+
+fn create_script(
+    lang: Script,
+    name: &str,
+    dir: &Path,
+    wit_dir: &Path,
+) -> Result<Vec<PathBuf>, ScaffoldError> {
     check_name(name)?;
     if !wit_dir.join("worlds.wit").is_file() {
         return Err(ScaffoldError::Bad(format!(
@@ -124,21 +146,38 @@ pub fn create_python(
     };
     let mut written = Vec::new();
     let tool = camel(name);
+    let (source, app, readme, ignore, description, capabilities) = match lang {
+        Script::Python => (
+            "app.py",
+            PY_APP,
+            PY_README,
+            "*.wasm\n__pycache__/\n",
+            "Greets someone, optionally with the first line of a file.",
+            "capabilities:\n  fs.read:\n    \".\": reads the file named in from_file\n",
+        ),
+        Script::Js => (
+            "app.js",
+            JS_APP,
+            JS_README,
+            "*.wasm\nnode_modules/\n",
+            "Greets someone by name.",
+            "",
+        ),
+    };
     let files = [
-        ("app.py", PY_APP.replace("{tool}", &tool)),
+        (source, app.replace("{tool}", &tool)),
         (
             "rawko-plugin.yaml",
             format!(
-                "name: {name}\nversion: 0.1.0\nkinds: [tool]\ndescription: Greets someone, optionally with the first line of a file.\n\
-                 license: Apache-2.0\nwit: \"^0.1.0\"\ncapabilities:\n  fs.read:\n    \".\": reads the file named in from_file\n\
-                 provides:\n  tools: [{tool}]\n"
+                "name: {name}\nversion: 0.1.0\nkinds: [tool]\ndescription: {description}\n\
+                 license: Apache-2.0\nwit: \"^0.1.0\"\n{capabilities}provides:\n  tools: [{tool}]\n"
             ),
         ),
         (
             "README.md",
-            PY_README.replace("{name}", name).replace("{tool}", &tool),
+            readme.replace("{name}", name).replace("{tool}", &tool),
         ),
-        (".gitignore", "*.wasm\n__pycache__/\n".to_string()),
+        (".gitignore", ignore.to_string()),
     ];
     for (rel, text) in &files {
         let path = dir.join(rel);
@@ -236,6 +275,52 @@ rawko plugin pack {name}.component.wasm --manifest rawko-plugin.yaml -o {name}.w
 Try it without installing: `rawko tool call {tool} --plugin {name}.wasm --read . --input '{"name": "world"}'`.
 componentize-py imports `wasi:sockets` whatever the plugin does; rawko accepts that import and
 denies every use of it, and `rawko plugin inspect {name}.wasm` lists it as denied.
+"#;
+
+const JS_APP: &str = r#"// A rawko tool plugin in JavaScript: see README.md for how to build, pack and install it.
+const SCHEMA = {
+  type: "object",
+  properties: { name: { type: "string", description: "Who to greet." } },
+  required: ["name"],
+  additionalProperties: false,
+};
+
+export const tools = {
+  listTools() {
+    return [
+      {
+        name: "{tool}",
+        description: "Greets someone by name.",
+        inputSchema: JSON.stringify(SCHEMA),
+      },
+    ];
+  },
+  // Errors are the WIT's `tool-error` cases, thrown as { tag, val }.
+  call(name, input, context) {
+    if (name !== "{tool}") throw { tag: "unknown-tool", val: name };
+    const args = JSON.parse(input);
+    if (args.name.length === 0) throw { tag: "invalid-input", val: "a name is needed" };
+    return `Hello, ${args.name}!`;
+  },
+};
+"#;
+
+const JS_README: &str = r#"# {name}
+
+A rawko tool plugin in JavaScript. `app.js` exports the `tools` interface of the
+`rawko:plugin` WIT in `wit/`; `rawko-plugin.yaml` is its manifest.
+
+Build it with componentize-js (`npm install @bytecodealliance/componentize-js`), then embed the
+manifest and install it:
+
+```sh
+npx componentize-js app.js --wit wit -n tool -o {name}.component.wasm
+rawko plugin pack {name}.component.wasm --manifest rawko-plugin.yaml -o {name}.wasm && rawko plugin install {name}.wasm
+```
+
+Try it without installing: `rawko tool call {tool} --plugin {name}.wasm --input '{"name": "world"}'`.
+The JavaScript runtime imports `wasi:http` whatever the plugin does; rawko accepts that import
+and denies every use of it, and `rawko plugin inspect {name}.wasm` lists it as denied.
 "#;
 
 /// The files of a new `kind` plugin called `name` (relative path, content), with the SDK at

@@ -169,6 +169,20 @@ fn deny_imports(
 ) -> wasmtime::Result<()> {
     use wasmtime::component::types::ComponentItem;
     let ty = component.component_type();
+    // Resources the denied interfaces only use from others (`wasi:io`'s streams and pollables
+    // in `wasi:http/types`) are left to the real definitions.
+    let mut served = Vec::new();
+    for (name, import) in ty.imports(engine) {
+        if let ComponentItem::ComponentInstance(instance) = import.ty
+            && !name.starts_with(prefix)
+        {
+            for (_, export) in instance.exports(engine) {
+                if let ComponentItem::Resource(r) = export.ty {
+                    served.push(r);
+                }
+            }
+        }
+    }
     for (name, import) in ty.imports(engine) {
         if !name.starts_with(prefix) {
             continue;
@@ -185,7 +199,7 @@ fn deny_imports(
                         wasmtime::bail!("`{what}` is denied: rawko gives plugins no wasi:http")
                     })?;
                 }
-                ComponentItem::Resource(_) => {
+                ComponentItem::Resource(r) if !served.contains(&r) => {
                     stub.resource(
                         item,
                         wasmtime::component::ResourceType::host::<Denied>(),
