@@ -3,28 +3,22 @@
 mod cli;
 
 fn main() -> std::process::ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let first = args.get(1);
     // The same binary is the kernel sandbox's helper (`rawko __sandbox POLICY PROGRAM ...`). It
     // must start before anything else, while the process has a single thread.
     #[cfg(target_os = "linux")]
     {
-        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-        if args
-            .get(1)
-            .is_some_and(|a| a == rawko_sandbox::policy::HELPER_ARG)
-        {
+        if first.is_some_and(|a| a == rawko_sandbox::policy::HELPER_ARG) {
             rawko_sandbox::helper::main(&args[2..]);
         }
         // And the reaper of programs run without it (`rawko __reap PARENT PROGRAM ...`).
-        if args
-            .get(1)
-            .is_some_and(|a| a == rawko_sandbox::reaper::REAPER_ARG)
-        {
+        if first.is_some_and(|a| a == rawko_sandbox::reaper::REAPER_ARG) {
             rawko_sandbox::reaper::main(&args[2..]);
         }
     }
     // The installer's compiler (`rawko __compile CACHE_DIR FILE`), limited by its parent.
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.get(1).is_some_and(|a| a == cli::COMPILE_ARG) {
+    if first.is_some_and(|a| a == cli::COMPILE_ARG) {
         return cli::compile_main(&args[2..]);
     }
     cli::main()
