@@ -34,6 +34,10 @@ pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 pub const WASM_MEDIA_TYPE: &str = "application/wasm";
 /// Layer type some older wasm tooling pushes; accepted when pulling.
 const LEGACY_WASM_MEDIA_TYPE: &str = "application/vnd.wasm.content.layer.v1+wasm";
+/// Layer type runwasi (containerd's wasm shims) pushes; accepted when pulling. wkg pushes
+/// [`WASM_MEDIA_TYPE`]. Whatever the layer's type, only a component installs.
+const RUNWASI_WASM_MEDIA_TYPE: &str =
+    "application/vnd.bytecodealliance.wasm.component.layer.v0+wasm";
 /// Manifest annotation holding the `.minisig` text.
 pub const SIGNATURE_ANNOTATION: &str = "dev.rawko.plugin.minisig";
 
@@ -198,7 +202,14 @@ pub fn choose_layer(reference: &str, body: &[u8]) -> Result<Chosen, String> {
     let wasm_layers: Vec<&Descriptor> = manifest
         .layers
         .iter()
-        .filter(|l| l.media_type == WASM_MEDIA_TYPE || l.media_type == LEGACY_WASM_MEDIA_TYPE)
+        .filter(|l| {
+            [
+                WASM_MEDIA_TYPE,
+                LEGACY_WASM_MEDIA_TYPE,
+                RUNWASI_WASM_MEDIA_TYPE,
+            ]
+            .contains(&l.media_type.as_str())
+        })
         .collect();
     let layer = match wasm_layers.as_slice() {
         [one] => *one,
@@ -318,6 +329,15 @@ mod tests {
         };
         let one = choose_layer("r", m(&layer(WASM_MEDIA_TYPE, &d)).as_bytes()).unwrap();
         assert_eq!((one.layer_size, one.signature.as_deref()), (7, Some("sig")));
+        // What runwasi and older tooling push is a wasm layer too.
+        for t in [RUNWASI_WASM_MEDIA_TYPE, LEGACY_WASM_MEDIA_TYPE] {
+            assert!(
+                choose_layer("r", m(&layer(t, &d)).as_bytes()).is_ok(),
+                "{t}"
+            );
+        }
+        let tarball = layer("application/vnd.oci.image.layer.v1.tar+gzip", &d);
+        assert!(choose_layer("r", m(&tarball).as_bytes()).is_err());
         let two = format!(
             "{},{}",
             layer(WASM_MEDIA_TYPE, &d),
