@@ -1066,3 +1066,105 @@ fn install_compiles_the_plugin_ahead_of_time() {
         r.stderr
     );
 }
+
+/// `GET path` on `addr` with `accept`, as a client would: the status and the body.
+fn registry_get(addr: &str, path: &str, accept: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: {accept}\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (status, body)
+}
+
+/// A signature is published as an OCI 1.1 referrer of the plugin's manifest (here through the
+/// fallback tag `sha256-<hex>`: this registry has no referrers API), not inside the manifest,
+/// and install finds and verifies it there. A referrer signed by a key nobody trusts does not
+/// pass for a signature.
+#[test]
+fn signatures_are_published_and_found_as_referrers() {
+    let registry = Registry::start();
+    let ws = Workspace::new();
+    let keys = tempfile::tempdir().unwrap();
+    let alice = Minisign::generate(keys.path(), "alice");
+    let mallory = Minisign::generate(keys.path(), "mallory");
+    let plugin_file = copy_plugin(&ws, rawko_test_artifacts::GREETER, "greeter.wasm");
+    alice.sign(&plugin_file);
+    let tag = format!("oci://{}/rawko-tests/signed:1", registry.addr);
+    let r = plugin(&ws, &["publish", "greeter.wasm", &tag]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("with its signature"), "{r:?}");
+    let pinned = field(&r, "manifest:");
+    let digest = pinned.rsplit('@').next().unwrap().to_string();
+
+    let manifest_type = "application/vnd.oci.image.manifest.v1+json";
+    let index_type = "application/vnd.oci.image.index.v1+json";
+    let (status, body) = registry_get(
+        &registry.addr,
+        &format!("/v2/rawko-tests/signed/manifests/{digest}"),
+        manifest_type,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        !body.contains("minisig"),
+        "the signature is in the manifest: {body}"
+    );
+    let (status, index) = registry_get(
+        &registry.addr,
+        &format!(
+            "/v2/rawko-tests/signed/manifests/{}",
+            digest.replacen(':', "-", 1)
+        ),
+        index_type,
+    );
+    assert_eq!(status, 200, "{index}");
+    assert!(
+        index.contains("application/vnd.dev.rawko.plugin.signature.v1+minisig"),
+        "{index}"
+    );
+
+    let r = install(
+        &ws,
+        &tag,
+        &[
+            "--require-signature",
+            "--trusted-key",
+            alice.public.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(installed(&ws)[0]["signer"]["key_id"], alice.key_id());
+
+    // Mallory publishes the same plugin with her signature as its referrer: not trusted.
+    let other = Workspace::new();
+    let forged = copy_plugin(&other, rawko_test_artifacts::GREETER, "greeter.wasm");
+    mallory.sign(&forged);
+    let tag2 = format!("oci://{}/rawko-tests/forged:1", registry.addr);
+    let r = plugin(&other, &["publish", "greeter.wasm", &tag2]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = install(
+        &other,
+        &tag2,
+        &[
+            "--require-signature",
+            "--trusted-key",
+            alice.public.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("which you do not trust"), "{r:?}");
+    assert_nothing_installed(&other);
+}

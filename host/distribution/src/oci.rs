@@ -4,7 +4,10 @@
 //! A plugin is pushed as an OCI image manifest with a config of type
 //! `application/vnd.wasm.config.v0+json` and exactly one `application/wasm` layer, the component,
 //! as other wasm tooling does, so either side can pull what the other pushed. A minisign
-//! signature, when there is one, rides along as the manifest annotation [`SIGNATURE_ANNOTATION`].
+//! signature, when there is one, is published as an OCI 1.1 referrer of that manifest (artifact
+//! type [`SIGNATURE_ARTIFACT_TYPE`], the `.minisig` text as its one layer), found through the
+//! referrers API or, on registries without it, the fallback tag `sha256-<hex>`. A signature an
+//! earlier rawko put in the manifest annotation [`SIGNATURE_ANNOTATION`] is still read.
 //!
 //! Registries that ask for authentication get it: a `Bearer` challenge is answered by fetching a
 //! token from the realm it names (anonymously, or with `RAWKO_REGISTRY_USERNAME` /
@@ -38,8 +41,18 @@ const LEGACY_WASM_MEDIA_TYPE: &str = "application/vnd.wasm.content.layer.v1+wasm
 /// [`WASM_MEDIA_TYPE`]. Whatever the layer's type, only a component installs.
 const RUNWASI_WASM_MEDIA_TYPE: &str =
     "application/vnd.bytecodealliance.wasm.component.layer.v0+wasm";
-/// Manifest annotation holding the `.minisig` text.
+/// Manifest annotation holding the `.minisig` text (how earlier rawkos published signatures;
+/// still read).
 pub const SIGNATURE_ANNOTATION: &str = "dev.rawko.plugin.minisig";
+/// The artifact type of a signature published as an OCI 1.1 referrer of the plugin's manifest:
+/// one layer, the `.minisig` text.
+pub const SIGNATURE_ARTIFACT_TYPE: &str = "application/vnd.dev.rawko.plugin.signature.v1+minisig";
+/// The media type of that layer.
+pub const SIGNATURE_LAYER_MEDIA_TYPE: &str = "application/vnd.dev.rawko.minisig.v1";
+/// An image index (the referrers API's answer, and the fallback tag's content).
+pub const INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
+/// The empty config of an artifact that needs none.
+pub const EMPTY_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
 
 /// The host of `registry` (`HOST`, `HOST:PORT`, `[V6]` or `[V6]:PORT`), without the port.
 pub fn host_of_registry(registry: &str) -> &str {
@@ -166,7 +179,26 @@ pub(crate) struct Descriptor {
     pub(crate) digest: String,
     pub(crate) size: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) artifact_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) annotations: Option<BTreeMap<String, String>>,
+}
+
+/// An OCI image index: the referrers of a manifest.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ImageIndex {
+    pub(crate) schema_version: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) media_type: Option<String>,
+    #[serde(default)]
+    pub(crate) manifests: Vec<Descriptor>,
+}
+
+/// The tag the referrers of `digest` are listed under on a registry without the referrers API
+/// (OCI 1.1's fallback: `sha256-<hex>`).
+pub fn referrers_tag(digest: &str) -> String {
+    digest.replacen(':', "-", 1)
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -179,6 +211,9 @@ pub(crate) struct ImageManifest {
     pub(crate) artifact_type: Option<String>,
     pub(crate) config: Descriptor,
     pub(crate) layers: Vec<Descriptor>,
+    /// The manifest this one refers to (a signature's plugin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) subject: Option<Descriptor>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) annotations: Option<BTreeMap<String, String>>,
 }

@@ -55,6 +55,8 @@ pub struct Artifact<'a> {
     pub exports: Vec<String>,
     pub author: Option<String>,
     pub annotations: BTreeMap<String, String>,
+    /// A minisign signature to publish as a referrer of the plugin's manifest.
+    pub signature: Option<String>,
 }
 
 /// A client for one registry.
@@ -263,10 +265,18 @@ impl Client {
                 wasm.len()
             )));
         }
+        // A signature published as a referrer, else one an earlier rawko put in the manifest.
+        let signature = match self
+            .find_signature(reference, &scope, &manifest_digest)
+            .await?
+        {
+            Some(s) => Some(s),
+            None => layer.signature,
+        };
         Ok(Pulled {
             manifest_digest,
             wasm,
-            signature: layer.signature,
+            signature,
         })
     }
 
@@ -308,14 +318,17 @@ impl Client {
                 media_type: CONFIG_MEDIA_TYPE.into(),
                 digest: config_digest,
                 size: config.len() as u64,
+                artifact_type: None,
                 annotations: None,
             },
             layers: vec![Descriptor {
                 media_type: WASM_MEDIA_TYPE.into(),
                 digest: layer_digest,
                 size: artifact.wasm.len() as u64,
+                artifact_type: None,
                 annotations: None,
             }],
+            subject: None,
             annotations: (!artifact.annotations.is_empty()).then(|| artifact.annotations.clone()),
         };
         let body = serde_json::to_vec(&manifest).expect("the manifest serializes");
@@ -329,7 +342,207 @@ impl Client {
             })
             .await?;
         ok_or_status(resp, "manifest upload")?;
+        if let Some(sig) = &artifact.signature {
+            let subject = Descriptor {
+                media_type: MANIFEST_MEDIA_TYPE.into(),
+                digest: digest.clone(),
+                size: body.len() as u64,
+                artifact_type: None,
+                annotations: None,
+            };
+            self.push_signature(reference, &scope, subject, sig.as_bytes())
+                .await?;
+        }
         Ok(digest)
+    }
+
+    /// Publish `signature` as an OCI 1.1 referrer of `subject`: an artifact manifest with an
+    /// empty config, the `.minisig` text as its one layer and `subject` set, pushed by digest.
+    /// A registry without the referrers API (no `OCI-Subject` in its answer) gets the fallback
+    /// too: the referrer added to the image index tagged `sha256-<hex>` of the subject.
+    async fn push_signature(
+        &mut self,
+        reference: &Reference,
+        scope: &str,
+        subject: Descriptor,
+        signature: &[u8],
+    ) -> Result<(), FetchError> {
+        let repo = reference.repository.clone();
+        let empty = b"{}";
+        let empty_digest = format!("sha256:{}", sha256_hex(empty));
+        self.upload(reference, scope, &empty_digest, empty).await?;
+        let sig_digest = format!("sha256:{}", sha256_hex(signature));
+        self.upload(reference, scope, &sig_digest, signature)
+            .await?;
+        let subject_digest = subject.digest.clone();
+        let manifest = ImageManifest {
+            schema_version: 2,
+            media_type: Some(MANIFEST_MEDIA_TYPE.into()),
+            artifact_type: Some(SIGNATURE_ARTIFACT_TYPE.into()),
+            config: Descriptor {
+                media_type: EMPTY_CONFIG_MEDIA_TYPE.into(),
+                digest: empty_digest,
+                size: empty.len() as u64,
+                artifact_type: None,
+                annotations: None,
+            },
+            layers: vec![Descriptor {
+                media_type: SIGNATURE_LAYER_MEDIA_TYPE.into(),
+                digest: sig_digest,
+                size: signature.len() as u64,
+                artifact_type: None,
+                annotations: None,
+            }],
+            subject: Some(subject),
+            annotations: None,
+        };
+        let body = serde_json::to_vec(&manifest).expect("the manifest serializes");
+        let digest = format!("sha256:{}", sha256_hex(&body));
+        let url = self.url(&format!("v2/{repo}/manifests/{digest}"))?;
+        let resp = self
+            .send(scope, |c| {
+                c.put(url.clone())
+                    .header(CONTENT_TYPE, MANIFEST_MEDIA_TYPE)
+                    .body(body.clone())
+            })
+            .await?;
+        let resp = ok_or_status(resp, "signature upload")?;
+        if resp.headers().contains_key("oci-subject") {
+            return Ok(());
+        }
+        // The fallback tag scheme: read the index (if any), add this referrer, write it back.
+        let tag = referrers_tag(&subject_digest);
+        let tag_url = self.url(&format!("v2/{repo}/manifests/{tag}"))?;
+        let resp = self
+            .send(scope, |c| {
+                c.get(tag_url.clone()).header(ACCEPT, INDEX_MEDIA_TYPE)
+            })
+            .await?;
+        let mut index = if resp.status().is_success() {
+            let bytes = fetch::read_body(resp, MAX_DOC_BYTES, None).await?;
+            serde_json::from_slice::<ImageIndex>(&bytes)
+                .map_err(|e| FetchError::Other(format!("{tag_url}: not an image index: {e}")))?
+        } else {
+            ImageIndex {
+                schema_version: 2,
+                media_type: Some(INDEX_MEDIA_TYPE.into()),
+                manifests: Vec::new(),
+            }
+        };
+        if !index.manifests.iter().any(|m| m.digest == digest) {
+            index.manifests.push(Descriptor {
+                media_type: MANIFEST_MEDIA_TYPE.into(),
+                digest,
+                size: body.len() as u64,
+                artifact_type: Some(SIGNATURE_ARTIFACT_TYPE.into()),
+                annotations: None,
+            });
+        }
+        let index = serde_json::to_vec(&index).expect("the index serializes");
+        let resp = self
+            .send(scope, |c| {
+                c.put(tag_url.clone())
+                    .header(CONTENT_TYPE, INDEX_MEDIA_TYPE)
+                    .body(index.clone())
+            })
+            .await?;
+        ok_or_status(resp, "referrers index upload")?;
+        Ok(())
+    }
+
+    /// The signature published as a referrer of manifest `subject` in `reference`'s
+    /// repository: from the referrers API, else from the fallback tag; `None` when there is
+    /// none. Every manifest and blob read is checked against its digest.
+    async fn find_signature(
+        &mut self,
+        reference: &Reference,
+        scope: &str,
+        subject: &str,
+    ) -> Result<Option<String>, FetchError> {
+        let repo = reference.repository.clone();
+        let api = self.url(&format!(
+            "v2/{repo}/referrers/{subject}?artifactType={}",
+            SIGNATURE_ARTIFACT_TYPE.replace('+', "%2B")
+        ))?;
+        let resp = self
+            .send(scope, |c| {
+                c.get(api.clone()).header(ACCEPT, INDEX_MEDIA_TYPE)
+            })
+            .await?;
+        let index_bytes = if resp.status().is_success() {
+            Some(fetch::read_body(resp, MAX_DOC_BYTES, None).await?)
+        } else {
+            let tag = referrers_tag(subject);
+            let url = self.url(&format!("v2/{repo}/manifests/{tag}"))?;
+            let resp = self
+                .send(scope, |c| {
+                    c.get(url.clone()).header(ACCEPT, INDEX_MEDIA_TYPE)
+                })
+                .await?;
+            if resp.status().is_success() {
+                Some(fetch::read_body(resp, MAX_DOC_BYTES, None).await?)
+            } else {
+                None
+            }
+        };
+        let Some(index_bytes) = index_bytes else {
+            return Ok(None);
+        };
+        let index: ImageIndex = serde_json::from_slice(&index_bytes).map_err(|e| {
+            FetchError::Other(format!(
+                "{reference}: the referrers are not an image index: {e}"
+            ))
+        })?;
+        for referrer in index
+            .manifests
+            .iter()
+            .filter(|m| m.artifact_type.as_deref() == Some(SIGNATURE_ARTIFACT_TYPE))
+        {
+            if !is_sha256_digest(&referrer.digest) {
+                continue;
+            }
+            let url = self.url(&format!("v2/{repo}/manifests/{}", referrer.digest))?;
+            let resp = self
+                .send(scope, |c| {
+                    c.get(url.clone()).header(ACCEPT, MANIFEST_MEDIA_TYPE)
+                })
+                .await?;
+            let resp = ok_or_status(resp, "signature manifest")?;
+            let body = fetch::read_body(resp, MAX_DOC_BYTES, None).await?;
+            if format!("sha256:{}", sha256_hex(&body)) != referrer.digest {
+                return Err(FetchError::Other(format!(
+                    "{reference}: a signature manifest does not match its digest {}",
+                    referrer.digest
+                )));
+            }
+            let manifest: ImageManifest = serde_json::from_slice(&body).map_err(|e| {
+                FetchError::Other(format!("{reference}: a signature manifest: {e}"))
+            })?;
+            if manifest.subject.as_ref().map(|s| s.digest.as_str()) != Some(subject) {
+                continue;
+            }
+            let Some(layer) = manifest.layers.iter().find(|l| {
+                l.media_type == SIGNATURE_LAYER_MEDIA_TYPE && is_sha256_digest(&l.digest)
+            }) else {
+                continue;
+            };
+            const MAX_SIGNATURE: u64 = 64 << 10;
+            if layer.size > MAX_SIGNATURE {
+                continue;
+            }
+            let url = self.url(&format!("v2/{repo}/blobs/{}", layer.digest))?;
+            let resp = self.send(scope, |c| c.get(url.clone())).await?;
+            let resp = ok_or_status(resp, "signature")?;
+            let text = fetch::read_body(resp, MAX_SIGNATURE, None).await?;
+            if format!("sha256:{}", sha256_hex(&text)) != layer.digest {
+                return Err(FetchError::Other(format!(
+                    "{reference}: a signature does not match its digest {}",
+                    layer.digest
+                )));
+            }
+            return Ok(Some(String::from_utf8_lossy(&text).into_owned()));
+        }
+        Ok(None)
     }
 
     /// Upload one blob unless the registry has it: a monolithic upload (POST, then PUT with the

@@ -75,15 +75,13 @@ pub async fn publish(cx: &Context, args: PublishArgs) -> anyhow::Result<ExitCode
     if let Some(l) = &m.license {
         annotations.insert("org.opencontainers.image.licenses".to_string(), l.clone());
     }
-    if let Some(s) = &signature {
-        annotations.insert(oci::SIGNATURE_ANNOTATION.to_string(), s.clone());
-    }
     let artifact = Artifact {
         wasm: &wasm,
         imports: examined.info.imports.clone(),
         exports: examined.info.exports.clone(),
         author: m.publisher.clone(),
         annotations,
+        signature: signature.clone(),
     };
     let mut client = oci::Client::new(&reference)?;
     let digest = client
