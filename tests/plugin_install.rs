@@ -990,20 +990,35 @@ pub(crate) fn imports_every_toolchain_makes_are_accepted_and_denied() {
     }
 }
 
-/// A registry on IPv6 loopback (`[::1]`) is spoken to over plain HTTP like `127.0.0.1`: publish,
-/// inspect and install. `--insecure-registry` is the only way to plain HTTP elsewhere, and says so.
+/// A registry on IPv6 loopback (`[::1]`) is spoken to over plain HTTP like `127.0.0.1`: publish
+/// with a signature and install requiring it. `--insecure-registry` is the only way to plain
+/// HTTP elsewhere, and says so.
 #[test]
 fn an_ipv6_loopback_registry_works_like_ipv4_and_plain_http_elsewhere_is_loud() {
     let registry = Registry::start_on("[::1]");
     let ws = Workspace::new();
-    copy_plugin(&ws, rawko_test_artifacts::GREETER, "greeter.wasm");
+    let keys = tempfile::tempdir().unwrap();
+    let alice = Minisign::generate(keys.path(), "alice");
+    let file = copy_plugin(&ws, rawko_test_artifacts::GREETER, "greeter.wasm");
+    alice.sign(&file);
     let tag = format!("oci://{}/rawko-tests/greeter:1", registry.addr);
     let r = plugin(&ws, &["publish", "greeter.wasm", &tag]);
     assert_eq!(r.code, 0, "{r:?}");
-    let r = install(&ws, &tag, &[]);
+    assert!(r.stdout.contains("with its signature"), "{r:?}");
+    // The signature comes back as the manifest's referrer, over IPv6 as over IPv4.
+    let r = install(
+        &ws,
+        &tag,
+        &[
+            "--require-signature",
+            "--trusted-key",
+            alice.public.to_str().unwrap(),
+        ],
+    );
     assert_eq!(r.code, 0, "{r:?}");
     assert!(!r.stderr.contains("plain HTTP"), "{r:?}");
     assert_eq!(installed(&ws)[0]["source"], tag);
+    assert_eq!(installed(&ws)[0]["signer"]["key_id"], alice.key_id());
 
     // Elsewhere https, unless named insecure (the name does not resolve here: the point is the
     // scheme tried, and the warning).
