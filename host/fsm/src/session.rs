@@ -270,7 +270,15 @@ impl SessionTools {
             "fs.read"
         };
 
-        if let Some((conn, _)) = self.mcp.as_ref().and_then(|m| m.find(name)) {
+        // A plugin's or the agent's own tool of the same name comes first, as in `specs`.
+        let shadowed =
+            self.set.find(name).is_some() || agent.command_tools.iter().any(|t| t.name == name);
+        if let Some((conn, _)) = self
+            .mcp
+            .as_ref()
+            .filter(|_| !shadowed)
+            .and_then(|m| m.find(name))
+        {
             decisions.push(Self::decision(
                 agent,
                 "mcp",
