@@ -797,6 +797,22 @@ fn a_new_bash_filter_builds_installs_and_denies() {
     assert_eq!(check("ls").code, 0);
 }
 
+/// `rawko plugin pack COMPONENT --manifest MANIFEST -o OUT` in `ws`.
+pub(crate) fn pack(ws: &Workspace, component: &str, manifest: &str, out: &str) -> Run {
+    run(
+        ws,
+        &[
+            "plugin",
+            "pack",
+            component,
+            "--manifest",
+            manifest,
+            "-o",
+            out,
+        ],
+    )
+}
+
 /// `wasm` with its embedded manifest hidden: the custom section renamed in place, as a component
 /// from a toolchain that knows nothing of rawko comes.
 fn without_manifest(wasm: &[u8]) -> Vec<u8> {
@@ -830,31 +846,11 @@ fn a_component_from_any_toolchain_is_packed_installed_and_signed_with_its_manife
     assert!(r.stderr.contains("rawko plugin pack"), "{r:?}");
     assert_nothing_installed(&ws);
 
-    let r = plugin(
-        &ws,
-        &[
-            "pack",
-            "bare.wasm",
-            "--manifest",
-            "rawko-plugin.yaml",
-            "-o",
-            "greeter.wasm",
-        ],
-    );
+    let r = pack(&ws, "bare.wasm", "rawko-plugin.yaml", "greeter.wasm");
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("packed greeter 0.1.0"), "{r:?}");
     // Packing twice is refused: the component carries a manifest now.
-    let r = plugin(
-        &ws,
-        &[
-            "pack",
-            "greeter.wasm",
-            "--manifest",
-            "rawko-plugin.yaml",
-            "-o",
-            "twice.wasm",
-        ],
-    );
+    let r = pack(&ws, "greeter.wasm", "rawko-plugin.yaml", "twice.wasm");
     assert_eq!(r.code, 2, "{r:?}");
     // A manifest that does not fit the component is refused before anything is written.
     ws.write(
@@ -863,17 +859,7 @@ fn a_component_from_any_toolchain_is_packed_installed_and_signed_with_its_manife
             .unwrap()
             .replace("kinds: [tool]", "kinds: [adapter]"),
     );
-    let r = plugin(
-        &ws,
-        &[
-            "pack",
-            "bare.wasm",
-            "--manifest",
-            "wrong.yaml",
-            "-o",
-            "wrong.wasm",
-        ],
-    );
+    let r = pack(&ws, "bare.wasm", "wrong.yaml", "wrong.wasm");
     assert_eq!(r.code, 2, "{r:?}");
     assert!(!ws.path().join("wrong.wasm").exists());
 
@@ -893,17 +879,7 @@ fn a_component_from_any_toolchain_is_packed_installed_and_signed_with_its_manife
             .unwrap()
             .replace("reads greetings kept in public/", "reads everything"),
     );
-    let r = plugin(
-        &ws,
-        &[
-            "pack",
-            "bare.wasm",
-            "--manifest",
-            "greedy.yaml",
-            "-o",
-            "altered.wasm",
-        ],
-    );
+    let r = pack(&ws, "bare.wasm", "greedy.yaml", "altered.wasm");
     assert_eq!(r.code, 0, "{r:?}");
     std::fs::copy(
         ws.path().join("greeter.wasm.minisig"),

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::plugin_install::pack;
 use crate::support::{Workspace, run};
 
 /// A program installed into the CI tools' virtualenv.
@@ -89,17 +90,11 @@ fn a_python_tool_is_built_packed_installed_and_called() {
     assert!(r.stderr.contains("rawko plugin pack"), "{r:?}");
 
     let manifest = fixture.join("rawko-plugin.yaml");
-    let r = run(
+    let r = pack(
         &ws,
-        &[
-            "plugin",
-            "pack",
-            "shout.component.wasm",
-            "--manifest",
-            manifest.to_str().unwrap(),
-            "-o",
-            "shout.wasm",
-        ],
+        "shout.component.wasm",
+        manifest.to_str().unwrap(),
+        "shout.wasm",
     );
     assert_eq!(r.code, 0, "{r:?}");
     // componentize-py imports wasi:sockets whatever the plugin does: accepted, and denied.
@@ -140,17 +135,11 @@ fn the_python_project_template_builds_on_the_first_try() {
     );
     let component = dir.join("hello-py.component.wasm");
     componentize_py(&dir, &dir.join("wit"), &component);
-    let r = run(
+    let r = pack(
         &ws,
-        &[
-            "plugin",
-            "pack",
-            "hello-py/hello-py.component.wasm",
-            "--manifest",
-            "hello-py/rawko-plugin.yaml",
-            "-o",
-            "hello-py/hello-py.wasm",
-        ],
+        "hello-py/hello-py.component.wasm",
+        "hello-py/rawko-plugin.yaml",
+        "hello-py/hello-py.wasm",
     );
     assert_eq!(r.code, 0, "{r:?}");
     let r = run(&ws, &["plugin", "inspect", "hello-py/hello-py.wasm"]);
@@ -174,17 +163,11 @@ fn a_javascript_tool_is_built_packed_installed_and_called() {
     }
     copy_wit(&ws.path().join("wit"));
     componentize_js(ws.path(), "whisper.component.wasm");
-    let r = run(
+    let r = pack(
         &ws,
-        &[
-            "plugin",
-            "pack",
-            "whisper.component.wasm",
-            "--manifest",
-            "rawko-plugin.yaml",
-            "-o",
-            "whisper.wasm",
-        ],
+        "whisper.component.wasm",
+        "rawko-plugin.yaml",
+        "whisper.wasm",
     );
     assert_eq!(r.code, 0, "{r:?}");
     // The JavaScript runtime imports wasi:http whatever the plugin does: accepted, and denied.
@@ -222,17 +205,11 @@ fn the_javascript_project_template_builds_on_the_first_try() {
     assert_eq!(r.code, 0, "{r:?}");
     let dir = ws.path().join("hello-js");
     componentize_js(&dir, "hello-js.component.wasm");
-    let r = run(
+    let r = pack(
         &ws,
-        &[
-            "plugin",
-            "pack",
-            "hello-js/hello-js.component.wasm",
-            "--manifest",
-            "hello-js/rawko-plugin.yaml",
-            "-o",
-            "hello-js/hello-js.wasm",
-        ],
+        "hello-js/hello-js.component.wasm",
+        "hello-js/rawko-plugin.yaml",
+        "hello-js/hello-js.wasm",
     );
     assert_eq!(r.code, 0, "{r:?}");
     let r = run(

@@ -533,13 +533,7 @@ impl Connection {
             serde_json::from_str(if input.trim().is_empty() { "{}" } else { input }).map_err(
                 |e| McpError::BadInput(format!("invalid input for {tool}: not JSON: {e}")),
             )?;
-        let serde_json::Value::Object(map) = args else {
-            return Err(McpError::BadInput(format!(
-                "invalid input for {tool}: arguments must be a JSON object"
-            )));
-        };
-        let as_value = serde_json::Value::Object(map);
-        if let Some(e) = t.validator.iter_errors(&as_value).next() {
+        if let Some(e) = t.validator.iter_errors(&args).next() {
             let at = e.instance_path().to_string();
             return Err(McpError::BadInput(format!(
                 "invalid input for {tool}: {}{}",
@@ -551,8 +545,11 @@ impl Connection {
                 rawko_text::line(&e.to_string(), 300)
             )));
         }
-        let serde_json::Value::Object(map) = as_value else {
-            unreachable!("checked above")
+        // Every MCP input schema is an object schema, but the server's may not say so.
+        let serde_json::Value::Object(map) = args else {
+            return Err(McpError::BadInput(format!(
+                "invalid input for {tool}: arguments must be a JSON object"
+            )));
         };
         let timeout = timeout.unwrap_or(self.spec.timeout);
         let params = CallToolRequestParams::new(t.remote.clone()).with_arguments(map);
