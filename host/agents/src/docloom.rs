@@ -94,6 +94,7 @@ pub fn decode(root: &Node, file: &FileInfo<'_>, p: &mut Problems) -> Option<Agen
         output_schema: None,
         source: file.source(Dialect::Docloom, spans),
         acting_for: None,
+        external: None,
     })
 }
 

@@ -78,6 +78,10 @@ pub struct Agent {
     /// Never set by a file; see [`Agent::on_behalf_of`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acting_for: Option<String>,
+    /// Set when the state is an external coding agent (rawko's `acp:` or `cli:`), which works
+    /// with its own model and tools instead of rawko's agent loop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub external: Option<External>,
 }
 
 impl Agent {
@@ -117,6 +121,7 @@ impl Agent {
             output_schema: None,
             source,
             acting_for: None,
+            external: None,
         }
     }
 
@@ -575,6 +580,58 @@ impl Serialize for Target {
     }
 }
 
+/// An external coding agent that a state runs instead of rawko's own agent loop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum External {
+    /// A program that speaks the Agent Client Protocol on stdio; rawko is its client.
+    Acp(ExternalCommand),
+    /// A coding CLI's non-interactive mode: the prompt as `{prompt}` in an argument, or on
+    /// stdin when no argument has it; its output is the state's raw result.
+    Cli(ExternalCommand),
+}
+
+impl External {
+    pub fn command(&self) -> &ExternalCommand {
+        match self {
+            External::Acp(c) | External::Cli(c) => c,
+        }
+    }
+
+    /// `acp` or `cli`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            External::Acp(_) => "acp",
+            External::Cli(_) => "cli",
+        }
+    }
+}
+
+/// The program of an external agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExternalCommand {
+    /// A program name looked up in `PATH`, or a path (relative ones from the workspace).
+    pub command: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Names of environment variables passed through from rawko's environment; nothing else
+    /// of it reaches the program beyond the sandbox's allow-list.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+}
+
+impl ExternalCommand {
+    /// Where `command` is: with a `/`, relative to `workspace`; else the first runnable match in
+    /// `path_dirs`. The error says what is missing, for `rawko agents validate` and the state.
+    pub fn resolve(
+        &self,
+        workspace: &std::path::Path,
+        path_dirs: &[PathBuf],
+    ) -> Result<PathBuf, String> {
+        rawko_sandbox::program::resolve(&self.command, workspace, path_dirs)
+    }
+}
+
 /// Per-state limits; `None` falls back to `config.yaml`'s `defaults.limits`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Limits {
@@ -750,6 +807,7 @@ mod tests {
                 spans: Spans::default(),
             },
             acting_for: None,
+            external: None,
         }
     }
 

@@ -39,8 +39,9 @@ pub struct AgentFile {
     pub display_name: Option<String>,
     /// When the arbiter should hand the task to this agent.
     pub when_to_use: Option<String>,
-    /// What the agent is told: its role, method and rules.
-    pub system_prompt: String,
+    /// What the agent is told: its role, method and rules. For an external agent (`acp` or
+    /// `cli`), optional: it is put before the task in the prompt the agent gets.
+    pub system_prompt: Option<String>,
     /// The adapter instance from config.yaml that serves this agent (default: `defaults.adapter`).
     pub adapter: Option<String>,
     pub tools: Option<ToolsSection>,
@@ -56,6 +57,27 @@ pub struct AgentFile {
     pub network: Option<bool>,
     /// A JSON Schema the structured output of the agent's finish call must satisfy.
     pub output_schema: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Run an external agent that speaks the Agent Client Protocol on stdio, in this state's
+    /// sandbox, instead of rawko's own agent loop. rawko serves its file and terminal requests
+    /// under this agent's tools. With `adapter` set, that model turns the agent's final message
+    /// into the outcome; without it, a clean end of turn is success.
+    pub acp: Option<ExternalSection>,
+    /// Run a coding CLI's non-interactive mode (such as `claude -p {prompt}`) in this state's
+    /// sandbox: `{prompt}` in an argument is replaced by the prompt, which otherwise goes on
+    /// stdin. Its output is the state's result (through `adapter` when set).
+    pub cli: Option<ExternalSection>,
+}
+
+/// An external agent's program.
+#[derive(Debug, Clone, Default, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExternalSection {
+    /// A program name found in PATH, or a path (a relative one from the workspace root).
+    pub command: String,
+    pub args: Option<Vec<String>>,
+    /// Names of environment variables passed to the program; nothing else of your environment
+    /// is, beyond the sandbox's allow-list (PATH, HOME, LANG, ...).
+    pub env: Option<Vec<String>>,
 }
 
 // The schema's view of `sandbox` and `network`: the loader reads `Mode` and a switch, and a
@@ -193,7 +215,9 @@ fn decode_fields(
     }
     let display_name = f.string("displayName", p).map(|s| s.value);
     let when_to_use = f.string("whenToUse", p).map(|s| s.value);
+    let external = ["acp", "cli"].iter().any(|k| f.has(k));
     let system_prompt = match body {
+        None if external => f.string("systemPrompt", p).map(|s| s.value),
         None => f.required_string("systemPrompt", p).map(|s| s.value),
         Some((body_prompt, body_line)) => match (f.string("systemPrompt", p), body_prompt) {
             (Some(s), None) => Some(s.value),
@@ -206,6 +230,7 @@ fn decode_fields(
                 );
                 None
             }
+            (None, None) if external => None,
             (None, None) => {
                 if f.has("systemPrompt") {
                     if !f.is_set("systemPrompt") {
@@ -257,14 +282,26 @@ fn decode_fields(
             _ => None,
         }
     });
+    let acp = f.node("acp").and_then(|n| decode_external(n, "'acp'", p));
+    let cli = f.node("cli").and_then(|n| decode_external(n, "'cli'", p));
+    if let (Some(_), Some(n)) = (&acp, f.node("cli")) {
+        p.error(
+            n.pos,
+            "an agent is either 'acp' or 'cli', not both",
+            Some("keep the one its program speaks".into()),
+        );
+    }
     f.finish(Strictness::Strict, p);
+    if !external && system_prompt.is_none() {
+        return None;
+    }
 
     Some((
         AgentFile {
             name: name?.value,
             display_name,
             when_to_use,
-            system_prompt: system_prompt?,
+            system_prompt,
             adapter,
             tools,
             transitions: transitions?,
@@ -272,9 +309,46 @@ fn decode_fields(
             sandbox,
             network,
             output_schema,
+            acp,
+            cli,
         },
         spans,
     ))
+}
+
+/// `acp:` or `cli:`: `{command, args?, env?}`.
+fn decode_external(node: &Node, what: &str, p: &mut Problems) -> Option<ExternalSection> {
+    let mut f = Fields::of(node, what, p)?;
+    let command = f.required_string("command", p);
+    if let Some(c) = &command
+        && (c.value.trim().is_empty() || c.value.contains('\0'))
+    {
+        p.error(c.pos, format!("{what}.command is empty"), None);
+    }
+    let args = f.string_list("args", false, p).map(unspan);
+    let env = f.string_list("env", true, p);
+    if let Some(env) = &env {
+        for v in &env.value {
+            let ok = !v.value.is_empty()
+                && !v.value.starts_with(|c: char| c.is_ascii_digit())
+                && v.value
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok {
+                p.error(
+                    v.pos,
+                    format!("'{}' is not an environment variable name", v.value.escape_debug()),
+                    Some("list the names of variables to pass through, such as ANTHROPIC_API_KEY; values come from your environment".into()),
+                );
+            }
+        }
+    }
+    f.finish(Strictness::Strict, p);
+    Some(ExternalSection {
+        command: command?.value,
+        args,
+        env: env.map(unspan),
+    })
 }
 
 /// `sandbox: read-only | workspace-write | full`.
@@ -446,7 +520,19 @@ fn finish(
         sandbox,
         network,
         output_schema,
+        acp,
+        cli,
     } = file_fields;
+    let command = |e: ExternalSection| super::model::ExternalCommand {
+        command: e.command,
+        args: e.args.unwrap_or_default(),
+        env: e.env.unwrap_or_default(),
+    };
+    let external = match (acp, cli) {
+        (Some(a), _) => Some(super::model::External::Acp(command(a))),
+        (None, Some(c)) => Some(super::model::External::Cli(command(c))),
+        (None, None) => None,
+    };
     let tools = tools.unwrap_or_default();
     let bash = tools.bash_filter.unwrap_or_default();
     let target = |s: String| s.parse().expect("infallible");
@@ -457,7 +543,7 @@ fn finish(
         display_name,
         description: None,
         when_to_use,
-        system_prompt: system_prompt.trim().to_string(),
+        system_prompt: system_prompt.unwrap_or_default().trim().to_string(),
         model: ModelSettings {
             adapter,
             ..ModelSettings::default()
@@ -486,6 +572,7 @@ fn finish(
         output_schema: output_schema.map(serde_json::Value::Object),
         source: file.source(dialect, spans),
         acting_for: None,
+        external,
     };
     if agent.sandbox == Some(Mode::Full) && agent.source.origin == AgentOrigin::Workspace {
         let runs = agent.sandbox_mode(true);
@@ -523,8 +610,12 @@ pub(crate) const KEYS: &[(&str, &[&str])] = &[
             "sandbox",
             "network",
             "outputSchema",
+            "acp",
+            "cli",
         ],
     ),
+    ("acp", &["command", "args", "env"]),
+    ("cli", &["command", "args", "env"]),
     ("tools", &["allowed", "blocked", "bashFilter"]),
     ("bashFilter", &["allowedCommands", "blockedPatterns"]),
     (

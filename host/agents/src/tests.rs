@@ -846,6 +846,7 @@ fn the_schema_knows_exactly_the_keys_the_decoder_reads() {
             "bashFilter" => def_of("BashFilterSection"),
             "transitions" => def_of("TransitionsSection"),
             "limits" => def_of("LimitsSection"),
+            "acp" | "cli" => def_of("ExternalSection"),
             other => panic!("{other}"),
         };
         let mut want: Vec<String> = keys.iter().map(|s| s.to_string()).collect();

@@ -185,6 +185,64 @@ impl FsGrants {
     }
 }
 
+impl FsGrants {
+    /// Read the file at `path` (absolute, or relative to `base`) through the grant that holds
+    /// it, as the sandbox would: resolved beneath the granted directory by cap-primitives, so
+    /// `..` and symlinks cannot lead out of it, opened without blocking (a FIFO cannot stall
+    /// the read) and refused unless it is a regular file of at most `max` bytes.
+    pub fn read_file(&self, base: &Path, path: &Path, max: u64) -> Result<Vec<u8>, String> {
+        use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
+        use cap_primitives::fs::OpenOptionsExt;
+        use std::io::Read;
+        let abs = base.join(path);
+        let shown = abs.display();
+        let grant = self
+            .grants
+            .iter()
+            .filter(|g| abs.starts_with(&g.path))
+            .max_by_key(|g| g.path.as_os_str().len())
+            .ok_or_else(|| {
+                format!("{shown} is outside the workspace and every granted directory")
+            })?;
+        let rel = abs.strip_prefix(&grant.path).unwrap_or(Path::new("."));
+        let dir = std::fs::File::open(&grant.path)
+            .map_err(|e| format!("{}: {e}", grant.path.display()))?;
+        let mut opts = cap_primitives::fs::OpenOptions::new();
+        opts.read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .follow(FollowSymlinks::Yes);
+        let file = cap_primitives::fs::open(&dir, rel, &opts).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::PermissionDenied
+                || e.raw_os_error() == Some(libc::EXDEV)
+            {
+                format!("{shown} leads outside {}", grant.path.display())
+            } else {
+                format!("{shown}: {e}")
+            }
+        })?;
+        let meta = file.metadata().map_err(|e| format!("{shown}: {e}"))?;
+        if !meta.is_file() {
+            return Err(format!(
+                "{shown} is not a regular file (a directory, FIFO, socket or device)"
+            ));
+        }
+        if meta.len() > max {
+            return Err(format!(
+                "{shown} has {} bytes; at most {max} are read",
+                meta.len()
+            ));
+        }
+        let mut out = Vec::with_capacity(meta.len() as usize);
+        file.take(max + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| format!("{shown}: {e}"))?;
+        if out.len() as u64 > max {
+            return Err(format!("{shown} grew past {max} bytes while it was read"));
+        }
+        Ok(out)
+    }
+}
+
 /// Read the file at `path` (symbolic links followed), refusing what is not a regular file (a
 /// FIFO would block the read for ever, a device could be endless) and anything larger than
 /// `max` bytes, without reading past `max`. For files a workspace or a download supplies.
@@ -214,6 +272,48 @@ pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_granted_read_stays_inside_its_grant() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().canonicalize().unwrap();
+        let ws = root.join("ws");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::write(ws.join("sub/f.txt"), "inside").unwrap();
+        std::fs::write(root.join("outside"), "secret").unwrap();
+        std::os::unix::fs::symlink(root.join("outside"), ws.join("link")).unwrap();
+        std::os::unix::fs::symlink("sub/f.txt", ws.join("ok-link")).unwrap();
+        let mut g = FsGrants::none();
+        g.grant(&ws, &ws, Access::ReadOnly).unwrap();
+        assert_eq!(
+            g.read_file(&ws, Path::new("sub/f.txt"), 100).unwrap(),
+            b"inside"
+        );
+        assert_eq!(
+            g.read_file(&ws, &ws.join("ok-link"), 100).unwrap(),
+            b"inside"
+        );
+        for bad in ["../outside", "link", "sub/../../outside"] {
+            let e = g.read_file(&ws, Path::new(bad), 100).unwrap_err();
+            assert!(!e.contains("secret"), "{bad}: {e}");
+        }
+        let e = g.read_file(&ws, &root.join("outside"), 100).unwrap_err();
+        assert!(e.contains("outside the workspace"), "{e}");
+        let e = g
+            .read_file(&ws, Path::new("/etc/passwd"), 1 << 20)
+            .unwrap_err();
+        assert!(e.contains("outside the workspace"), "{e}");
+        assert!(
+            g.read_file(&ws, Path::new("sub"), 100)
+                .unwrap_err()
+                .contains("not a regular file")
+        );
+        assert!(
+            g.read_file(&ws, Path::new("sub/f.txt"), 3)
+                .unwrap_err()
+                .contains("at most 3")
+        );
+    }
 
     #[test]
     fn only_regular_files_of_bounded_size_are_read() {

@@ -79,6 +79,12 @@ pub enum RunEvent {
         status: String,
         summary: String,
     },
+    /// An external agent's plan, as it last reported it.
+    Plan {
+        agent: String,
+        /// `{content, status}` each.
+        entries: Vec<serde_json::Value>,
+    },
     /// The agent's conversation outgrew its model's window: its older part was summarised.
     Compacted {
         agent: String,

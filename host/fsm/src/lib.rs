@@ -12,6 +12,7 @@ pub mod context;
 pub mod conversation;
 pub mod demo;
 pub mod events;
+pub mod external;
 pub mod llm;
 pub mod session;
 pub mod tools;
@@ -415,6 +416,11 @@ impl Engine<'_> {
                     .unwrap_or(self.defaults.max_iterations),
                 timeout: agent.limits.timeout().unwrap_or(self.defaults.timeout),
             };
+            if let Some(external) = &agent.external {
+                return self
+                    .external_turn(task, agent, external, call, limits)
+                    .await;
+            }
             let llm = match self.llms.llm_for(agent).await {
                 Ok(llm) => llm,
                 Err(e) => {

@@ -531,6 +531,121 @@ impl ToolHost for SessionTools {
         Box::pin(self.run(agent, name, input))
     }
 
+    fn workspace(&self) -> PathBuf {
+        self.workspace.clone()
+    }
+
+    fn read_text(&self, agent: &Agent, path: &std::path::Path, max: u64) -> ToolOutcome {
+        let shown = path.display().to_string();
+        match self.grants_for(agent).read_file(&self.workspace, path, max) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => ok(
+                    text,
+                    vec![Self::decision(
+                        agent,
+                        "fs.read",
+                        &shown,
+                        true,
+                        "inside the agent's read grant",
+                    )],
+                ),
+                Err(_) => failed(
+                    format!("{shown} is not UTF-8 text"),
+                    vec![Self::decision(
+                        agent,
+                        "fs.read",
+                        &shown,
+                        true,
+                        "inside the agent's read grant",
+                    )],
+                ),
+            },
+            Err(why) => denied(
+                why.clone(),
+                vec![Self::decision(agent, "fs.read", &shown, false, &why)],
+            ),
+        }
+    }
+
+    fn spawn_external(
+        &self,
+        agent: &Agent,
+        external: &rawko_agents::model::External,
+    ) -> Result<(tokio::process::Child, Vec<AuditEntry>), String> {
+        let cmd = external.command();
+        let (launcher, unconfined, mode, network, tmp) = match self.launch_for(agent) {
+            Launch::Sandboxed {
+                launcher,
+                mode,
+                network,
+                tmp,
+            } => (
+                launcher,
+                false,
+                mode.unwrap_or_else(|| agent.sandbox_mode(self.workspace_trusted)),
+                network,
+                tmp,
+            ),
+            Launch::Unconfined { reaper } => (
+                reaper.ok_or("no reaper to start the program under")?,
+                true,
+                SandboxMode::Full,
+                true,
+                None,
+            ),
+        };
+        let tmp = match tmp {
+            Some(t) => t,
+            None => self
+                .task_tmp
+                .get_or_init(|| TaskTmp::new().ok())
+                .as_ref()
+                .map(|t| t.path().to_path_buf())
+                .ok_or("cannot make the task's temporary directory")?,
+        };
+        let program = rawko_sandbox::program::Program {
+            launcher: &launcher,
+            command: &cmd.command,
+            args: &cmd.args,
+            pass_env: &cmd.env,
+            mode,
+            network,
+            unconfined,
+            workspace: &self.workspace,
+            tmp: &tmp,
+            path_dirs: self.resolver.path_dirs(),
+        };
+        let mut command = tokio::process::Command::from(program.command()?);
+        command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let child = command
+            .spawn()
+            .map_err(|e| format!("{}: {e}", cmd.command))?;
+        let line = std::iter::once(cmd.command.as_str())
+            .chain(cmd.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let sandbox = if unconfined {
+            "no kernel sandbox (--no-sandbox, or the agent's mode is full)".to_string()
+        } else {
+            format!("{mode}, network {}", if network { "on" } else { "off" })
+        };
+        let decisions = vec![
+            Self::decision(
+                agent,
+                "exec",
+                &line,
+                true,
+                &format!("the agent's external program ({})", external.kind()),
+            ),
+            Self::decision(agent, "sandbox", &line, true, &sandbox),
+        ];
+        Ok((child, decisions))
+    }
+
     fn withheld(&self, agent: &Agent, name: &str) -> Option<String> {
         let has =
             self.set.find(name).is_some() || agent.command_tools.iter().any(|t| t.name == name);
@@ -855,7 +970,8 @@ impl SessionLlms {
         agents: impl Iterator<Item = &'a Agent>,
     ) -> Result<(), String> {
         let mut names: Vec<String> = Vec::new();
-        for a in agents {
+        // An external agent needs a model only to read its report, when it names one.
+        for a in agents.filter(|a| a.external.is_none() || a.model.adapter.is_some()) {
             let n = self.instance_for(a)?;
             if !names.contains(&n) {
                 names.push(n);

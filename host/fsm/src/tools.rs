@@ -38,6 +38,29 @@ pub trait ToolHost {
     fn withheld(&self, _agent: &Agent, _name: &str) -> Option<String> {
         None
     }
+    /// The workspace the agents work in.
+    fn workspace(&self) -> std::path::PathBuf {
+        std::path::PathBuf::from(".")
+    }
+    /// Read a file for `agent` as it is (for an external agent's `fs/read_text_file`), within
+    /// the agent's read grants and at most `max` bytes: the text, or the error as the output.
+    fn read_text(&self, _agent: &Agent, path: &std::path::Path, _max: u64) -> ToolOutcome {
+        ToolOutcome {
+            output: format!("cannot read {}: no files here", path.display()),
+            is_error: true,
+            verdict: "denied: no files".into(),
+            decisions: Vec::new(),
+        }
+    }
+    /// Start `agent`'s external program in its kernel sandbox with stdio piped, and the
+    /// decisions that made it.
+    fn spawn_external(
+        &self,
+        _agent: &Agent,
+        _external: &rawko_agents::model::External,
+    ) -> Result<(tokio::process::Child, Vec<AuditEntry>), String> {
+        Err("external agents cannot run here".into())
+    }
 }
 
 /// The `finish` tool, with the agent's output schema when it declares one.

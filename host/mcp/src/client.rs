@@ -685,57 +685,25 @@ fn spawn(spec: &ServerSpec, launch: &Launch, tmp: &Path) -> Result<tokio::proces
     else {
         unreachable!("stdio only")
     };
-    let program = resolve(command, &launch.workspace, &launch.path_dirs)?;
-    let arg0 = Path::new(command)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| command.clone());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let std_cmd = if launch.unconfined || *mode == Mode::Full {
-        rawko_sandbox::reaper::command(&launch.launcher, &program, &arg0, &args)
-    } else {
-        let home = std::env::home_dir();
-        let mut policy = rawko_sandbox::Policy::new(*mode, &launch.workspace, tmp, home.as_deref());
-        policy.network = *network;
-        policy.command(&launch.launcher, &program, &arg0, &args)
-    };
+    let std_cmd = rawko_sandbox::program::Program {
+        launcher: &launch.launcher,
+        command,
+        args,
+        pass_env: env,
+        mode: *mode,
+        network: *network,
+        unconfined: launch.unconfined,
+        workspace: &launch.workspace,
+        tmp,
+        path_dirs: &launch.path_dirs,
+    }
+    .command()?;
     let mut cmd = tokio::process::Command::from(std_cmd);
-    cmd.env_clear()
-        .envs(rawko_sandbox::base_env(&launch.path_dirs, Some(tmp)))
-        .current_dir(&launch.workspace)
-        .stdin(std::process::Stdio::piped())
+    cmd.stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    for name in env {
-        if let Some(v) = std::env::var_os(name) {
-            cmd.env(name, v);
-        }
-    }
-    cmd.spawn()
-        .map_err(|e| format!("{}: {e}", program.display()))
-}
-
-/// `command` as a path: with a `/`, relative to the workspace; else the first match in `PATH`.
-fn resolve(command: &str, workspace: &Path, path_dirs: &[PathBuf]) -> Result<PathBuf, String> {
-    use std::os::unix::fs::PermissionsExt;
-    let runnable = |p: &Path| {
-        p.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if command.contains('/') {
-        let p = workspace.join(command);
-        return if runnable(&p) {
-            Ok(p)
-        } else {
-            Err(format!("{} is not a program", p.display()))
-        };
-    }
-    path_dirs
-        .iter()
-        .map(|d| d.join(command))
-        .find(|p| runnable(p))
-        .ok_or_else(|| format!("`{command}` is not installed (not found in PATH)"))
+    cmd.spawn().map_err(|e| format!("{command}: {e}"))
 }
 
 /// The streamable HTTP transport: a client whose name lookups are checked against a grant of

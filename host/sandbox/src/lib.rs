@@ -12,6 +12,7 @@
 pub mod helper;
 pub mod policy;
 pub mod probe;
+pub mod program;
 pub mod reaper;
 
 pub use policy::{CreationGuard, Limits, Mode, Policy};

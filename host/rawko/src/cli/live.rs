@@ -250,6 +250,24 @@ impl EventSink for Live {
                 ));
             }
             RunEvent::TaskFinished { .. } => self.stop_spinner(),
+            RunEvent::Plan { agent, entries } => {
+                self.stop_spinner();
+                self.line(&format!(
+                    "{indent}  {}",
+                    self.style("2", &format!("{}'s plan:", safe(agent, 80)))
+                ));
+                for e in entries.iter().take(20) {
+                    let mark = match e["status"].as_str() {
+                        Some("completed") => "☑",
+                        Some("in_progress") => "▸",
+                        _ => "☐",
+                    };
+                    self.line(&format!(
+                        "{indent}    {mark} {}",
+                        safe(e["content"].as_str().unwrap_or(""), 160)
+                    ));
+                }
+            }
             RunEvent::Compacted {
                 agent,
                 summary_chars,

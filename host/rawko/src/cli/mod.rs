@@ -381,8 +381,12 @@ fn init_tracing(verbose: u8) {
             // Plugins' own log lines only with -v: a plugin cannot write to the user's
             // terminal by logging.
             let plugins = if verbose == 0 { "off" } else { default };
+            // The protocol crates log every error answer they send or get (a denied read, an
+            // unknown tool) as a warning; rawko reports those itself.
+            let protocols = if verbose >= 2 { default } else { "error" };
             tracing_subscriber::EnvFilter::new(format!(
-                "{deps},rawko={default},rawko::plugin={plugins}"
+                "{deps},rawko={default},rawko::plugin={plugins},\
+                 agent_client_protocol={protocols},rmcp={protocols}"
             ))
         });
     // Log lines quote errors, paths and files from outside: they go through the sanitiser,

@@ -444,10 +444,12 @@ fn validate(cx: &Context, args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let search = search_path(cx);
     let (files, mut diagnostics) = if args.paths.is_empty() {
         let registry = Registry::load(&search);
-        let files = registry.files().iter().map(|f| f.display.clone()).collect();
-        (files, registry.diagnostics().to_vec())
+        let files: Vec<String> = registry.files().iter().map(|f| f.display.clone()).collect();
+        let mut diagnostics = registry.diagnostics().to_vec();
+        diagnostics.extend(missing_programs(cx, &registry, &files));
+        (files, diagnostics)
     } else {
-        validate_paths(&search, &args.paths)?
+        validate_paths(cx, &search, &args.paths)?
     };
     // In the order an editor shows them: by file, then line and column.
     diagnostics.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
@@ -488,6 +490,7 @@ fn validate(cx: &Context, args: ValidateArgs) -> anyhow::Result<ExitCode> {
 /// Check the named files and directories, with transitions checked against the agents in
 /// effect. Only problems in the named files are reported.
 fn validate_paths(
+    cx: &Context,
     search: &SearchPath,
     paths: &[PathBuf],
 ) -> anyhow::Result<(Vec<String>, Vec<Diagnostic>)> {
@@ -532,13 +535,49 @@ fn validate_paths(
             .cloned(),
     );
     let registry = Registry::build(loaded, None);
-    let diagnostics = registry
+    let mut diagnostics: Vec<Diagnostic> = registry
         .diagnostics()
         .iter()
         .filter(|d| displays.contains(&d.file))
         .cloned()
         .collect();
+    diagnostics.extend(missing_programs(cx, &registry, &displays));
     Ok((displays, diagnostics))
+}
+
+/// An error for each external agent (`acp:`, `cli:`) in `files` whose program is not there: a
+/// state that cannot start is found now, not when the task reaches it.
+fn missing_programs(cx: &Context, registry: &Registry, files: &[String]) -> Vec<Diagnostic> {
+    let path_dirs = rawko_shell::Resolver::from_env(&[cx.workspace()])
+        .path_dirs()
+        .to_vec();
+    registry
+        .agents()
+        .filter(|a| files.contains(&a.source.display))
+        .filter_map(|a| {
+            let external = a.external.as_ref()?;
+            let missing = external
+                .command()
+                .resolve(cx.workspace(), &path_dirs)
+                .err()?;
+            Some(Diagnostic {
+                file: a.source.display.clone(),
+                line: a.source.spans.name.line.max(1),
+                column: a.source.spans.name.column.max(1),
+                severity: Severity::Error,
+                message: format!(
+                    "agent {} runs an external agent over {}: {missing}",
+                    a.name,
+                    external.kind()
+                ),
+                hint: Some(
+                    "install it, or give its full path in 'command'; rawko does not fall back \
+                     to another agent"
+                        .into(),
+                ),
+            })
+        })
+        .collect()
 }
 
 enum WatchEvent {

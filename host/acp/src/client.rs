@@ -1,0 +1,657 @@
+//! Driving an external coding agent over ACP: rawko is the client.
+//!
+//! The agent's program is started by the caller (in the state's kernel sandbox) and handed
+//! over as a child process. [`Connection::start`] initialises it with client capabilities that
+//! match the state's grants and opens a session in the workspace. What the agent then asks of
+//! its client (files, terminals, permission) and what it reports (`session/update`) arrive as
+//! [`Request`]s on a channel, served on the caller's own thread by the caller's own tools: the
+//! protocol layer never touches the workspace itself. A request for a capability rawko did not
+//! declare is refused here, before it reaches the caller.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    CancelNotification, ClientCapabilities, ContentBlock, ContentChunk, CreateTerminalRequest,
+    CreateTerminalResponse, FileSystemCapabilities, Implementation, InitializeRequest,
+    KillTerminalRequest, KillTerminalResponse, NewSessionRequest, PermissionOptionKind,
+    PromptRequest, ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest,
+    ReleaseTerminalResponse, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SelectedPermissionOutcome, SessionId, SessionNotification,
+    SessionUpdate, StopReason, TerminalExitStatus, TerminalOutputRequest, TerminalOutputResponse,
+    TextContent, ToolCallStatus, WaitForTerminalExitRequest, WaitForTerminalExitResponse,
+    WriteTextFileRequest, WriteTextFileResponse,
+};
+use agent_client_protocol::{Agent, Client};
+use tokio::io::AsyncReadExt;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::lines;
+
+/// Most of what the agent wrote to stderr kept for error messages.
+const STDERR_TAIL: usize = 2_000;
+
+/// What the state may do, declared to the agent as client capabilities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grants {
+    pub read: bool,
+    pub write: bool,
+    pub terminal: bool,
+}
+
+/// Why the agent could not be driven.
+#[derive(Debug, thiserror::Error)]
+pub enum AcpError {
+    #[error("the agent did not start: {0}")]
+    Start(String),
+    #[error("the agent speaks ACP protocol version {0}; rawko speaks version 1")]
+    Version(String),
+    #[error("the agent did not answer {what} within {secs} s")]
+    Silent { what: &'static str, secs: u64 },
+    #[error("the agent failed: {0}")]
+    Protocol(String),
+    #[error("the agent's connection ended: {0}")]
+    Closed(String),
+}
+
+/// A terminal's state as the agent sees it.
+#[derive(Debug, Clone, Default)]
+pub struct TerminalState {
+    pub output: String,
+    pub truncated: bool,
+    /// Set once the command has ended: its exit code, or the signal that ended it.
+    pub exit: Option<(Option<u32>, Option<String>)>,
+}
+
+/// What the agent asks for or reports; each request carries the channel its answer goes to.
+#[derive(Debug)]
+pub enum Request {
+    Read {
+        path: PathBuf,
+        line: Option<u32>,
+        limit: Option<u32>,
+        reply: oneshot::Sender<Result<String, String>>,
+    },
+    Write {
+        path: PathBuf,
+        content: String,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    CreateTerminal {
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        cwd: Option<PathBuf>,
+        output_limit: Option<u64>,
+        reply: oneshot::Sender<Result<String, String>>,
+    },
+    TerminalOutput {
+        id: String,
+        reply: oneshot::Sender<Result<TerminalState, String>>,
+    },
+    WaitForExit {
+        id: String,
+        reply: oneshot::Sender<Result<TerminalState, String>>,
+    },
+    KillTerminal {
+        id: String,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    ReleaseTerminal {
+        id: String,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    /// The agent asks before one of its own tool calls. `allow` is whether to allow it; the
+    /// answer picks one of the agent's options of that kind (or cancels when there is none).
+    Permission {
+        title: String,
+        kind: Option<String>,
+        input: Option<serde_json::Value>,
+        reply: oneshot::Sender<bool>,
+    },
+    Update(Update),
+}
+
+/// A `session/update`, reduced to what rawko shows and records.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Update {
+    Text(String),
+    Thought(String),
+    ToolCall {
+        id: String,
+        title: String,
+        kind: String,
+        status: String,
+        input: Option<serde_json::Value>,
+    },
+    ToolCallUpdate {
+        id: String,
+        title: Option<String>,
+        status: Option<String>,
+        output: Option<String>,
+    },
+    Plan(Vec<(String, String)>),
+    Usage {
+        used: u64,
+        size: u64,
+    },
+}
+
+/// An initialised agent with an open session.
+pub struct Connection {
+    cx: ConnectionTo<Agent>,
+    session: SessionId,
+    stderr: Arc<Mutex<String>>,
+    child: tokio::process::Child,
+    driver: tokio::task::JoinHandle<()>,
+    _close: oneshot::Sender<()>,
+    /// The agent's name and version, as it gave them.
+    pub agent_info: Option<String>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("session", &self.session.0)
+            .finish()
+    }
+}
+
+fn send<T>(
+    tx: &mpsc::UnboundedSender<Request>,
+    make: impl FnOnce(oneshot::Sender<T>) -> Request,
+) -> oneshot::Receiver<T> {
+    let (reply, answer) = oneshot::channel();
+    // A closed channel drops `reply`, and the handler answers that rawko stopped.
+    let _ = tx.send(make(reply));
+    answer
+}
+
+fn refused(message: impl Into<String>) -> agent_client_protocol::Error {
+    agent_client_protocol::Error::new(-32000, message.into())
+}
+
+fn stopped() -> agent_client_protocol::Error {
+    refused("rawko stopped serving this session")
+}
+
+fn not_declared(what: &str) -> agent_client_protocol::Error {
+    agent_client_protocol::Error::new(
+        -32601,
+        format!("{what} is not available to this agent: rawko did not declare it"),
+    )
+}
+
+fn exit_status(exit: &(Option<u32>, Option<String>)) -> TerminalExitStatus {
+    TerminalExitStatus::new()
+        .exit_code(exit.0)
+        .signal(exit.1.clone())
+}
+
+impl Connection {
+    /// Speak ACP with `child` (its stdin and stdout piped): initialise with `grants`, open a
+    /// session in `cwd`, each step within `deadline`. What the agent asks for goes to
+    /// `requests`.
+    pub async fn start(
+        mut child: tokio::process::Child,
+        grants: Grants,
+        cwd: PathBuf,
+        deadline: Duration,
+        requests: mpsc::UnboundedSender<Request>,
+    ) -> Result<Connection, AcpError> {
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| AcpError::Start("no stdout".into()))?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| AcpError::Start("no stdin".into()))?;
+        let stderr = Arc::new(Mutex::new(String::new()));
+        if let Some(err) = child.stderr.take() {
+            tokio::spawn(keep_tail(err, stderr.clone()));
+        }
+        let transport = lines::transport(stdout, stdin, lines::MAX_MESSAGE);
+        let (cx_tx, cx_rx) = oneshot::channel();
+        let (close, closed) = oneshot::channel::<()>();
+        let (ended_tx, ended_rx) = oneshot::channel::<String>();
+        let tx = requests;
+        let (t1, t2, t3, t4, t5, t6, t7, t8, t9) = (
+            tx.clone(),
+            tx.clone(),
+            tx.clone(),
+            tx.clone(),
+            tx.clone(),
+            tx.clone(),
+            tx.clone(),
+            tx.clone(),
+            tx,
+        );
+        let connection = Client
+            .v1()
+            .name("rawko")
+            .on_receive_request(
+                async move |r: ReadTextFileRequest, responder, _cx| {
+                    if !grants.read {
+                        return responder.respond_with_error(not_declared("fs/read_text_file"));
+                    }
+                    let answer = send(&t1, |reply| Request::Read {
+                        path: r.path,
+                        line: r.line,
+                        limit: r.limit,
+                        reply,
+                    });
+                    match answer.await {
+                        Ok(Ok(content)) => responder.respond(ReadTextFileResponse::new(content)),
+                        Ok(Err(why)) => responder.respond_with_error(refused(why)),
+                        Err(_) => responder.respond_with_error(stopped()),
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |r: WriteTextFileRequest, responder, _cx| {
+                    if !grants.write {
+                        return responder.respond_with_error(not_declared("fs/write_text_file"));
+                    }
+                    let answer = send(&t2, |reply| Request::Write {
+                        path: r.path,
+                        content: r.content,
+                        reply,
+                    });
+                    match answer.await {
+                        Ok(Ok(())) => responder.respond(WriteTextFileResponse::new()),
+                        Ok(Err(why)) => responder.respond_with_error(refused(why)),
+                        Err(_) => responder.respond_with_error(stopped()),
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |r: CreateTerminalRequest, responder, _cx| {
+                    if !grants.terminal {
+                        return responder.respond_with_error(not_declared("terminal/create"));
+                    }
+                    let answer = send(&t3, |reply| Request::CreateTerminal {
+                        command: r.command,
+                        args: r.args,
+                        env: r.env.into_iter().map(|v| (v.name, v.value)).collect(),
+                        cwd: r.cwd,
+                        output_limit: r.output_byte_limit,
+                        reply,
+                    });
+                    match answer.await {
+                        Ok(Ok(id)) => responder.respond(CreateTerminalResponse::new(id)),
+                        Ok(Err(why)) => responder.respond_with_error(refused(why)),
+                        Err(_) => responder.respond_with_error(stopped()),
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |r: TerminalOutputRequest, responder, _cx| {
+                    if !grants.terminal {
+                        return responder.respond_with_error(not_declared("terminal/output"));
+                    }
+                    let answer = send(&t4, |reply| Request::TerminalOutput {
+                        id: r.terminal_id.0.to_string(),
+                        reply,
+                    });
+                    match answer.await {
+                        Ok(Ok(t)) => responder.respond(
+                            TerminalOutputResponse::new(t.output, t.truncated)
+                                .exit_status(t.exit.as_ref().map(exit_status)),
+                        ),
+                        Ok(Err(why)) => responder.respond_with_error(refused(why)),
+                        Err(_) => responder.respond_with_error(stopped()),
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |r: WaitForTerminalExitRequest, responder, _cx| {
+                    if !grants.terminal {
+                        return responder
+                            .respond_with_error(not_declared("terminal/wait_for_exit"));
+                    }
+                    let answer = send(&t5, |reply| Request::WaitForExit {
+                        id: r.terminal_id.0.to_string(),
+                        reply,
+                    });
+                    match answer.await {
+                        Ok(Ok(t)) => responder.respond(WaitForTerminalExitResponse::new(
+                            exit_status(&t.exit.unwrap_or((None, None))),
+                        )),
+                        Ok(Err(why)) => responder.respond_with_error(refused(why)),
+                        Err(_) => responder.respond_with_error(stopped()),
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |r: KillTerminalRequest, responder, _cx| {
+                    if !grants.terminal {
+                        return responder.respond_with_error(not_declared("terminal/kill"));
+                    }
+                    let answer = send(&t6, |reply| Request::KillTerminal {
+                        id: r.terminal_id.0.to_string(),
+                        reply,
+                    });
+                    match answer.await {
+                        Ok(Ok(())) => responder.respond(KillTerminalResponse::new()),
+                        Ok(Err(why)) => responder.respond_with_error(refused(why)),
+                        Err(_) => responder.respond_with_error(stopped()),
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |r: ReleaseTerminalRequest, responder, _cx| {
+                    if !grants.terminal {
+                        return responder.respond_with_error(not_declared("terminal/release"));
+                    }
+                    let answer = send(&t7, |reply| Request::ReleaseTerminal {
+                        id: r.terminal_id.0.to_string(),
+                        reply,
+                    });
+                    match answer.await {
+                        Ok(Ok(())) => responder.respond(ReleaseTerminalResponse::new()),
+                        Ok(Err(why)) => responder.respond_with_error(refused(why)),
+                        Err(_) => responder.respond_with_error(stopped()),
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |r: RequestPermissionRequest, responder, _cx| {
+                    let fields = &r.tool_call.fields;
+                    let answer = send(&t8, |reply| Request::Permission {
+                        title: fields.title.clone().unwrap_or_default(),
+                        kind: fields.kind.as_ref().map(|k| enum_name(k)),
+                        input: fields.raw_input.clone(),
+                        reply,
+                    });
+                    let allow = answer.await.unwrap_or(false);
+                    let wanted: &[PermissionOptionKind] = if allow {
+                        &[
+                            PermissionOptionKind::AllowOnce,
+                            PermissionOptionKind::AllowAlways,
+                        ]
+                    } else {
+                        &[
+                            PermissionOptionKind::RejectOnce,
+                            PermissionOptionKind::RejectAlways,
+                        ]
+                    };
+                    let chosen = wanted.iter().find_map(|kind| {
+                        r.options
+                            .iter()
+                            .find(|o| o.kind == *kind)
+                            .map(|o| o.option_id.clone())
+                    });
+                    let outcome = match chosen {
+                        Some(id) => {
+                            RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id))
+                        }
+                        None => RequestPermissionOutcome::Cancelled,
+                    };
+                    responder.respond(RequestPermissionResponse::new(outcome))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_notification(
+                async move |n: SessionNotification, _cx| {
+                    if let Some(u) = reduce(n.update) {
+                        let _ = t9.send(Request::Update(u));
+                    }
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
+                let _ = cx_tx.send(cx);
+                let _ = closed.await;
+                Ok(())
+            });
+        let driver = tokio::spawn(async move {
+            let why = match connection.await {
+                Ok(()) => "closed".to_string(),
+                Err(e) => e.to_string(),
+            };
+            let _ = ended_tx.send(why);
+        });
+        let cx = cx_rx
+            .await
+            .map_err(|_| AcpError::Start("the connection did not open".into()))?;
+        let _ = ended_rx;
+        let mut c = Connection {
+            cx,
+            session: SessionId::new("pending"),
+            stderr,
+            child,
+            driver,
+            _close: close,
+            agent_info: None,
+        };
+
+        let caps = ClientCapabilities::new()
+            .fs(FileSystemCapabilities::new()
+                .read_text_file(grants.read)
+                .write_text_file(grants.write))
+            .terminal(grants.terminal);
+        let init = InitializeRequest::new(ProtocolVersion::V1)
+            .client_capabilities(caps)
+            .client_info(Implementation::new("rawko", env!("CARGO_PKG_VERSION")));
+        let answer = c
+            .within(deadline, "initialize", c.cx.send_request(init).block_task())
+            .await?;
+        if answer.protocol_version != ProtocolVersion::V1 {
+            return Err(AcpError::Version(
+                serde_json::to_string(&answer.protocol_version).unwrap_or_default(),
+            ));
+        }
+        c.agent_info = answer.agent_info.map(|i| {
+            format!(
+                "{} {}",
+                rawko_text::line(&i.name, 64),
+                rawko_text::line(&i.version, 32)
+            )
+        });
+        let session = c
+            .within(
+                deadline,
+                "session/new",
+                c.cx.send_request(NewSessionRequest::new(cwd)).block_task(),
+            )
+            .await?;
+        c.session = session.session_id;
+        Ok(c)
+    }
+
+    async fn within<T>(
+        &self,
+        deadline: Duration,
+        what: &'static str,
+        call: impl std::future::Future<Output = Result<T, agent_client_protocol::Error>>,
+    ) -> Result<T, AcpError> {
+        match tokio::time::timeout(deadline, call).await {
+            Err(_) => Err(AcpError::Silent {
+                what,
+                secs: deadline.as_secs(),
+            }),
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(self.failure(e)),
+        }
+    }
+
+    /// An error from the connection, told as what happened to the agent.
+    fn failure(&self, e: agent_client_protocol::Error) -> AcpError {
+        let tail = self.stderr_tail();
+        let with_tail = |m: String| {
+            if tail.is_empty() {
+                m
+            } else {
+                format!("{m}; its stderr ends: {tail}")
+            }
+        };
+        if agent_client_protocol::is_connection_terminated(&e) || self.driver.is_finished() {
+            AcpError::Closed(with_tail(
+                rawko_text::line(&e.to_string(), 500).into_owned(),
+            ))
+        } else {
+            AcpError::Protocol(with_tail(
+                rawko_text::line(&e.to_string(), 2_000).into_owned(),
+            ))
+        }
+    }
+
+    /// The end of what the agent wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        self.stderr
+            .lock()
+            .map(|s| rawko_text::block(s.trim(), STDERR_TAIL).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Send one prompt turn and wait for its stop reason. Requests the agent makes meanwhile
+    /// arrive on the channel given to [`Connection::start`]; serve them while this runs.
+    pub async fn prompt(&self, text: String) -> Result<Stop, AcpError> {
+        let request = PromptRequest::new(
+            self.session.clone(),
+            vec![ContentBlock::Text(TextContent::new(text))],
+        );
+        match self.cx.send_request(request).block_task().await {
+            Ok(r) => Ok(Stop::from(r.stop_reason)),
+            Err(e) => Err(self.failure(e)),
+        }
+    }
+
+    /// Ask the agent to stop the turn (`session/cancel`); the prompt then ends with
+    /// [`Stop::Cancelled`] if the agent obeys.
+    pub fn cancel(&self) {
+        let _ = self
+            .cx
+            .send_notification(CancelNotification::new(self.session.clone()));
+    }
+
+    /// Stop the agent's process (its whole sandbox) and the connection.
+    pub async fn close(mut self) {
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await;
+        self.driver.abort();
+    }
+}
+
+/// How a prompt turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    EndTurn,
+    MaxTokens,
+    MaxTurnRequests,
+    Refusal,
+    Cancelled,
+    Other,
+}
+
+impl Stop {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stop::EndTurn => "end_turn",
+            Stop::MaxTokens => "max_tokens",
+            Stop::MaxTurnRequests => "max_turn_requests",
+            Stop::Refusal => "refusal",
+            Stop::Cancelled => "cancelled",
+            Stop::Other => "other",
+        }
+    }
+}
+
+impl From<StopReason> for Stop {
+    fn from(r: StopReason) -> Stop {
+        match r {
+            StopReason::EndTurn => Stop::EndTurn,
+            StopReason::MaxTokens => Stop::MaxTokens,
+            StopReason::MaxTurnRequests => Stop::MaxTurnRequests,
+            StopReason::Refusal => Stop::Refusal,
+            StopReason::Cancelled => Stop::Cancelled,
+            _ => Stop::Other,
+        }
+    }
+}
+
+/// A serde enum's wire name (`in_progress`, `execute`).
+fn enum_name<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "other".into())
+}
+
+fn chunk_text(c: &ContentChunk) -> Option<String> {
+    match &c.content {
+        ContentBlock::Text(t) => Some(t.text.clone()),
+        _ => None,
+    }
+}
+
+/// The parts of an update rawko shows and records.
+fn reduce(update: SessionUpdate) -> Option<Update> {
+    Some(match update {
+        SessionUpdate::AgentMessageChunk(c) => Update::Text(chunk_text(&c)?),
+        SessionUpdate::AgentThoughtChunk(c) => Update::Thought(chunk_text(&c)?),
+        SessionUpdate::ToolCall(t) => Update::ToolCall {
+            id: t.tool_call_id.0.to_string(),
+            title: t.title,
+            kind: enum_name(&t.kind),
+            status: enum_name(&t.status),
+            input: t.raw_input,
+        },
+        SessionUpdate::ToolCallUpdate(u) => Update::ToolCallUpdate {
+            id: u.tool_call_id.0.to_string(),
+            title: u.fields.title,
+            status: u.fields.status.as_ref().map(enum_name),
+            output: u.fields.raw_output.map(|v| match v {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            }),
+        },
+        SessionUpdate::Plan(p) => Update::Plan(
+            p.entries
+                .into_iter()
+                .map(|e| (e.content, enum_name(&e.status)))
+                .collect(),
+        ),
+        SessionUpdate::UsageUpdate(u) => Update::Usage {
+            used: u.used,
+            size: u.size,
+        },
+        _ => return None,
+    })
+}
+
+/// Whether a tool call status means it is over.
+pub fn is_final(status: &str) -> bool {
+    status == enum_name(&ToolCallStatus::Completed) || status == enum_name(&ToolCallStatus::Failed)
+}
+
+/// Keep the last [`STDERR_TAIL`] bytes the agent writes to stderr.
+async fn keep_tail(mut from: impl tokio::io::AsyncRead + Unpin, into: Arc<Mutex<String>>) {
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = from.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        let Ok(mut s) = into.lock() else { break };
+        s.push_str(&String::from_utf8_lossy(&buf[..n]));
+        if s.len() > STDERR_TAIL * 2 {
+            let mut cut = s.len() - STDERR_TAIL;
+            while !s.is_char_boundary(cut) {
+                cut += 1;
+            }
+            s.drain(..cut);
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! Long-running programs rawko talks to over stdio (MCP servers, ACP agents, coding CLIs): found
+//! the way a shell would, and started in the kernel sandbox with the allow-listed environment.
+
+use std::path::{Path, PathBuf};
+
+use crate::Mode;
+
+/// `command` as a path: with a `/`, relative to `workspace`; else the first runnable match in
+/// `path_dirs`. The error says what is missing.
+pub fn resolve(command: &str, workspace: &Path, path_dirs: &[PathBuf]) -> Result<PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if command.contains('/') {
+        let p = workspace.join(command);
+        return if runnable(&p) {
+            Ok(p)
+        } else {
+            Err(format!("{} is not a program", p.display()))
+        };
+    }
+    path_dirs
+        .iter()
+        .map(|d| d.join(command))
+        .find(|p| runnable(p))
+        .ok_or_else(|| format!("`{command}` is not installed (not found in PATH)"))
+}
+
+/// One program to start.
+#[derive(Debug, Clone)]
+pub struct Program<'a> {
+    /// The `rawko` binary: the sandbox helper and the reaper.
+    pub launcher: &'a Path,
+    /// As written in the configuration; found with [`resolve`].
+    pub command: &'a str,
+    pub args: &'a [String],
+    /// Names of variables passed through from rawko's environment.
+    pub pass_env: &'a [String],
+    pub mode: Mode,
+    pub network: bool,
+    /// Without the kernel sandbox (`--no-sandbox`): under the reaper only.
+    pub unconfined: bool,
+    pub workspace: &'a Path,
+    /// The program's private temporary directory (its `TMPDIR`).
+    pub tmp: &'a Path,
+    pub path_dirs: &'a [PathBuf],
+}
+
+impl Program<'_> {
+    /// The command that starts the program in its sandbox (mode `full` or `unconfined`: under
+    /// the reaper, which still takes its process group down with it), in the workspace, with
+    /// the sandbox's environment allow-list plus the named variables. Stdio is the caller's.
+    pub fn command(&self) -> Result<std::process::Command, String> {
+        let program = resolve(self.command, self.workspace, self.path_dirs)?;
+        let arg0 = Path::new(self.command)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| self.command.to_string());
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let mut cmd = if self.unconfined || self.mode == Mode::Full {
+            crate::reaper::command(self.launcher, &program, &arg0, &args)
+        } else {
+            let home = std::env::home_dir();
+            let mut policy =
+                crate::Policy::new(self.mode, self.workspace, self.tmp, home.as_deref());
+            policy.network = self.network;
+            policy.command(self.launcher, &program, &arg0, &args)
+        };
+        cmd.env_clear()
+            .envs(crate::base_env(self.path_dirs, Some(self.tmp)))
+            .current_dir(self.workspace);
+        for name in self.pass_env {
+            if let Some(v) = std::env::var_os(name) {
+                cmd.env(name, v);
+            }
+        }
+        Ok(cmd)
+    }
+}
