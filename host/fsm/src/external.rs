@@ -1083,6 +1083,18 @@ fn window(text: &str, line: Option<u32>, limit: Option<u32>) -> String {
 /// without a terminal, deny.
 fn ask_user(agent: &Agent, detail: &str, input: Option<&serde_json::Value>) -> (bool, String) {
     use std::io::{BufRead, IsTerminal, Write};
+    let question = rawko_toolset::ask::Question {
+        who: format!("{} (an external agent)", agent.name),
+        what: detail.to_string(),
+        reason: input.map(|v| v.to_string()).unwrap_or_default(),
+    };
+    if let Some(yes) = rawko_toolset::ask::installed(&question) {
+        return if yes {
+            (true, "the user agreed".into())
+        } else {
+            (false, "the user refused".into())
+        };
+    }
     if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
         return (
             false,

@@ -127,10 +127,29 @@ fn combine(outcomes: Vec<FilterOutcome>, parsed: ParsedCommand) -> CheckReport {
     }
 }
 
-/// Settle an `ask`: put the question to the user when stdin and stderr are a terminal, deny
-/// otherwise. Other decisions pass through.
+/// Settle an `ask`: put the question to the installed asker ([`crate::ask`]), else to the user
+/// when stdin and stderr are a terminal; deny otherwise. Other decisions pass through.
 pub fn settle_ask(report: &mut CheckReport) {
     if report.decision != Decision::Ask {
+        return;
+    }
+    let question = crate::ask::Question {
+        who: report.decided_by.clone(),
+        what: report
+            .command
+            .as_ref()
+            .map(|c| c.raw.clone())
+            .unwrap_or_default(),
+        reason: report.reason.clone(),
+    };
+    if let Some(yes) = crate::ask::installed(&question) {
+        if yes {
+            report.decision = Decision::Allow;
+            report.reason = format!("the user agreed ({})", report.reason);
+        } else {
+            report.decision = Decision::Deny;
+            report.reason = format!("the user declined ({})", report.reason);
+        }
         return;
     }
     if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {

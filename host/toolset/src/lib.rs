@@ -2,6 +2,7 @@
 //! installed) and tools the host provides itself (`Bash`, DocLoom command tools), and the bash
 //! filter chain every shell command goes through.
 
+pub mod ask;
 pub mod bash;
 pub mod chain;
 pub mod command_tool;

@@ -89,6 +89,7 @@ enum Command {
     Doctor(commands::doctor::DoctorCmd),
     Knowledge(commands::knowledge::KnowledgeCmd),
     Mcp(commands::mcp::McpCmd),
+    Acp(commands::acp::AcpCmd),
 }
 
 /// Everything a command needs from the global flags.
@@ -361,6 +362,7 @@ impl Command {
             Command::Doctor(c) => c.execute(cx).await,
             Command::Knowledge(c) => c.execute(cx).await,
             Command::Mcp(c) => c.execute(cx).await,
+            Command::Acp(c) => c.execute(cx).await,
         }
     }
 }

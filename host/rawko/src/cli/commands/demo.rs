@@ -104,6 +104,7 @@ impl DemoCmd {
             timeline_hint: false,
             // The demo is offline and self-contained: no MCP servers.
             mcp: None,
+            sink: None,
         };
         let options = serde_json::json!({ "adapter": ADAPTER, "max_steps": 20, "demo": true });
         let start = Start::New {

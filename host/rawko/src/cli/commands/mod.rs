@@ -1,5 +1,6 @@
 //! One module per command.
 
+pub mod acp;
 pub mod adapters;
 pub mod agents;
 pub mod ask;

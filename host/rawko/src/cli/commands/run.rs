@@ -217,7 +217,7 @@ impl ResumeCmd {
 }
 
 /// The configured MCP servers, started and approved, for a run.
-async fn mcp_servers(cx: &Context, yes: bool) -> anyhow::Result<Rc<Servers>> {
+pub(crate) async fn mcp_servers(cx: &Context, yes: bool) -> anyhow::Result<Rc<Servers>> {
     let specs = crate::cli::commands::mcp::configured_servers(cx)?;
     Ok(Rc::new(
         crate::cli::commands::mcp::connect_servers(cx, &specs, yes).await?,
@@ -245,7 +245,7 @@ fn remove_store(path: &Path) {
 /// Whether this workspace's own `.rawko/` files are trusted for this run: remembered (and
 /// unchanged since), given with `--trust` (remembered too), or asked on a terminal when the
 /// workspace brings agents or config of its own, showing what it brings.
-fn decide_trust(cx: &Context, flag: bool, may_prompt: bool) -> anyhow::Result<bool> {
+pub(crate) fn decide_trust(cx: &Context, flag: bool, may_prompt: bool) -> anyhow::Result<bool> {
     let store = TrustStore::new(&cx.dirs.data);
     let ws = cx.workspace();
     if flag {
@@ -318,6 +318,8 @@ pub struct Setup {
     pub timeline_hint: bool,
     /// The MCP servers whose tools agents may call, connected and approved.
     pub mcp: Option<Rc<Servers>>,
+    /// Where the run's events go instead of the terminal or `--json` (an editor over ACP).
+    pub sink: Option<SharedSink>,
 }
 
 /// A run, assembled and ready to drive.
@@ -354,11 +356,14 @@ impl Setup {
             launch: cx.launch()?,
             timeline_hint: true,
             mcp: None,
+            sink: None,
         })
     }
 
     fn events(&self) -> SharedSink {
-        if self.output.json {
+        if let Some(sink) = &self.sink {
+            sink.clone()
+        } else if self.output.json {
             Arc::new(JsonLines::default())
         } else if self.output.quiet {
             Arc::new(Quiet)
@@ -622,6 +627,17 @@ impl Prepared {
 
     /// Drive the task to its end (or until Ctrl-C).
     pub async fn drive(self, store: &TaskStore) -> anyhow::Result<TaskEnd> {
+        self.drive_with(store, CancelFlag::default(), true).await
+    }
+
+    /// Drive the task to its end or until `cancel` is set; with `signals`, Ctrl-C and SIGTERM
+    /// set it.
+    pub async fn drive_with(
+        self,
+        store: &TaskStore,
+        cancel: CancelFlag,
+        signals: bool,
+    ) -> anyhow::Result<TaskEnd> {
         let arbiter_llm = match (self.arbiter_mode, &self.arbiter_adapter) {
             (ArbiterMode::Llm, Some(name)) => match self.llms.arbiter(name).await {
                 Ok(l) => Some(l),
@@ -645,8 +661,7 @@ impl Prepared {
             }
             _ => None,
         };
-        let cancel = CancelFlag::default();
-        let watcher = {
+        let watcher = signals.then(|| {
             let cancel = cancel.clone();
             let events = self.events.clone();
             let (store_path, task) = (store.path().to_path_buf(), self.task.clone());
@@ -696,7 +711,7 @@ impl Prepared {
                     }
                 }
             })
-        };
+        });
         let events: &dyn EventSink = &*self.events;
         let engine = Engine {
             store,
@@ -721,7 +736,9 @@ impl Prepared {
             max_task_tokens: self.max_task_tokens,
         };
         let end = engine.run(&self.task).await;
-        watcher.abort();
+        if let Some(w) = watcher {
+            w.abort();
+        }
         Ok(end?)
     }
 }
