@@ -3,6 +3,9 @@
 //! - `sandbox`: hostile plugins against the real runtime, in-process, so each attack can be
 //!   followed by a normal call to the same host.
 //! - `cli_tools`: the real `rawko` binary calling the real first-party tools.
+//! - `acp`: external coding agents over ACP as states (a scripted agent that reads, writes, runs
+//!   terminals, asks permission and attacks its grants), coding CLIs, and `rawko acp` driven by
+//!   a scripted editor.
 //! - `adapters`: the first-party adapters through the real HTTP capability against the scripted
 //!   model server: replies, tool calls, streaming, usage, malformed output, recorded fixtures,
 //!   recording and replay.
@@ -41,6 +44,7 @@
 
 mod support;
 
+mod acp;
 mod adapters;
 mod agent_dialects;
 mod agents_watch;

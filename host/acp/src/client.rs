@@ -47,7 +47,7 @@ pub struct Grants {
 pub enum AcpError {
     #[error("the agent did not start: {0}")]
     Start(String),
-    #[error("the agent speaks ACP protocol version {0}; rawko speaks version 1")]
+    #[error("the agent speaks another ACP protocol version than rawko's (1): {0}")]
     Version(String),
     #[error("the agent did not answer {what} within {secs} s")]
     Silent { what: &'static str, secs: u64 },
@@ -145,6 +145,8 @@ pub struct Connection {
     cx: ConnectionTo<Agent>,
     session: SessionId,
     stderr: Arc<Mutex<String>>,
+    /// Why reading the agent's output failed, when it did.
+    transport_failed: Arc<Mutex<Option<String>>>,
     child: tokio::process::Child,
     driver: tokio::task::JoinHandle<()>,
     _close: oneshot::Sender<()>,
@@ -214,7 +216,9 @@ impl Connection {
         if let Some(err) = child.stderr.take() {
             tokio::spawn(keep_tail(err, stderr.clone()));
         }
-        let transport = lines::transport(stdout, stdin, lines::MAX_MESSAGE);
+        let ended = lines::Ended::default();
+        let transport_failed = ended.failed.clone();
+        let transport = lines::transport(stdout, stdin, lines::MAX_MESSAGE, ended);
         let (cx_tx, cx_rx) = oneshot::channel();
         let (close, closed) = oneshot::channel::<()>();
         let (ended_tx, ended_rx) = oneshot::channel::<String>();
@@ -431,6 +435,7 @@ impl Connection {
             cx,
             session: SessionId::new("pending"),
             stderr,
+            transport_failed,
             child,
             driver,
             _close: close,
@@ -445,13 +450,21 @@ impl Connection {
         let init = InitializeRequest::new(ProtocolVersion::V1)
             .client_capabilities(caps)
             .client_info(Implementation::new("rawko", env!("CARGO_PKG_VERSION")));
-        let answer = c
+        let answer = match c
             .within(deadline, "initialize", c.cx.send_request(init).block_task())
-            .await?;
+            .await
+        {
+            // The protocol layer refuses a version other than the one asked for.
+            Err(AcpError::Protocol(m)) if m.contains("protocol version") => {
+                return Err(AcpError::Version(m));
+            }
+            other => other?,
+        };
         if answer.protocol_version != ProtocolVersion::V1 {
-            return Err(AcpError::Version(
-                serde_json::to_string(&answer.protocol_version).unwrap_or_default(),
-            ));
+            return Err(AcpError::Version(format!(
+                "it answered version {}",
+                serde_json::to_string(&answer.protocol_version).unwrap_or_default()
+            )));
         }
         c.agent_info = answer.agent_info.map(|i| {
             format!(
@@ -497,10 +510,14 @@ impl Connection {
                 format!("{m}; its stderr ends: {tail}")
             }
         };
-        if agent_client_protocol::is_connection_terminated(&e) || self.driver.is_finished() {
-            AcpError::Closed(with_tail(
-                rawko_text::line(&e.to_string(), 500).into_owned(),
-            ))
+        if agent_client_protocol::is_connection_terminated(&e)
+            || agent_client_protocol::is_incoming_transport_closed(&e)
+            || self.driver.is_finished()
+        {
+            let why = self.transport_failed.lock().ok().and_then(|f| f.clone());
+            AcpError::Closed(with_tail(why.unwrap_or_else(|| {
+                "the agent closed its output (it exited, or crashed)".into()
+            })))
         } else {
             AcpError::Protocol(with_tail(
                 rawko_text::line(&e.to_string(), 2_000).into_owned(),

@@ -9,12 +9,23 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 /// rawko (those are capped lower), far below what would hurt.
 pub const MAX_MESSAGE: usize = 8 << 20;
 
+/// How the incoming side of a transport ended.
+#[derive(Debug, Clone, Default)]
+pub struct Ended {
+    /// Why reading failed, when it did (a message past the bound, bytes that are not UTF-8).
+    pub failed: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    /// Notified once the incoming side has ended, for whatever reason.
+    pub closed: std::sync::Arc<tokio::sync::Notify>,
+}
+
 /// The transport for one peer: lines read from `incoming` (each at most `max` bytes; a longer
-/// one ends the connection with an error) and written to `outgoing`.
+/// one ends the connection) and written to `outgoing`; `ended` learns when and why the
+/// incoming side ended.
 pub fn transport<R, W>(
     incoming: R,
     outgoing: W,
     max: usize,
+    ended: Ended,
 ) -> Lines<
     impl Sink<String, Error = std::io::Error> + Send + 'static,
     impl Stream<Item = std::io::Result<String>> + Send + 'static,
@@ -24,12 +35,26 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let reader = BufReader::with_capacity(64 << 10, incoming);
-    let lines = futures::stream::unfold(Some(reader), move |state| async move {
-        let mut reader = state?;
-        match read_line(&mut reader, max).await {
-            Ok(Some(line)) => Some((Ok(line), Some(reader))),
-            Ok(None) => None,
-            Err(e) => Some((Err(e), None)),
+    let lines = futures::stream::unfold(Some(reader), move |state| {
+        let ended = ended.clone();
+        async move {
+            let Some(mut reader) = state else {
+                ended.closed.notify_one();
+                return None;
+            };
+            match read_line(&mut reader, max).await {
+                Ok(Some(line)) => Some((Ok(line), Some(reader))),
+                Ok(None) => {
+                    ended.closed.notify_one();
+                    None
+                }
+                Err(e) => {
+                    if let Ok(mut f) = ended.failed.lock() {
+                        *f = Some(e.to_string());
+                    }
+                    Some((Err(e), None))
+                }
+            }
         }
     });
     let sink = futures::sink::unfold(outgoing, |mut w, line: String| async move {

@@ -253,8 +253,14 @@ pub fn serve_stdio(
                 .map_err(|e| e.to_string())?;
             let handle = rt.handle().clone();
             rt.block_on(async move {
-                let transport =
-                    lines::transport(tokio::io::stdin(), tokio::io::stdout(), lines::MAX_MESSAGE);
+                let ended = lines::Ended::default();
+                let closed = ended.closed.clone();
+                let transport = lines::transport(
+                    tokio::io::stdin(),
+                    tokio::io::stdout(),
+                    lines::MAX_MESSAGE,
+                    ended,
+                );
                 let (e1, e2, e3) = (events.clone(), events.clone(), events);
                 Agent
                     .v1()
@@ -304,7 +310,8 @@ pub fn serve_stdio(
                     )
                     .connect_with(transport, async move |cx: ConnectionTo<Client>| {
                         let _ = ready_tx.send(Editor { cx, rt: handle });
-                        std::future::pending::<()>().await;
+                        // The editor closed its end: the connection is over.
+                        closed.notified().await;
                         Ok(())
                     })
                     .await

@@ -181,6 +181,18 @@ impl Engine<'_> {
             )?;
             fail(why)
         } else {
+            // A coding CLI gets the prompt in the arguments that ask for it.
+            let external = &match external {
+                External::Cli(c) => External::Cli(rawko_agents::model::ExternalCommand {
+                    args: c
+                        .args
+                        .iter()
+                        .map(|a| a.replace("{prompt}", &prompt))
+                        .collect(),
+                    ..c.clone()
+                }),
+                other => other.clone(),
+            };
             let spawned = self.tools.spawn_external(agent, external);
             match spawned {
                 Err(e) => {
@@ -210,7 +222,9 @@ impl Engine<'_> {
                             self.drive_acp(task, agent, turn, child, prompt, limits)
                                 .await?
                         }
-                        External::Cli(cmd) => {
+                        External::Cli(_) => {
+                            let cmd = agent.external.as_ref().map(External::command);
+                            let cmd = cmd.unwrap_or(external.command());
                             self.drive_cli(task, agent, turn, child, cmd, prompt, limits)
                                 .await?
                         }

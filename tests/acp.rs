@@ -1,0 +1,795 @@
+//! External agents over ACP, and `rawko acp`, through the real binary.
+//!
+//! The external agent is `tests/fixtures/acp/scripted_agent.py`, a scripted ACP agent that
+//! reads, writes, runs terminals, asks permission, reports tool calls of its own and probes its
+//! own sandbox, then reports everything it saw. The editor side is
+//! `tests/fixtures/acp/client.py`, a scripted ACP client.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::run_scenarios::{scripted_call, show};
+use crate::support::model_server::{ModelServer, openai};
+use crate::support::{Run, TEST_KEY, Workspace, rawko};
+
+/// Only rawko's own environment has it; no agent may see it.
+const SECRET_ENV: &str = "acp-env-marker-77d1";
+/// In the fake `~/.ssh/id_rsa`.
+const SSH_SECRET: &str = "acp-ssh-marker-90b3";
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/acp")
+        .join(name)
+}
+
+/// A workspace with the scripted agent in it, a fake home with a secret, a scripted model for
+/// rawko's own agents, and the user's agents.
+struct Setup {
+    ws: Workspace,
+    outside: tempfile::TempDir,
+    server: ModelServer,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let ws = Workspace::new();
+        std::fs::copy(
+            fixture("scripted_agent.py"),
+            ws.path().join("scripted_agent.py"),
+        )
+        .unwrap();
+        ws.write("src/lib.txt", "the library\n");
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(outside.path().join("home/.ssh")).unwrap();
+        std::fs::write(outside.path().join("home/.ssh/id_rsa"), SSH_SECRET).unwrap();
+        std::fs::write(outside.path().join("outside.txt"), "outside the workspace").unwrap();
+        let server = ModelServer::start();
+        let cfg = ws.config_home().join("rawko");
+        std::fs::create_dir_all(cfg.join("agents")).unwrap();
+        std::fs::write(
+            cfg.join("config.yaml"),
+            format!(
+                "adapters:\n  scripted:\n    plugin: openai\n    model: scripted-model\n    \
+                 base_url: {}\n    api_key_env: TEST_KEY\n    allow_private_network: true\n    \
+                 timeout: 30\ndefaults:\n  adapter: scripted\n",
+                server.base_url()
+            ),
+        )
+        .unwrap();
+        Setup {
+            ws,
+            outside,
+            server,
+        }
+    }
+
+    /// Add a user agent file.
+    fn agent(&self, name: &str, yaml: &str) {
+        std::fs::write(
+            self.ws
+                .config_home()
+                .join(format!("rawko/agents/{name}.yaml")),
+            yaml,
+        )
+        .unwrap();
+    }
+
+    /// The scripted agent's script.
+    fn script(&self, name: &str, script: Value) {
+        self.ws.write(name, script.to_string());
+    }
+
+    fn home(&self) -> PathBuf {
+        self.outside.path().join("home")
+    }
+
+    fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = rawko(&self.ws);
+        cmd.args(args)
+            .env("TEST_KEY", TEST_KEY)
+            .env("NO_COLOR", "1")
+            .env("HOME", self.home())
+            .env("RAWKO_TEST_SECRET", SECRET_ENV)
+            .env("PROBE_HOME", self.home())
+            .env("PROBE_OUTSIDE", self.outside.path())
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn rawko(&self, args: &[&str]) -> Run {
+        Run::of(self.command(args).output().unwrap())
+    }
+
+    /// `rawko run --json` of `task` starting at `agent`, and the task's record.
+    fn run(&self, agent: &str, task: &str, extra: &[&str]) -> (Run, Value) {
+        let mut args = vec!["run", "--json", "--no-stream", "--agent", agent];
+        args.extend_from_slice(extra);
+        args.push(task);
+        let r = self.rawko(&args);
+        let id = r
+            .stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e["type"] == "task_started")
+            .and_then(|e| e["task"].as_str().map(str::to_string))
+            .unwrap_or_else(|| panic!("no task started\n{r:?}"));
+        let shown = show(&self.ws, &id);
+        (r, shown)
+    }
+}
+
+/// What the scripted agent saw, from the `RESULTS:` line of its report.
+fn results(summary: &str) -> Vec<Value> {
+    let line = summary
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULTS: "))
+        .unwrap_or_else(|| panic!("no RESULTS in {summary}"));
+    serde_json::from_str(line).unwrap()
+}
+
+fn turn_summary(shown: &Value, agent: &str) -> String {
+    shown["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["agent"] == agent)
+        .and_then(|t| t["summary"].as_str())
+        .unwrap_or_else(|| panic!("no turn of {agent}: {shown:#}"))
+        .to_string()
+}
+
+fn calls<'a>(shown: &'a Value, tool: &str) -> Vec<&'a Value> {
+    shown["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["tool"] == tool)
+        .collect()
+}
+
+fn decisions<'a>(shown: &'a Value, capability: &str, decision: &str) -> Vec<&'a Value> {
+    shown["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["capability"] == capability && d["decision"] == decision)
+        .collect()
+}
+
+const DEVELOPER: &str = "name: dev\nwhenToUse: An external coding agent.\nacp:\n  command: /usr/bin/python3\n  \
+    args: [scripted_agent.py, dev.json]\ntools:\n  allowed: [Read, Write, Bash]\n  bashFilter:\n    \
+    allowedCommands: [ls, cat, wc]\ntransitions: {onSuccess: reviewer, onFailure: failed}\n";
+
+const REVIEWER: &str = "name: reviewer\nsystemPrompt: Review the change.\ntools:\n  allowed: [Read]\n\
+    transitions: {onSuccess: done}\n";
+
+#[test]
+fn an_acp_developer_and_a_rawko_reviewer_share_a_task() {
+    let s = Setup::new();
+    s.agent("dev", DEVELOPER);
+    s.agent("reviewer", REVIEWER);
+    s.script(
+        "dev.json",
+        json!({"declared": true, "steps": [
+            {"plan": ["read the library", "write the notes"]},
+            {"say": "Reading the library."},
+            {"read": "src/lib.txt"},
+            {"read": "src/lib.txt", "line": 1, "limit": 1},
+            {"write": "src/notes.txt", "content": "notes by the external agent\n"},
+            {"terminal": "wc -l src/notes.txt"},
+            {"permission": "run the tests", "kind": "execute"},
+            {"permission": "browse the web", "kind": "fetch"},
+            {"own_tool": "search for TODO", "kind": "search"},
+        ]}),
+    );
+    s.server
+        .push(scripted_call("Read", json!({"path": "src/notes.txt"}), 0));
+    s.server.push(scripted_call(
+        "finish",
+        json!({"status": "success", "summary": "The notes look right."}),
+        1,
+    ));
+    let (r, shown) = s.run("dev", "Write notes about the library.", &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(shown["task"]["status"], "done", "{shown:#}");
+    let path: Vec<&str> = shown["transitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["to"].as_str().unwrap())
+        .collect();
+    assert_eq!(path, ["reviewer", "done"], "{shown:#}");
+
+    let summary = turn_summary(&shown, "dev");
+    // rawko declared what the state may do: reads, writes and a terminal.
+    assert!(
+        summary.contains(
+            r#"DECLARED: {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true"#
+        ),
+        "{summary}"
+    );
+    let seen = results(&summary);
+    assert_eq!(seen[0]["answer"]["result"]["content"], "the library\n");
+    assert_eq!(seen[1]["answer"]["result"]["content"], "the library\n");
+    assert!(seen[2]["answer"]["result"].is_object(), "{:?}", seen[2]);
+    assert_eq!(s.ws.read("src/notes.txt"), "notes by the external agent\n");
+    assert_eq!(seen[3]["exit"]["result"]["exitCode"], 0, "{:?}", seen[3]);
+    assert!(
+        seen[3]["output"]["result"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("1 src/notes.txt"),
+        "{:?}",
+        seen[3]
+    );
+    // Execute is among the state's tools; fetching is not decided by them, and nobody is at a
+    // terminal to ask.
+    assert_eq!(seen[4]["answer"]["result"]["outcome"]["optionId"], "yes");
+    assert_eq!(seen[5]["answer"]["result"]["outcome"]["optionId"], "no");
+
+    // Every request is a tool call with its verdict, in the store.
+    assert_eq!(calls(&shown, "fs/read_text_file").len(), 2);
+    assert_eq!(calls(&shown, "fs/write_text_file").len(), 1);
+    let term = calls(&shown, "terminal");
+    assert_eq!(term.len(), 1);
+    assert!(
+        term[0]["input"]
+            .as_str()
+            .unwrap()
+            .contains("wc -l src/notes.txt")
+    );
+    assert_eq!(calls(&shown, "agent:search").len(), 1);
+    assert_eq!(decisions(&shown, "permission", "allow").len(), 1);
+    assert_eq!(decisions(&shown, "permission", "deny").len(), 1);
+    // The agent's program ran in the kernel sandbox.
+    let sandbox: Vec<&Value> = decisions(&shown, "sandbox", "allow")
+        .into_iter()
+        .filter(|d| {
+            d["detail"]
+                .as_str()
+                .unwrap_or("")
+                .contains("scripted_agent.py")
+        })
+        .collect();
+    assert_eq!(sandbox.len(), 1, "{shown:#}");
+    assert!(
+        sandbox[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("workspace-write, network off"),
+        "{sandbox:?}"
+    );
+
+    // The reviewer read the external agent's report as data.
+    let to_model: Vec<String> = s
+        .server
+        .received()
+        .iter()
+        .map(|r| r.json().to_string())
+        .collect();
+    assert!(to_model[0].contains("Reading the library."), "{to_model:?}");
+    assert!(to_model[0].contains("untrusted-data"), "{to_model:?}");
+    // Live progress in --json: the plan, the agent's text, each request.
+    for want in [
+        r#""type":"plan""#,
+        r#""tool":"fs/write_text_file""#,
+        "Reading the library.",
+    ] {
+        assert!(r.stdout.contains(want), "{want} in\n{}", r.stdout);
+    }
+}
+
+#[test]
+fn an_acp_agent_gets_nothing_outside_the_states_grants() {
+    let s = Setup::new();
+    s.agent("dev", DEVELOPER);
+    s.agent("reviewer", REVIEWER);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let outside = s.outside.path();
+    let ssh = s.home().join(".ssh/id_rsa");
+    s.script(
+        "dev.json",
+        json!({"steps": [
+            {"read": "../outside.txt"},
+            {"read": outside.join("outside.txt")},
+            {"read": "/etc/shadow"},
+            {"read": ssh},
+            {"write": outside.join("planted.txt"), "content": "x"},
+            {"write": ".git/hooks/pre-commit", "content": "#!/bin/sh\necho owned\n"},
+            {"terminal": format!("cat {}", ssh.display())},
+            {"terminal": "curl http://example.com/"},
+            {"probe": "home"},
+            {"probe": "socket"},
+            {"probe": "write"},
+            {"probe": "env"},
+        ]}),
+    );
+    let mut cmd = s.command(&[
+        "run",
+        "--json",
+        "--no-stream",
+        "--agent",
+        "dev",
+        "Try things.",
+    ]);
+    cmd.env("PROBE_PORT", port.to_string());
+    s.server.push(scripted_call(
+        "finish",
+        json!({"status": "success", "summary": "ok"}),
+        0,
+    ));
+    let r = Run::of(cmd.output().unwrap());
+    assert!(
+        !r.stdout.contains(SSH_SECRET) && !r.stdout.contains(SECRET_ENV),
+        "{r:?}"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the agent reached a loopback listener"
+    );
+    assert!(!outside.join("planted.txt").exists());
+    assert!(!outside.join("written-by-agent").exists());
+    let id = r
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["type"] == "task_started")
+        .and_then(|e| e["task"].as_str().map(str::to_string))
+        .unwrap();
+    let shown = show(&s.ws, &id);
+    let seen = results(&turn_summary(&shown, "dev"));
+    for (i, step) in seen.iter().enumerate().take(6) {
+        assert!(
+            step["answer"]["error"].is_object(),
+            "step {i} was served: {step}"
+        );
+    }
+    assert!(!s.ws.path().join(".git/hooks/pre-commit").exists());
+    for i in [6, 7] {
+        assert_ne!(seen[i]["exit"]["result"]["exitCode"], 0, "{}", seen[i]);
+        let out = seen[i]["output"]["result"]["output"].as_str().unwrap();
+        assert!(out.contains("denied"), "{out}");
+    }
+    for (i, want) in [
+        (8, "refused"),
+        (9, "refused"),
+        (10, "refused"),
+        (11, "secret: absent"),
+    ] {
+        let got = seen[i]["answer"].as_str().unwrap();
+        assert!(got.starts_with(want), "probe {}: {got}", seen[i]["probe"]);
+    }
+    // The denials are in the audit log.
+    let fs_denied = decisions(&shown, "fs.read", "deny");
+    assert_eq!(fs_denied.len(), 4, "{shown:#}");
+    assert!(fs_denied.iter().any(|d| d["detail"] == "/etc/shadow"));
+    assert!(!decisions(&shown, "exec", "deny").is_empty(), "{shown:#}");
+    let write_calls = calls(&shown, "fs/write_text_file");
+    assert!(
+        write_calls.iter().all(|c| c["is_error"] == true),
+        "{write_calls:?}"
+    );
+}
+
+#[test]
+fn a_read_only_state_declares_no_writes_and_no_terminal() {
+    let s = Setup::new();
+    s.agent(
+        "looker",
+        "name: looker\nacp:\n  command: /usr/bin/python3\n  args: [scripted_agent.py, look.json]\ntools:\n  \
+         allowed: [Read, Grep]\ntransitions: {onSuccess: done}\n",
+    );
+    s.script(
+        "look.json",
+        json!({"declared": true, "steps": [
+            {"read": "src/lib.txt"},
+            {"write": "src/lib.txt", "content": "changed"},
+            {"terminal": "ls"},
+            {"probe": "write"},
+        ]}),
+    );
+    let (r, shown) = s.run("looker", "Look around.", &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let summary = turn_summary(&shown, "looker");
+    assert!(
+        summary.contains(
+            r#"DECLARED: {"fs": {"readTextFile": true, "writeTextFile": false}, "terminal": false"#
+        ),
+        "{summary}"
+    );
+    let seen = results(&summary);
+    assert_eq!(seen[0]["answer"]["result"]["content"], "the library\n");
+    assert_eq!(seen[1]["answer"]["error"]["code"], -32601, "{}", seen[1]);
+    assert_eq!(seen[2]["create"]["error"]["code"], -32601, "{}", seen[2]);
+    assert_eq!(s.ws.read("src/lib.txt"), "the library\n");
+    // Its own process runs read-only.
+    assert!(
+        seen[3]["answer"].as_str().unwrap().starts_with("refused"),
+        "{}",
+        seen[3]
+    );
+    assert!(
+        decisions(&shown, "sandbox", "allow")
+            .iter()
+            .any(|d| d["reason"].as_str().unwrap().starts_with("read-only")),
+        "{shown:#}"
+    );
+}
+
+#[test]
+fn external_agents_that_misbehave_end_their_state_clearly_and_never_hang() {
+    let s = Setup::new();
+    let agent = |name: &str, script: &str, timeout_ms: u64| {
+        s.agent(
+            name,
+            &format!(
+                "name: {name}\nacp:\n  command: /usr/bin/python3\n  args: [scripted_agent.py, {script}]\n\
+                 tools:\n  allowed: [Read]\nlimits: {{timeout: {timeout_ms}}}\n\
+                 transitions: {{onSuccess: done, onFailure: failed}}\n"
+            ),
+        );
+    };
+    s.script("v2.json", json!({"version": 2, "steps": []}));
+    s.script(
+        "crash.json",
+        json!({"steps": [{"say": "about to fail"}, {"crash": 3}]}),
+    );
+    s.script("flood.json", json!({"steps": [{"flood": 9_000_000}]}));
+    s.script("hang.json", json!({"steps": [{"hang": true}]}));
+    s.script("refuse.json", json!({"steps": [], "stop": "refusal"}));
+    agent("v2", "v2.json", 20_000);
+    agent("crash", "crash.json", 20_000);
+    agent("flood", "flood.json", 20_000);
+    agent("hang", "hang.json", 2_000);
+    agent("refuse", "refuse.json", 20_000);
+    for (name, want) in [
+        ("v2", "another ACP protocol version"),
+        ("crash", "connection ended"),
+        ("flood", "longer than"),
+        ("hang", "ran out of time"),
+        ("refuse", "stopped: refusal"),
+    ] {
+        let started = Instant::now();
+        let (r, shown) = s.run(name, "Do it.", &[]);
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{name} took too long"
+        );
+        assert_eq!(r.code, 1, "{name}: {r:?}");
+        assert_eq!(shown["task"]["status"], "failed", "{name}: {shown:#}");
+        let summary = turn_summary(&shown, name);
+        assert!(summary.contains(want), "{name}: {summary}");
+    }
+}
+
+#[test]
+fn a_missing_program_is_a_validation_error_and_fails_its_state() {
+    let s = Setup::new();
+    s.agent(
+        "ghost",
+        "name: ghost\nacp:\n  command: no-such-acp-agent\ntransitions: {onSuccess: done}\n",
+    );
+    let r = s.rawko(&["agents", "validate"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stdout.contains("`no-such-acp-agent` is not installed"),
+        "{r:?}"
+    );
+    let (r, shown) = s.run("ghost", "Do it.", &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        turn_summary(&shown, "ghost").contains("cannot start `no-such-acp-agent`"),
+        "{shown:#}"
+    );
+    // Each attempt the arbiter makes is refused, and logged.
+    assert!(!decisions(&shown, "exec", "deny").is_empty(), "{shown:#}");
+}
+
+#[test]
+fn an_untrusted_workspaces_external_agent_does_not_run() {
+    let s = Setup::new();
+    s.ws.write(
+        ".rawko/agents/dev.yaml",
+        "name: dev\nacp:\n  command: /usr/bin/python3\n  args: [scripted_agent.py, dev.json]\n\
+         transitions: {onSuccess: done}\n",
+    );
+    s.script("dev.json", json!({"steps": [{"probe": "env"}]}));
+    let (r, shown) = s.run("dev", "Do it.", &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        turn_summary(&shown, "dev").contains("rawko trust"),
+        "{shown:#}"
+    );
+    assert!(calls(&shown, "fs/read_text_file").is_empty());
+}
+
+#[test]
+fn a_cli_agent_runs_in_the_sandbox_and_its_output_goes_through_the_extract_layer() {
+    let s = Setup::new();
+    s.ws.write(
+        "cli_agent.py",
+        "import os, sys\n\
+         prompt = sys.argv[1] if len(sys.argv) > 1 else sys.stdin.read()\n\
+         print('saw the task:', 'Summarise' in prompt)\n\
+         try:\n    open(os.environ['PROBE_HOME'] + '/.ssh/id_rsa').read(); print('read the key')\n\
+         except Exception as e:\n    print('no key:', type(e).__name__)\n\
+         sys.exit(int(os.environ.get('CLI_EXIT', '0')))\n",
+    );
+    s.agent(
+        "cli-arg",
+        "name: cli-arg\ncli:\n  command: /usr/bin/python3\n  args: [cli_agent.py, \"{prompt}\"]\n  \
+         env: [PROBE_HOME, CLI_EXIT]\ntransitions: {onSuccess: done, onFailure: failed}\n",
+    );
+    s.agent(
+        "cli-stdin",
+        "name: cli-stdin\ncli:\n  command: /usr/bin/python3\n  args: [cli_agent.py]\n  env: [PROBE_HOME]\n\
+         adapter: scripted\noutputSchema:\n  type: object\n  properties: {verdict: {type: string}}\n  \
+         required: [verdict]\ntransitions: {onSuccess: done, onFailure: failed}\n",
+    );
+    let (r, shown) = s.run("cli-arg", "Summarise the library.", &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let summary = turn_summary(&shown, "cli-arg");
+    assert!(summary.contains("saw the task: True"), "{summary}");
+    assert!(summary.contains("no key:"), "{summary}");
+
+    // Through the extract layer: the model turns the output into the typed outcome; its first
+    // answer misses the schema and gets the one corrective retry.
+    s.server.push(scripted_call(
+        "finish",
+        json!({"status": "success", "summary": "ok"}),
+        0,
+    ));
+    s.server.push(scripted_call(
+        "finish",
+        json!({"status": "success", "summary": "It summarised.", "output": {"verdict": "fine"}}),
+        1,
+    ));
+    let (r, shown) = s.run("cli-stdin", "Summarise the library.", &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let turn = shown["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["agent"] == "cli-stdin")
+        .unwrap();
+    assert_eq!(turn["summary"], "It summarised.");
+    assert_eq!(turn["output"]["verdict"], "fine", "{turn:#}");
+    assert!(
+        s.server.received()[0]
+            .json()
+            .to_string()
+            .contains("saw the task: True")
+    );
+
+    let mut cmd = s.command(&[
+        "run",
+        "--json",
+        "--no-stream",
+        "--agent",
+        "cli-arg",
+        "Fail.",
+    ]);
+    cmd.env("CLI_EXIT", "4");
+    let r = Run::of(cmd.output().unwrap());
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stdout.contains("exit status 4"), "{r:?}");
+}
+
+/// Run the scripted editor against `rawko acp` with `plan`.
+fn editor(s: &Setup, plan: Value, args: &[&str]) -> Value {
+    s.ws.write("plan.json", plan.to_string());
+    let mut cmd = std::process::Command::new("python3");
+    cmd.arg(fixture("client.py"))
+        .arg(s.ws.path().join("plan.json"))
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_rawko"))
+        .arg("acp")
+        .args(args)
+        .current_dir(s.ws.path())
+        .env("RAWKO_CACHE_DIR", crate::support::cache_dir())
+        .env("RAWKO_DATA_DIR", s.ws.path().join(".test-data"))
+        .env("XDG_CONFIG_HOME", s.ws.config_home())
+        .env("TEST_KEY", TEST_KEY)
+        .env("HOME", s.home())
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "{out}\n{err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"))
+}
+
+fn updates_of<'a>(prompt: &'a Value, kind: &str) -> Vec<&'a Value> {
+    prompt["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["sessionUpdate"] == kind)
+        .collect()
+}
+
+#[test]
+fn rawko_acp_runs_tasks_for_an_editor_streams_progress_and_asks_it() {
+    let s = Setup::new();
+    std::fs::copy(
+        rawko_test_artifacts::ASK_FILTER,
+        s.ws.config_home().join("rawko/marker.wasm"),
+    )
+    .unwrap();
+    let cfg = s.ws.config_home().join("rawko/config.yaml");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str("bash:\n  filters: [marker.wasm]\n");
+    std::fs::write(&cfg, text).unwrap();
+    s.agent(
+        "solo",
+        "name: solo\nsystemPrompt: Work.\ntools:\n  allowed: [Read, Bash]\n  bashFilter:\n    \
+         allowedCommands: [echo]\ntransitions: {onSuccess: done}\n",
+    );
+    // Prompt 1: a read, then a command the filter asks about (the editor allows it).
+    s.server
+        .push(scripted_call("Read", json!({"path": "src/lib.txt"}), 0));
+    s.server.push(scripted_call(
+        "Bash",
+        json!({"command": "echo please-ask"}),
+        1,
+    ));
+    s.server.push(scripted_call(
+        "finish",
+        json!({"status": "success", "summary": "Read and echoed."}),
+        2,
+    ));
+    let got = editor(
+        &s,
+        json!({"cwd": s.ws.path(), "prompts": ["Read the library."], "permission": "allow"}),
+        &["--agent", "solo"],
+    );
+    assert_eq!(got["initialize"]["result"]["protocolVersion"], 1, "{got:#}");
+    assert_eq!(got["initialize"]["result"]["agentInfo"]["name"], "rawko");
+    let p = &got["prompts"][0];
+    assert_eq!(p["response"]["result"]["stopReason"], "end_turn", "{got:#}");
+    let plan = updates_of(p, "plan");
+    assert_eq!(plan[0]["entries"][0]["content"], "solo", "{p:#}");
+    let started = updates_of(p, "tool_call");
+    assert_eq!(started.len(), 2, "{p:#}");
+    assert_eq!(started[0]["kind"], "read");
+    assert_eq!(started[1]["kind"], "execute");
+    let done = updates_of(p, "tool_call_update");
+    assert!(done.iter().all(|u| u["status"] == "completed"), "{done:?}");
+    // The filter's ask went to the editor, which allowed it.
+    let asked = got["permissions"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{got:#}");
+    assert!(
+        asked[0]["toolCall"]["title"]
+            .as_str()
+            .unwrap()
+            .contains("please-ask")
+    );
+    let said: String = updates_of(p, "agent_message_chunk")
+        .iter()
+        .map(|u| u["content"]["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        said.contains("is done.") && said.contains("Read and echoed."),
+        "{said}"
+    );
+
+    // The same, refused by the editor: the command does not run.
+    s.server.push(scripted_call(
+        "Bash",
+        json!({"command": "echo please-ask"}),
+        0,
+    ));
+    s.server.push(scripted_call(
+        "finish",
+        json!({"status": "success", "summary": "Tried."}),
+        1,
+    ));
+    let got = editor(
+        &s,
+        json!({"cwd": s.ws.path(), "prompts": ["Echo."], "permission": "reject"}),
+        &["--agent", "solo"],
+    );
+    let done = updates_of(&got["prompts"][0], "tool_call_update");
+    assert_eq!(done[0]["status"], "failed", "{got:#}");
+}
+
+#[test]
+fn an_editor_cancels_a_task_and_the_next_prompt_resumes_it() {
+    let s = Setup::new();
+    s.agent(
+        "solo",
+        "name: solo\nsystemPrompt: Work.\ntools:\n  allowed: [Read]\ntransitions: {onSuccess: done}\n",
+    );
+    // The first answer is slow: the editor cancels while it is awaited.
+    s.server
+        .push(openai::text("too late", 1, 1).delay(Duration::from_secs(8)));
+    s.server.push(scripted_call(
+        "finish",
+        json!({"status": "success", "summary": "Resumed and done."}),
+        1,
+    ));
+    let started = Instant::now();
+    let got = editor(
+        &s,
+        json!({"cwd": s.ws.path(), "prompts": ["Work slowly.", "Go on."], "cancel_after_update": 1}),
+        &["--agent", "solo"],
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(
+        got["prompts"][0]["response"]["result"]["stopReason"], "cancelled",
+        "{got:#}"
+    );
+    assert_eq!(
+        got["prompts"][1]["response"]["result"]["stopReason"], "end_turn",
+        "{got:#}"
+    );
+    let said: String = updates_of(&got["prompts"][1], "agent_message_chunk")
+        .iter()
+        .map(|u| u["content"]["text"].as_str().unwrap())
+        .collect();
+    assert!(said.contains("Resumed and done."), "{said}");
+    // One task, cancelled and then resumed to its end.
+    let r = Run::of(
+        rawko(&s.ws)
+            .args(["tasks", "list", "--json"])
+            .output()
+            .unwrap(),
+    );
+    let tasks = r.json();
+    let tasks = tasks
+        .as_array()
+        .unwrap_or_else(|| tasks["tasks"].as_array().unwrap());
+    assert_eq!(tasks.len(), 1, "{r:?}");
+    assert_eq!(tasks[0]["status"], "done");
+}
+
+#[test]
+fn a_session_outside_the_workspace_is_refused() {
+    let s = Setup::new();
+    let got = editor(&s, json!({"cwd": s.outside.path(), "prompts": []}), &[]);
+    assert!(
+        got["session"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not inside it"),
+        "{got:#}"
+    );
+}
+
+/// A real ACP agent from crates.io: `elizacp --deterministic acp` (`cargo install elizacp`), as
+/// a state. Not installed by `.ci/run` (it builds 200 crates); run with `--ignored` where it is.
+#[test]
+#[ignore = "needs elizacp on PATH (cargo install elizacp)"]
+fn elizacp_from_crates_io_runs_as_a_state() {
+    let s = Setup::new();
+    s.agent(
+        "eliza",
+        "name: eliza\nacp:\n  command: elizacp\n  args: [--deterministic, acp]\ntools:\n  \
+         allowed: [Read]\ntransitions: {onSuccess: done}\n",
+    );
+    let (r, shown) = s.run("eliza", "I am worried about my tests.", &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let summary = turn_summary(&shown, "eliza");
+    assert!(summary.contains("your tests"), "{summary}");
+}
