@@ -793,3 +793,56 @@ fn elizacp_from_crates_io_runs_as_a_state() {
     let summary = turn_summary(&shown, "eliza");
     assert!(summary.contains("your tests"), "{summary}");
 }
+
+#[test]
+fn ctrl_c_cancels_the_agents_turn_and_stops_its_process() {
+    use std::io::BufRead;
+    let s = Setup::new();
+    // A name no other test's agent has, to find its process by.
+    s.ws.write(
+        "hang-ctrl-c.json",
+        json!({"steps": [{"say": "waiting"}, {"hang": true}]}).to_string(),
+    );
+    s.agent(
+        "hanger",
+        "name: hanger\nacp:\n  command: /usr/bin/python3\n  args: [scripted_agent.py, hang-ctrl-c.json]\n\
+         tools:\n  allowed: [Read]\ntransitions: {onSuccess: done}\n",
+    );
+    let mut child = s
+        .command(&["run", "--json", "--no-stream", "--agent", "hanger", "Wait."])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("waiting") {
+        let mut line = String::new();
+        assert!(out.read_line(&mut line).unwrap() > 0, "{seen}");
+        seen.push_str(&line);
+    }
+    let me = s.ws.path().join("hang-ctrl-c.json");
+    assert!(!crate::support::processes_with("hang-ctrl-c.json").is_empty());
+    // SAFETY: kill(2) on our own child's pid.
+    let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(sent, 0);
+    let started = Instant::now();
+    let status = child.wait().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(status.code(), Some(130), "{seen}");
+    assert!(
+        crate::support::processes_with("hang-ctrl-c.json").is_empty(),
+        "the agent outlived the run ({})",
+        me.display()
+    );
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let id = seen
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["type"] == "task_started")
+        .and_then(|e| e["task"].as_str().map(str::to_string))
+        .unwrap();
+    let shown = show(&s.ws, &id);
+    assert_eq!(shown["task"]["status"], "cancelled", "{shown:#}");
+}

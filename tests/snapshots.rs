@@ -59,6 +59,7 @@ const COMMANDS: &[&str] = &[
     "knowledge query",
     "mcp",
     "mcp serve",
+    "acp",
 ];
 
 /// `rawko` in `ws`, isolated as `support::rawko` does it and with everything else that varies

@@ -221,7 +221,6 @@ impl Connection {
         let transport = lines::transport(stdout, stdin, lines::MAX_MESSAGE, ended);
         let (cx_tx, cx_rx) = oneshot::channel();
         let (close, closed) = oneshot::channel::<()>();
-        let (ended_tx, ended_rx) = oneshot::channel::<String>();
         let tx = requests;
         let (t1, t2, t3, t4, t5, t6, t7, t8, t9) = (
             tx.clone(),
@@ -374,7 +373,7 @@ impl Connection {
                     let fields = &r.tool_call.fields;
                     let answer = send(&t8, |reply| Request::Permission {
                         title: fields.title.clone().unwrap_or_default(),
-                        kind: fields.kind.as_ref().map(|k| enum_name(k)),
+                        kind: fields.kind.as_ref().map(enum_name),
                         input: fields.raw_input.clone(),
                         reply,
                     });
@@ -421,16 +420,13 @@ impl Connection {
                 Ok(())
             });
         let driver = tokio::spawn(async move {
-            let why = match connection.await {
-                Ok(()) => "closed".to_string(),
-                Err(e) => e.to_string(),
-            };
-            let _ = ended_tx.send(why);
+            if let Err(e) = connection.await {
+                tracing::debug!("the ACP connection ended: {e}");
+            }
         });
         let cx = cx_rx
             .await
             .map_err(|_| AcpError::Start("the connection did not open".into()))?;
-        let _ = ended_rx;
         let mut c = Connection {
             cx,
             session: SessionId::new("pending"),

@@ -120,7 +120,7 @@ mod tests {
         assert_eq!(read_line(&mut r, 64).await.unwrap().unwrap(), "{\"b\":2}");
         assert!(read_line(&mut r, 64).await.unwrap().is_none());
 
-        let long = vec![b'x'; 200];
+        let long = [b'x'; 200];
         let mut r = BufReader::with_capacity(16, &long[..]);
         let e = read_line(&mut r, 100).await.unwrap_err();
         assert!(e.to_string().contains("longer than 100 bytes"), "{e}");

@@ -283,8 +283,9 @@ fn decode_fields(
         }
     });
     let acp = f.node("acp").and_then(|n| decode_external(n, "'acp'", p));
-    let cli = f.node("cli").and_then(|n| decode_external(n, "'cli'", p));
-    if let (Some(_), Some(n)) = (&acp, f.node("cli")) {
+    let cli_node = f.node("cli");
+    let cli = cli_node.and_then(|n| decode_external(n, "'cli'", p));
+    if let (Some(_), Some(n)) = (&acp, cli_node) {
         p.error(
             n.pos,
             "an agent is either 'acp' or 'cli', not both",

@@ -1053,3 +1053,57 @@ fn an_opencode_agent_loads_into_the_agent_model() {
     assert_eq!(a.bash.blocked_patterns, [r"^\s*git push.*"]);
     assert!(a.system_prompt.starts_with("You are a technical writer."));
 }
+
+#[test]
+fn external_agents_are_acp_or_cli_with_a_program_and_need_no_prompt() {
+    use super::model::External;
+    let load = |text: &str| {
+        let l = load("x.yaml", text);
+        let m = messages(&l);
+        (l.agent.map(|a| (*a).clone()), m)
+    };
+    let (a, p) = load(
+        "name: dev\nacp:\n  command: claude-code-acp\n  args: [--verbose]\n  env: [ANTHROPIC_API_KEY]\ntransitions: {onSuccess: done}\n",
+    );
+    let a = a.unwrap_or_else(|| panic!("{p:?}"));
+    assert!(p.is_empty(), "{p:?}");
+    let Some(External::Acp(c)) = &a.external else {
+        panic!("{a:?}")
+    };
+    assert_eq!(c.command, "claude-code-acp");
+    assert_eq!(c.args, ["--verbose"]);
+    assert_eq!(c.env, ["ANTHROPIC_API_KEY"]);
+    assert!(a.system_prompt.is_empty());
+
+    let (a, _) = load(
+        "name: c\ncli:\n  command: claude\n  args: [-p, \"{prompt}\"]\nsystemPrompt: Be brief.\ntransitions: {onSuccess: done}\n",
+    );
+    let a = a.unwrap();
+    assert!(matches!(&a.external, Some(External::Cli(c)) if c.args == ["-p", "{prompt}"]));
+    assert_eq!(a.system_prompt, "Be brief.");
+
+    for (bad, want) in [
+        ("name: x\ntransitions: {onSuccess: done}\n", "systemPrompt"),
+        (
+            "name: x\nacp: {args: [a]}\ntransitions: {onSuccess: done}\n",
+            "command",
+        ),
+        (
+            "name: x\nacp: {command: a}\ncli: {command: b}\ntransitions: {onSuccess: done}\n",
+            "not both",
+        ),
+        (
+            "name: x\nacp: {command: a, env: [\"A=b\"]}\ntransitions: {onSuccess: done}\n",
+            "not an environment variable name",
+        ),
+        (
+            "name: x\nacp: {command: a, cwd: /}\ntransitions: {onSuccess: done}\n",
+            "cwd",
+        ),
+    ] {
+        let (a, p) = load(bad);
+        assert!(a.is_none(), "{bad}");
+        let text = format!("{p:?}");
+        assert!(text.contains(want), "{bad}: {text}");
+    }
+}

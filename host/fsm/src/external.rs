@@ -838,13 +838,14 @@ impl Engine<'_> {
             iteration: 1,
         });
         let on_stdin = !cmd.args.iter().any(|a| a.contains("{prompt}"));
-        if let Some(mut stdin) = child.stdin.take() {
-            if on_stdin {
-                tokio::spawn(async move {
-                    let _ = stdin.write_all(prompt.as_bytes()).await;
-                    let _ = stdin.shutdown().await;
-                });
-            }
+        // Without the prompt to give, stdin is closed at once (dropped here).
+        if let Some(mut stdin) = child.stdin.take()
+            && on_stdin
+        {
+            tokio::spawn(async move {
+                let _ = stdin.write_all(prompt.as_bytes()).await;
+                let _ = stdin.shutdown().await;
+            });
         }
         let mut stdout = child.stdout.take();
         let mut stderr = child.stderr.take();

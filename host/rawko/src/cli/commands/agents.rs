@@ -296,14 +296,40 @@ fn describe(a: &Agent, trusted: bool, line: &mut impl FnMut(&str, &str)) {
     if let Some(x) = &m.api_key_env_var {
         model.push(format!("key from ${x}"));
     }
-    line(
-        "model:",
-        &if model.is_empty() {
-            "the default adapter".to_string()
-        } else {
-            model.join(", ")
-        },
-    );
+    if let Some(e) = &a.external {
+        let c = e.command();
+        let mut runs = format!(
+            "{} over {}",
+            std::iter::once(c.command.as_str())
+                .chain(c.args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
+            match e {
+                rawko_agents::model::External::Acp(_) => "ACP (rawko is its client)",
+                rawko_agents::model::External::Cli(_) => "its command line (a coding CLI)",
+            }
+        );
+        if !c.env.is_empty() {
+            runs.push_str(&format!("; passes {}", c.env.join(", ")));
+        }
+        line("runs:", &runs);
+        line(
+            "outcome:",
+            &match &m.adapter {
+                Some(x) => format!("its final report, read by adapter {x}"),
+                None => "success when it ends cleanly".to_string(),
+            },
+        );
+    } else {
+        line(
+            "model:",
+            &if model.is_empty() {
+                "the default adapter".to_string()
+            } else {
+                model.join(", ")
+            },
+        );
+    }
     let tools = match &a.tools.allowed {
         None => "every tool".to_string(),
         Some(l) => l.join(", "),
