@@ -215,6 +215,7 @@ fn main() {
     discovery_rows(&mut b);
     cli_rows(&mut b, &cache);
     mcp_rows(&mut b, &cache);
+    acp_rows(&mut b, &cache);
     print(&b.rows);
 }
 
@@ -613,6 +614,69 @@ fn mcp_rows(b: &mut Bench, cache: &Path) {
         theirs: Some(theirs),
         kind: Kind::Time,
         target: Target::ExtraUnder(Duration::from_millis(1)),
+    });
+}
+
+/// An external ACP agent's `fs/read_text_file` of a small file, served by `rawko run` through the
+/// agent's read grant: the round trip as the agent times it (a Python script, so its own JSON
+/// work is in the figure), against reading the file directly.
+fn acp_rows(b: &mut Bench, cache: &Path) {
+    let root = b.dir.path().join("acp").canonicalize_mkdir();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/acp");
+    std::fs::copy(fixtures.join("scripted_agent.py"), root.join("agent.py")).unwrap();
+    let small = "one line of a small file\n".repeat(40);
+    std::fs::write(root.join("small.txt"), &small).unwrap();
+    let n = b.samples(2000);
+    std::fs::write(
+        root.join("script.json"),
+        serde_json::json!({"steps": [{"time_reads": "small.txt", "n": n}]}).to_string(),
+    )
+    .unwrap();
+    let agents = root.join("config/rawko/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("reader.yaml"),
+        "name: reader\nacp:\n  command: /usr/bin/python3\n  args: [agent.py, script.json]\n\
+         tools:\n  allowed: [Read]\ntransitions: {onSuccess: done}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rawko"))
+        .args(["run", "--json", "--no-stream", "--agent", "reader", "Read."])
+        .current_dir(&root)
+        .env("RAWKO_CACHE_DIR", cache)
+        .env("RAWKO_DATA_DIR", root.join("data"))
+        .env("XDG_CONFIG_HOME", root.join("config"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["type"] == "state_ended")
+        .and_then(|e| e["summary"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("the ACP run did not end its state: {stdout}"));
+    let results: serde_json::Value = summary
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULTS: "))
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no timings in {summary}"));
+    let us = |k: &str| Duration::from_secs_f64(results[0][k].as_f64().unwrap() / 1e6);
+    eprintln!(
+        "ACP fs/read_text_file: median {}, p90 {} over {n} round trips",
+        time(us("median_us")),
+        time(us("p90_us"))
+    );
+    let theirs = median(b.samples(2000), || {
+        std::hint::black_box(std::fs::read(root.join("small.txt")).unwrap());
+    });
+    b.rows.push(Row {
+        figure: "ACP fs/read_text_file, 1 KB file".into(),
+        ours: us("median_us"),
+        reference: "reading the file directly".into(),
+        theirs: Some(theirs),
+        kind: Kind::Time,
+        target: Target::Under(Duration::from_millis(1)),
     });
 }
 
