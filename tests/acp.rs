@@ -176,7 +176,9 @@ fn an_acp_developer_and_a_rawko_reviewer_share_a_task() {
     s.agent("reviewer", REVIEWER);
     s.script(
         "dev.json",
-        json!({"declared": true, "steps": [
+        json!({"declared": true,
+               "usage": {"totalTokens": 1500, "inputTokens": 1200, "outputTokens": 300},
+               "steps": [
             {"plan": ["read the library", "write the notes"]},
             {"say": "Reading the library."},
             {"read": "src/lib.txt"},
@@ -266,6 +268,12 @@ fn an_acp_developer_and_a_rawko_reviewer_share_a_task() {
         "{sandbox:?}"
     );
 
+    // The agent's token usage is the task's, beside the reviewer's.
+    assert!(
+        shown["usage"]["input_tokens"].as_i64().unwrap() >= 1200,
+        "{:#}",
+        shown["usage"]
+    );
     // The reviewer read the external agent's report as data.
     let to_model: Vec<String> = s
         .server
@@ -845,4 +853,86 @@ fn ctrl_c_cancels_the_agents_turn_and_stops_its_process() {
         .unwrap();
     let shown = show(&s.ws, &id);
     assert_eq!(shown["task"]["status"], "cancelled", "{shown:#}");
+}
+
+/// The Python in which `.ci/run` installs the official ACP SDK (`agent-client-protocol`).
+fn sdk_python() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/ci-tools/bin/python");
+    let ok = std::process::Command::new(&p)
+        .args(["-c", "import acp"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "{} with the `agent-client-protocol` package is missing: `.ci/run` installs it \
+         (target/ci-tools/bin/pip install agent-client-protocol)",
+        p.display()
+    );
+    p
+}
+
+#[test]
+fn the_official_python_sdk_interoperates_both_ways() {
+    let s = Setup::new();
+    let python = sdk_python();
+    std::fs::copy(fixture("sdk_peers.py"), s.ws.path().join("sdk_peers.py")).unwrap();
+    // An agent written with the SDK, as a state. It is the user's own agent and runs without
+    // the kernel sandbox (`full`), since its Python environment is outside the workspace; what
+    // it asks rawko for is still served under the state's grants.
+    s.agent(
+        "sdk",
+        &format!(
+            "name: sdk\nacp:\n  command: {}\n  args: [sdk_peers.py, agent]\nsandbox: full\n\
+             tools:\n  allowed: [Read, Write, Bash]\n  bashFilter: {{allowedCommands: [ls]}}\n\
+             transitions: {{onSuccess: done}}\n",
+            python.display()
+        ),
+    );
+    let (r, shown) = s.run("sdk", "Go.", &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let summary = turn_summary(&shown, "sdk");
+    let got: Value = serde_json::from_str(summary.strip_prefix("SDK: ").unwrap()).unwrap();
+    assert_eq!(got["caps"]["fs"]["writeTextFile"], true, "{got:#}");
+    assert_eq!(got["read"], "the library\n");
+    assert_eq!(got["exit"], 0);
+    assert!(got["ls"].as_str().unwrap().contains("sdk.txt"), "{got:#}");
+    assert_eq!(got["permission"]["optionId"], "ok");
+    assert_eq!(s.ws.read("src/sdk.txt"), "written through the SDK\n");
+
+    // The SDK's client driving `rawko acp`, whose first agent is the same SDK agent.
+    let out = std::process::Command::new(&python)
+        .arg(fixture("sdk_peers.py"))
+        .args(["client"])
+        .arg(s.ws.path())
+        .arg("Go again.")
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_rawko"))
+        .args(["acp", "--agent", "sdk"])
+        .current_dir(s.ws.path())
+        .env("RAWKO_CACHE_DIR", crate::support::cache_dir())
+        .env("RAWKO_DATA_DIR", s.ws.path().join(".test-data"))
+        .env("XDG_CONFIG_HOME", s.ws.config_home())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let r = Run::of(out);
+    assert_eq!(r.code, 0, "{r:?}");
+    let got = r.json();
+    assert_eq!(got["agent"]["name"], "rawko");
+    assert_eq!(got["protocol"], 1);
+    assert_eq!(got["stop"], "end_turn", "{got:#}");
+    let kinds: Vec<&str> = got["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|u| u["sessionUpdate"].as_str())
+        .collect();
+    for want in [
+        "plan",
+        "tool_call",
+        "tool_call_update",
+        "agent_message_chunk",
+    ] {
+        assert!(kinds.contains(&want), "{want} in {kinds:?}");
+    }
 }

@@ -529,15 +529,23 @@ impl Connection {
             .unwrap_or_default()
     }
 
-    /// Send one prompt turn and wait for its stop reason. Requests the agent makes meanwhile
-    /// arrive on the channel given to [`Connection::start`]; serve them while this runs.
-    pub async fn prompt(&self, text: String) -> Result<Stop, AcpError> {
+    /// Send one prompt turn and wait for its stop reason, and the turn's token usage when the
+    /// agent reports it. Requests the agent makes meanwhile arrive on the channel given to
+    /// [`Connection::start`]; serve them while this runs.
+    pub async fn prompt(&self, text: String) -> Result<(Stop, Option<TokenUsage>), AcpError> {
         let request = PromptRequest::new(
             self.session.clone(),
             vec![ContentBlock::Text(TextContent::new(text))],
         );
         match self.cx.send_request(request).block_task().await {
-            Ok(r) => Ok(Stop::from(r.stop_reason)),
+            Ok(r) => Ok((
+                Stop::from(r.stop_reason),
+                r.usage.map(|u| TokenUsage {
+                    input: u.input_tokens,
+                    output: u.output_tokens,
+                    cache_read: u.cached_read_tokens.unwrap_or(0),
+                }),
+            )),
             Err(e) => Err(self.failure(e)),
         }
     }
@@ -556,6 +564,14 @@ impl Connection {
         let _ = tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await;
         self.driver.abort();
     }
+}
+
+/// The tokens one prompt turn used, as the agent reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenUsage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
 }
 
 /// How a prompt turn ended.

@@ -381,6 +381,7 @@ impl Engine<'_> {
         let mut report = String::new();
         let mut text = prompt;
         let mut stop = None;
+        let mut usage = Usage::default();
         let mut cancel_sent: Option<Instant> = None;
         let mut outcome_event = None;
 
@@ -444,7 +445,7 @@ impl Engine<'_> {
                     }
                     // An agent that ignores `session/cancel` is stopped two seconds later.
                     () = tokio::time::sleep(Duration::from_secs(2)), if cancel_sent.is_some() => {
-                        break Ok(Stop::Cancelled);
+                        break Ok((Stop::Cancelled, None));
                     }
                 }
             };
@@ -472,7 +473,13 @@ impl Engine<'_> {
                     }
                     break 'turns;
                 }
-                Ok(s) => {
+                Ok((s, used)) => {
+                    if let Some(u) = used {
+                        let clamp = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+                        usage.input_tokens += clamp(u.input);
+                        usage.output_tokens += clamp(u.output);
+                        usage.cache_read += clamp(u.cache_read);
+                    }
                     stop = Some(s);
                     if outcome_event.is_some() {
                         break 'turns;
@@ -495,7 +502,7 @@ impl Engine<'_> {
             &serde_json::to_value(vec![Content::text(report.clone())]).unwrap_or_default(),
             "acp",
             &label,
-            &Usage::default(),
+            &usage,
         )?;
         if let Some((event, summary)) = outcome_event {
             return Ok(TurnOutcome {

@@ -54,10 +54,9 @@ impl Program<'_> {
     /// the sandbox's environment allow-list plus the named variables. Stdio is the caller's.
     pub fn command(&self) -> Result<std::process::Command, String> {
         let program = resolve(self.command, self.workspace, self.path_dirs)?;
-        let arg0 = Path::new(self.command)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| self.command.to_string());
+        // As a shell passes it: the command as written, so a program that finds itself by
+        // its `argv[0]` (a virtualenv's python) finds where it really is.
+        let arg0 = self.command.to_string();
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
         let mut cmd = if self.unconfined || self.mode == Mode::Full {
             crate::reaper::command(self.launcher, &program, &arg0, &args)
