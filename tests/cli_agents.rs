@@ -385,7 +385,7 @@ fn validating_a_file_on_the_search_path_reports_it_once() {
     assert_eq!(r.code, 1, "{r:?}");
     assert_eq!(
         r.stdout,
-        ".rawko/agents/bad.yaml:4:1: unknown field 'colour' (the agent takes: name, displayName, whenToUse, systemPrompt, adapter, tools, transitions, limits, sandbox, network, outputSchema)\n1 agent file(s) checked: 1 error(s), 0 warning(s)\n"
+        ".rawko/agents/bad.yaml:4:1: unknown field 'colour' (the agent takes: name, displayName, whenToUse, systemPrompt, adapter, tools, transitions, limits, sandbox, network, outputSchema, acp, cli)\n1 agent file(s) checked: 1 error(s), 0 warning(s)\n"
     );
 }
 
