@@ -7,7 +7,7 @@
 //! `session/request_permission`, and `session/cancel` interrupts the task, which stays
 //! resumable. Everything is recorded in the workspace's task store, as for `rawko run`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::process::ExitCode;
@@ -296,8 +296,9 @@ struct EditorSink {
 struct SinkState {
     /// The top-level states so far, for the plan: (agent, status).
     states: Vec<(String, String)>,
-    /// Tool calls announced and not yet finished, oldest first.
-    open: VecDeque<String>,
+    /// Tool calls announced and not yet finished, innermost last: an agent called as a tool
+    /// makes its own calls inside its caller's.
+    open: Vec<String>,
     next: u64,
 }
 
@@ -351,7 +352,7 @@ impl EventSink for EditorSink {
             RunEvent::ToolCall { agent, tool, input } => {
                 st.next += 1;
                 let id = format!("call-{}", st.next);
-                st.open.push_back(id.clone());
+                st.open.push(id.clone());
                 drop(st);
                 let target = ["path", "command", "pattern", "query"]
                     .iter()
@@ -372,7 +373,7 @@ impl EventSink for EditorSink {
                 preview,
                 ..
             } => {
-                let Some(id) = st.open.pop_front() else {
+                let Some(id) = st.open.pop() else {
                     return;
                 };
                 drop(st);
