@@ -162,14 +162,16 @@ impl std::fmt::Debug for Connection {
     }
 }
 
-fn send<T>(
-    tx: &mpsc::UnboundedSender<Request>,
+/// Hand a request to the serving side and wait for its answer; `None` when that side is gone.
+/// The channel is bounded and the handler awaits room in it, so an agent that sends faster than
+/// rawko serves is held back by the protocol's dispatch loop instead of filling memory.
+async fn ask<T>(
+    tx: &mpsc::Sender<Request>,
     make: impl FnOnce(oneshot::Sender<T>) -> Request,
-) -> oneshot::Receiver<T> {
+) -> Option<T> {
     let (reply, answer) = oneshot::channel();
-    // A closed channel drops `reply`, and the handler answers that rawko stopped.
-    let _ = tx.send(make(reply));
-    answer
+    tx.send(make(reply)).await.ok()?;
+    answer.await.ok()
 }
 
 fn refused(message: impl Into<String>) -> agent_client_protocol::Error {
@@ -202,7 +204,7 @@ impl Connection {
         grants: Grants,
         cwd: PathBuf,
         deadline: Duration,
-        requests: mpsc::UnboundedSender<Request>,
+        requests: mpsc::Sender<Request>,
     ) -> Result<Connection, AcpError> {
         let stdout = child
             .stdout
@@ -241,16 +243,16 @@ impl Connection {
                     if !grants.read {
                         return responder.respond_with_error(not_declared("fs/read_text_file"));
                     }
-                    let answer = send(&t1, |reply| Request::Read {
+                    let answer = ask(&t1, |reply| Request::Read {
                         path: r.path,
                         line: r.line,
                         limit: r.limit,
                         reply,
                     });
                     match answer.await {
-                        Ok(Ok(content)) => responder.respond(ReadTextFileResponse::new(content)),
-                        Ok(Err(why)) => responder.respond_with_error(refused(why)),
-                        Err(_) => responder.respond_with_error(stopped()),
+                        Some(Ok(content)) => responder.respond(ReadTextFileResponse::new(content)),
+                        Some(Err(why)) => responder.respond_with_error(refused(why)),
+                        None => responder.respond_with_error(stopped()),
                     }
                 },
                 agent_client_protocol::on_receive_request!(),
@@ -260,15 +262,15 @@ impl Connection {
                     if !grants.write {
                         return responder.respond_with_error(not_declared("fs/write_text_file"));
                     }
-                    let answer = send(&t2, |reply| Request::Write {
+                    let answer = ask(&t2, |reply| Request::Write {
                         path: r.path,
                         content: r.content,
                         reply,
                     });
                     match answer.await {
-                        Ok(Ok(())) => responder.respond(WriteTextFileResponse::new()),
-                        Ok(Err(why)) => responder.respond_with_error(refused(why)),
-                        Err(_) => responder.respond_with_error(stopped()),
+                        Some(Ok(())) => responder.respond(WriteTextFileResponse::new()),
+                        Some(Err(why)) => responder.respond_with_error(refused(why)),
+                        None => responder.respond_with_error(stopped()),
                     }
                 },
                 agent_client_protocol::on_receive_request!(),
@@ -278,7 +280,7 @@ impl Connection {
                     if !grants.terminal {
                         return responder.respond_with_error(not_declared("terminal/create"));
                     }
-                    let answer = send(&t3, |reply| Request::CreateTerminal {
+                    let answer = ask(&t3, |reply| Request::CreateTerminal {
                         command: r.command,
                         args: r.args,
                         env: r.env.into_iter().map(|v| (v.name, v.value)).collect(),
@@ -287,9 +289,9 @@ impl Connection {
                         reply,
                     });
                     match answer.await {
-                        Ok(Ok(id)) => responder.respond(CreateTerminalResponse::new(id)),
-                        Ok(Err(why)) => responder.respond_with_error(refused(why)),
-                        Err(_) => responder.respond_with_error(stopped()),
+                        Some(Ok(id)) => responder.respond(CreateTerminalResponse::new(id)),
+                        Some(Err(why)) => responder.respond_with_error(refused(why)),
+                        None => responder.respond_with_error(stopped()),
                     }
                 },
                 agent_client_protocol::on_receive_request!(),
@@ -299,17 +301,17 @@ impl Connection {
                     if !grants.terminal {
                         return responder.respond_with_error(not_declared("terminal/output"));
                     }
-                    let answer = send(&t4, |reply| Request::TerminalOutput {
+                    let answer = ask(&t4, |reply| Request::TerminalOutput {
                         id: r.terminal_id.0.to_string(),
                         reply,
                     });
                     match answer.await {
-                        Ok(Ok(t)) => responder.respond(
+                        Some(Ok(t)) => responder.respond(
                             TerminalOutputResponse::new(t.output, t.truncated)
                                 .exit_status(t.exit.as_ref().map(exit_status)),
                         ),
-                        Ok(Err(why)) => responder.respond_with_error(refused(why)),
-                        Err(_) => responder.respond_with_error(stopped()),
+                        Some(Err(why)) => responder.respond_with_error(refused(why)),
+                        None => responder.respond_with_error(stopped()),
                     }
                 },
                 agent_client_protocol::on_receive_request!(),
@@ -320,16 +322,16 @@ impl Connection {
                         return responder
                             .respond_with_error(not_declared("terminal/wait_for_exit"));
                     }
-                    let answer = send(&t5, |reply| Request::WaitForExit {
+                    let answer = ask(&t5, |reply| Request::WaitForExit {
                         id: r.terminal_id.0.to_string(),
                         reply,
                     });
                     match answer.await {
-                        Ok(Ok(t)) => responder.respond(WaitForTerminalExitResponse::new(
+                        Some(Ok(t)) => responder.respond(WaitForTerminalExitResponse::new(
                             exit_status(&t.exit.unwrap_or((None, None))),
                         )),
-                        Ok(Err(why)) => responder.respond_with_error(refused(why)),
-                        Err(_) => responder.respond_with_error(stopped()),
+                        Some(Err(why)) => responder.respond_with_error(refused(why)),
+                        None => responder.respond_with_error(stopped()),
                     }
                 },
                 agent_client_protocol::on_receive_request!(),
@@ -339,14 +341,14 @@ impl Connection {
                     if !grants.terminal {
                         return responder.respond_with_error(not_declared("terminal/kill"));
                     }
-                    let answer = send(&t6, |reply| Request::KillTerminal {
+                    let answer = ask(&t6, |reply| Request::KillTerminal {
                         id: r.terminal_id.0.to_string(),
                         reply,
                     });
                     match answer.await {
-                        Ok(Ok(())) => responder.respond(KillTerminalResponse::new()),
-                        Ok(Err(why)) => responder.respond_with_error(refused(why)),
-                        Err(_) => responder.respond_with_error(stopped()),
+                        Some(Ok(())) => responder.respond(KillTerminalResponse::new()),
+                        Some(Err(why)) => responder.respond_with_error(refused(why)),
+                        None => responder.respond_with_error(stopped()),
                     }
                 },
                 agent_client_protocol::on_receive_request!(),
@@ -356,14 +358,14 @@ impl Connection {
                     if !grants.terminal {
                         return responder.respond_with_error(not_declared("terminal/release"));
                     }
-                    let answer = send(&t7, |reply| Request::ReleaseTerminal {
+                    let answer = ask(&t7, |reply| Request::ReleaseTerminal {
                         id: r.terminal_id.0.to_string(),
                         reply,
                     });
                     match answer.await {
-                        Ok(Ok(())) => responder.respond(ReleaseTerminalResponse::new()),
-                        Ok(Err(why)) => responder.respond_with_error(refused(why)),
-                        Err(_) => responder.respond_with_error(stopped()),
+                        Some(Ok(())) => responder.respond(ReleaseTerminalResponse::new()),
+                        Some(Err(why)) => responder.respond_with_error(refused(why)),
+                        None => responder.respond_with_error(stopped()),
                     }
                 },
                 agent_client_protocol::on_receive_request!(),
@@ -371,7 +373,7 @@ impl Connection {
             .on_receive_request(
                 async move |r: RequestPermissionRequest, responder, _cx| {
                     let fields = &r.tool_call.fields;
-                    let answer = send(&t8, |reply| Request::Permission {
+                    let answer = ask(&t8, |reply| Request::Permission {
                         title: fields.title.clone().unwrap_or_default(),
                         kind: fields.kind.as_ref().map(enum_name),
                         input: fields.raw_input.clone(),
@@ -408,7 +410,7 @@ impl Connection {
             .on_receive_notification(
                 async move |n: SessionNotification, _cx| {
                     if let Some(u) = reduce(n.update) {
-                        let _ = t9.send(Request::Update(u));
+                        let _ = t9.send(Request::Update(u)).await;
                     }
                     Ok(())
                 },

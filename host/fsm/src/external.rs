@@ -346,7 +346,7 @@ impl Engine<'_> {
             write: agent.may_call("Write") && agent.can_write(),
             terminal: agent.may_call("Bash"),
         };
-        let (tx, mut requests) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, mut requests) = tokio::sync::mpsc::channel(64);
         let workspace = self.tools.workspace();
         let deadline = limits.timeout.min(START_TIMEOUT);
         let failed = |summary: String| TurnOutcome {
