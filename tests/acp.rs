@@ -936,3 +936,27 @@ fn the_official_python_sdk_interoperates_both_ways() {
         assert!(kinds.contains(&want), "{want} in {kinds:?}");
     }
 }
+
+#[test]
+fn an_agent_that_floods_updates_is_held_back_and_its_report_bounded() {
+    let s = Setup::new();
+    s.agent(
+        "chatty",
+        "name: chatty\nacp:\n  command: /usr/bin/python3\n  args: [scripted_agent.py, chatty.json]\n\
+         tools:\n  allowed: [Read]\ntransitions: {onSuccess: done}\n",
+    );
+    // 10 MB of message chunks, then garbage between them and the end of the turn.
+    s.script(
+        "chatty.json",
+        json!({"steps": [{"spam": 10_000}, {"babble": "not json-rpc"}, {"say": "the end"}]}),
+    );
+    let (r, shown) = s.run("chatty", "Talk.", &[]);
+    assert_eq!(r.code, 0, "{}", &r.stderr);
+    let summary = turn_summary(&shown, "chatty");
+    assert!(summary.len() <= 41_000, "{} characters kept", summary.len());
+    assert!(
+        summary.contains("the end"),
+        "{}",
+        &summary[summary.len() - 200..]
+    );
+}

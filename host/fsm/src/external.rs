@@ -735,11 +735,7 @@ impl Engine<'_> {
                 Update::Text(t) => {
                     report.push_str(&t);
                     if report.len() > MAX_REPORT * 2 {
-                        let mut cut = report.len() - MAX_REPORT;
-                        while !report.is_char_boundary(cut) {
-                            cut += 1;
-                        }
-                        report.drain(..cut);
+                        *report = last(report, MAX_REPORT).to_string();
                     }
                     self.events.emit(&RunEvent::Text {
                         agent: agent.name.clone(),
@@ -914,7 +910,7 @@ impl Engine<'_> {
         let err = String::from_utf8_lossy(&err).into_owned();
         let status = status.ok();
         let code = status.and_then(|s| s.code());
-        let report = rawko_text::block(out.trim(), MAX_REPORT).into_owned();
+        let report = last(out.trim(), MAX_REPORT).to_string();
         self.store.append_reply(
             turn,
             &serde_json::to_value(vec![Content::text(report.clone())]).unwrap_or_default(),
@@ -977,7 +973,7 @@ impl Engine<'_> {
         let summary = if report.is_empty() {
             format!("{} ended its turn ({how}) without a report", agent.name)
         } else {
-            rawko_text::block(report, MAX_REPORT).into_owned()
+            cut_front(report, MAX_REPORT)
         };
         if agent.model.adapter.is_none() {
             return Ok(TurnOutcome {
@@ -1091,6 +1087,26 @@ impl Engine<'_> {
     }
 }
 
+/// The last `max` bytes of `text` (from a character boundary).
+fn last(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut cut = text.len() - max;
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    &text[cut..]
+}
+
+/// `text` within `max` bytes, keeping its end: an agent's report ends with what it concluded.
+fn cut_front(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    format!("[…] {}", last(text, max))
+}
+
 /// Lines `line..line+limit` (1-based) of `text`, as ACP's `fs/read_text_file` asks.
 fn window(text: &str, line: Option<u32>, limit: Option<u32>) -> String {
     if line.is_none() && limit.is_none() {
@@ -1180,6 +1196,18 @@ mod tests {
             ..o
         };
         assert_eq!(terminal_state(&ok, 100).exit, Some((Some(0), None)));
+    }
+
+    #[test]
+    fn a_long_report_keeps_its_end() {
+        let text = format!("{}the conclusion", "é".repeat(100));
+        let cut = cut_front(&text, 20);
+        assert!(
+            cut.starts_with("[…] ") && cut.ends_with("the conclusion"),
+            "{cut}"
+        );
+        assert_eq!(cut_front("short", 20), "short");
+        assert_eq!(last("aé", 1), "");
     }
 
     #[test]
