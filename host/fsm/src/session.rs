@@ -537,33 +537,23 @@ impl ToolHost for SessionTools {
 
     fn read_text(&self, agent: &Agent, path: &std::path::Path, max: u64) -> ToolOutcome {
         let shown = path.display().to_string();
-        match self.grants_for(agent).read_file(&self.workspace, path, max) {
-            Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(text) => ok(
-                    text,
-                    vec![Self::decision(
-                        agent,
-                        "fs.read",
-                        &shown,
-                        true,
-                        "inside the agent's read grant",
-                    )],
-                ),
-                Err(_) => failed(
-                    format!("{shown} is not UTF-8 text"),
-                    vec![Self::decision(
-                        agent,
-                        "fs.read",
-                        &shown,
-                        true,
-                        "inside the agent's read grant",
-                    )],
-                ),
-            },
-            Err(why) => denied(
-                why.clone(),
-                vec![Self::decision(agent, "fs.read", &shown, false, &why)],
-            ),
+        let bytes = match self.grants_for(agent).read_file(&self.workspace, path, max) {
+            Ok(b) => b,
+            Err(why) => {
+                let denial = Self::decision(agent, "fs.read", &shown, false, &why);
+                return denied(why, vec![denial]);
+            }
+        };
+        let allowed = vec![Self::decision(
+            agent,
+            "fs.read",
+            &shown,
+            true,
+            "inside the agent's read grant",
+        )];
+        match String::from_utf8(bytes) {
+            Ok(text) => ok(text, allowed),
+            Err(_) => failed(format!("{shown} is not UTF-8 text"), allowed),
         }
     }
 
