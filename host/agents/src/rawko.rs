@@ -172,7 +172,12 @@ pub fn schema_json() -> String {
     let schema = schemars::generate::SchemaSettings::draft07()
         .into_generator()
         .into_root_schema_for::<AgentFile>();
-    let mut text = serde_json::to_string_pretty(&schema).expect("a schema serializes");
+    // Keys sorted whatever serde_json's `preserve_order` (which another crate in the build may
+    // turn on): the committed file is the same from every build.
+    let value = rawko_config::canonical::sorted(
+        serde_json::to_value(&schema).expect("a schema serializes"),
+    );
+    let mut text = serde_json::to_string_pretty(&value).expect("a schema serializes");
     text.push('\n');
     text
 }

@@ -12,6 +12,7 @@
 //! Beside the config: where rawko keeps things outside the workspace ([`paths`]) and which
 //! workspaces the user trusts ([`trust`]).
 
+pub mod canonical;
 pub mod paths;
 pub mod trust;
 

@@ -502,7 +502,9 @@ impl Connection {
         Ok(())
     }
 
-    /// A digest of what the user consents to: the server's identity and its tools as listed.
+    /// A digest of what the user consents to: the server's identity and its tools as listed,
+    /// schemas in canonical form, so the same server gives the same fingerprint from every
+    /// build of rawko.
     pub fn fingerprint(&self) -> String {
         use sha2::Digest;
         let mut h = sha2::Sha256::new();
@@ -513,7 +515,7 @@ impl Connection {
             h.update(b"\0");
             h.update(t.description.as_bytes());
             h.update(b"\0");
-            h.update(t.input_schema.to_string().as_bytes());
+            h.update(rawko_config::canonical::to_string(&t.input_schema).as_bytes());
         }
         format!("{:x}", h.finalize())
     }
