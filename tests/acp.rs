@@ -112,16 +112,19 @@ impl Setup {
         args.extend_from_slice(extra);
         args.push(task);
         let r = self.rawko(&args);
-        let id = r
-            .stdout
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|e| e["type"] == "task_started")
-            .and_then(|e| e["task"].as_str().map(str::to_string))
-            .unwrap_or_else(|| panic!("no task started\n{r:?}"));
-        let shown = show(&self.ws, &id);
+        let shown = show(&self.ws, &task_of(&r.stdout));
         (r, shown)
     }
+}
+
+/// The task a `rawko run --json` started, from its events.
+fn task_of(events: &str) -> String {
+    events
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["type"] == "task_started")
+        .and_then(|e| e["task"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("no task started:\n{events}"))
 }
 
 /// What the scripted agent saw, from the `RESULTS:` line of its report.
@@ -345,14 +348,7 @@ fn an_acp_agent_gets_nothing_outside_the_states_grants() {
     );
     assert!(!outside.join("planted.txt").exists());
     assert!(!outside.join("written-by-agent").exists());
-    let id = r
-        .stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|e| e["type"] == "task_started")
-        .and_then(|e| e["task"].as_str().map(str::to_string))
-        .unwrap();
-    let shown = show(&s.ws, &id);
+    let shown = show(&s.ws, &task_of(&r.stdout));
     let seen = results(&turn_summary(&shown, "dev"));
     for (i, step) in seen.iter().enumerate().take(6) {
         assert!(
@@ -845,13 +841,7 @@ fn ctrl_c_cancels_the_agents_turn_and_stops_its_process() {
     );
     let mut rest = String::new();
     out.read_to_string(&mut rest).unwrap();
-    let id = seen
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|e| e["type"] == "task_started")
-        .and_then(|e| e["task"].as_str().map(str::to_string))
-        .unwrap();
-    let shown = show(&s.ws, &id);
+    let shown = show(&s.ws, &task_of(&seen));
     assert_eq!(shown["task"]["status"], "cancelled", "{shown:#}");
 }
 

@@ -26,13 +26,10 @@ use agent_client_protocol::v1::schema::{
     WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::{Agent, Client};
-use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::lines;
-
-/// Most of what the agent wrote to stderr kept for error messages.
-const STDERR_TAIL: usize = 2_000;
+use rawko_sandbox::program::StderrTail;
 
 /// What the state may do, declared to the agent as client capabilities.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,7 +141,7 @@ pub enum Update {
 pub struct Connection {
     cx: ConnectionTo<Agent>,
     session: SessionId,
-    stderr: Arc<Mutex<String>>,
+    stderr: StderrTail,
     /// Why reading the agent's output failed, when it did.
     transport_failed: Arc<Mutex<Option<String>>>,
     child: tokio::process::Child,
@@ -214,9 +211,9 @@ impl Connection {
             .stdin
             .take()
             .ok_or_else(|| AcpError::Start("no stdin".into()))?;
-        let stderr = Arc::new(Mutex::new(String::new()));
+        let stderr = StderrTail::default();
         if let Some(err) = child.stderr.take() {
-            tokio::spawn(keep_tail(err, stderr.clone()));
+            tokio::spawn(stderr.clone().keep(err));
         }
         let ended = lines::Ended::default();
         let transport_failed = ended.failed.clone();
@@ -500,35 +497,20 @@ impl Connection {
 
     /// An error from the connection, told as what happened to the agent.
     fn failure(&self, e: agent_client_protocol::Error) -> AcpError {
-        let tail = self.stderr_tail();
-        let with_tail = |m: String| {
-            if tail.is_empty() {
-                m
-            } else {
-                format!("{m}; its stderr ends: {tail}")
-            }
-        };
         if agent_client_protocol::is_connection_terminated(&e)
             || agent_client_protocol::is_incoming_transport_closed(&e)
             || self.driver.is_finished()
         {
             let why = self.transport_failed.lock().ok().and_then(|f| f.clone());
-            AcpError::Closed(with_tail(why.unwrap_or_else(|| {
-                "the agent closed its output (it exited, or crashed)".into()
-            })))
-        } else {
-            AcpError::Protocol(with_tail(
-                rawko_text::line(&e.to_string(), 2_000).into_owned(),
+            AcpError::Closed(self.stderr.with(
+                why.unwrap_or_else(|| "the agent closed its output (it exited, or crashed)".into()),
             ))
+        } else {
+            AcpError::Protocol(
+                self.stderr
+                    .with(rawko_text::line(&e.to_string(), 2_000).into_owned()),
+            )
         }
-    }
-
-    /// The end of what the agent wrote to stderr.
-    pub fn stderr_tail(&self) -> String {
-        self.stderr
-            .lock()
-            .map(|s| rawko_text::block(s.trim(), STDERR_TAIL).into_owned())
-            .unwrap_or_default()
     }
 
     /// Send one prompt turn and wait for its stop reason, and the turn's token usage when the
@@ -666,23 +648,4 @@ fn reduce(update: SessionUpdate) -> Option<Update> {
 /// Whether a tool call status means it is over.
 pub fn is_final(status: &str) -> bool {
     status == enum_name(&ToolCallStatus::Completed) || status == enum_name(&ToolCallStatus::Failed)
-}
-
-/// Keep the last [`STDERR_TAIL`] bytes the agent writes to stderr.
-async fn keep_tail(mut from: impl tokio::io::AsyncRead + Unpin, into: Arc<Mutex<String>>) {
-    let mut buf = [0u8; 4096];
-    while let Ok(n) = from.read(&mut buf).await {
-        if n == 0 {
-            break;
-        }
-        let Ok(mut s) = into.lock() else { break };
-        s.push_str(&String::from_utf8_lossy(&buf[..n]));
-        if s.len() > STDERR_TAIL * 2 {
-            let mut cut = s.len() - STDERR_TAIL;
-            while !s.is_char_boundary(cut) {
-                cut += 1;
-            }
-            s.drain(..cut);
-        }
-    }
 }

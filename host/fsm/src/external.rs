@@ -161,13 +161,7 @@ impl Engine<'_> {
             summary,
             output: None,
         };
-        let outcome = if agent.is_untrusted(self.workspace_trusted) {
-            let why = format!(
-                "agent {} would run the program `{}`, and it comes from a workspace you have not \
-                 trusted (or works for an agent that does): `rawko trust` first",
-                agent.name,
-                external.command().command
-            );
+        let refuse = |why: &str| {
             self.store.record_decision(
                 task,
                 &AuditEntry::new(
@@ -175,10 +169,19 @@ impl Engine<'_> {
                     "exec",
                     &external.command().command,
                     "deny",
-                    &why,
+                    why,
                 )
                 .in_turn(turn),
-            )?;
+            )
+        };
+        let outcome = if agent.is_untrusted(self.workspace_trusted) {
+            let why = format!(
+                "agent {} would run the program `{}`, and it comes from a workspace you have not \
+                 trusted (or works for an agent that does): `rawko trust` first",
+                agent.name,
+                external.command().command
+            );
+            refuse(&why)?;
             fail(why)
         } else {
             // A coding CLI gets the prompt in the arguments that ask for it.
@@ -196,17 +199,7 @@ impl Engine<'_> {
             let spawned = self.tools.spawn_external(agent, external);
             match spawned {
                 Err(e) => {
-                    self.store.record_decision(
-                        task,
-                        &AuditEntry::new(
-                            &agent.name,
-                            "exec",
-                            &external.command().command,
-                            "deny",
-                            &e,
-                        )
-                        .in_turn(turn),
-                    )?;
+                    refuse(&e)?;
                     fail(format!(
                         "agent {}: cannot start `{}`: {e}",
                         agent.name,
@@ -232,19 +225,7 @@ impl Engine<'_> {
                 }
             }
         };
-        if !matches!(outcome.event, Event::Cancelled | Event::Interrupted) {
-            self.store.end_turn(
-                turn,
-                outcome.event.as_str(),
-                &outcome.summary,
-                outcome.output.as_ref(),
-            )?;
-        }
-        self.events.emit(&RunEvent::StateEnded {
-            agent: agent.name.clone(),
-            outcome: outcome.event.as_str().into(),
-            summary: outcome.summary.clone(),
-        });
+        self.close_turn(turn, agent, &outcome)?;
         Ok(outcome)
     }
 

@@ -492,23 +492,34 @@ impl Engine<'_> {
                     depth,
                 )
                 .await?;
-            // A cancelled turn stays open: `rawko resume` continues it where it stopped, with
-            // its messages and committed tool calls, instead of starting the state again.
-            if !matches!(outcome.event, Event::Cancelled | Event::Interrupted) {
-                self.store.end_turn(
-                    turn,
-                    outcome.event.as_str(),
-                    &outcome.summary,
-                    outcome.output.as_ref(),
-                )?;
-            }
-            self.events.emit(&RunEvent::StateEnded {
-                agent: agent.name.clone(),
-                outcome: outcome.event.as_str().into(),
-                summary: outcome.summary.clone(),
-            });
+            self.close_turn(turn, agent, &outcome)?;
             Ok(outcome)
         })
+    }
+
+    /// Record how a state's turn ended, and say so.
+    fn close_turn(
+        &self,
+        turn: i64,
+        agent: &Agent,
+        outcome: &TurnOutcome,
+    ) -> Result<(), EngineError> {
+        // A cancelled turn stays open: `rawko resume` continues it where it stopped, with
+        // its messages and committed tool calls, instead of starting the state again.
+        if !matches!(outcome.event, Event::Cancelled | Event::Interrupted) {
+            self.store.end_turn(
+                turn,
+                outcome.event.as_str(),
+                &outcome.summary,
+                outcome.output.as_ref(),
+            )?;
+        }
+        self.events.emit(&RunEvent::StateEnded {
+            agent: agent.name.clone(),
+            outcome: outcome.event.as_str().into(),
+            summary: outcome.summary.clone(),
+        });
+        Ok(())
     }
 
     /// The first message of a top-level state: the task, and what earlier states reported.

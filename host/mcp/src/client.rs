@@ -12,19 +12,20 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rawko_config::McpServerConfig;
 use rawko_sandbox::Mode;
+use rawko_sandbox::program::StderrTail;
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ContentBlock, Implementation,
     InitializeRequestParams, PaginatedRequestParams,
 };
 use rmcp::service::{RoleClient, RunningService};
-use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
+use tokio::io::{AsyncRead, ReadBuf};
 
 /// The prefix of every MCP tool's name.
 pub const PREFIX: &str = "mcp__";
@@ -44,8 +45,6 @@ pub const MAX_MESSAGE: usize = 8 << 20;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Time for a server to start and list its tools (or its own `timeout`, when shorter).
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
-/// Bytes of a stdio server's stderr kept for error messages.
-const STDERR_TAIL: usize = 2_000;
 
 /// A server as configured, checked.
 #[derive(Debug, Clone, PartialEq)]
@@ -335,7 +334,7 @@ pub struct Connection {
     pub tools: Vec<RemoteTool>,
     /// Why some of the listed tools were left out.
     pub dropped: Vec<String>,
-    stderr: Arc<Mutex<String>>,
+    stderr: StderrTail,
     _child: Option<tokio::process::Child>,
 }
 
@@ -368,7 +367,7 @@ impl Connection {
             server: spec.name.clone(),
             message,
         };
-        let stderr = Arc::new(Mutex::new(String::new()));
+        let stderr = StderrTail::default();
         let deadline = spec.timeout.min(START_TIMEOUT);
         let late = || McpError::Timeout {
             server: spec.name.clone(),
@@ -380,13 +379,13 @@ impl Connection {
                 let stdout = child.stdout.take().expect("piped");
                 let stdin = child.stdin.take().expect("piped");
                 if let Some(err) = child.stderr.take() {
-                    tokio::spawn(keep_tail(err, stderr.clone()));
+                    tokio::spawn(stderr.clone().keep(err));
                 }
                 let transport = (Capped::new(stdout, MAX_MESSAGE), stdin);
                 let service = tokio::time::timeout(deadline, client_info().serve(transport))
                     .await
                     .map_err(|_| late())?
-                    .map_err(|e| start(with_tail(e.to_string(), &stderr)))?;
+                    .map_err(|e| start(stderr.with(e.to_string())))?;
                 (service, Some(child))
             }
             TransportSpec::Http {
@@ -440,7 +439,7 @@ impl Connection {
                 .peer()
                 .list_tools(params)
                 .await
-                .map_err(|e| protocol(with_tail(format!("tools/list: {e}"), &self.stderr)))?;
+                .map_err(|e| protocol(self.stderr.with(format!("tools/list: {e}"))))?;
             listed.extend(r.tools);
             if listed.len() > MAX_TOOLS {
                 return Err(protocol(format!(
@@ -563,7 +562,7 @@ impl Connection {
             })?
             .map_err(|e| McpError::Protocol {
                 server: self.spec.name.clone(),
-                message: with_tail(format!("tools/call {}: {e}", t.remote), &self.stderr),
+                message: self.stderr.with(format!("tools/call {}: {e}", t.remote)),
             })?;
         let mut text = String::new();
         for block in &result.content {
@@ -758,41 +757,6 @@ fn http_transport(
     ))
 }
 
-/// `message`, with the end of what the server wrote to stderr when there is any.
-fn with_tail(message: String, stderr: &Mutex<String>) -> String {
-    let tail = stderr
-        .lock()
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default();
-    if tail.is_empty() {
-        message
-    } else {
-        format!(
-            "{message}; its stderr ends: {}",
-            rawko_text::block(&tail, STDERR_TAIL)
-        )
-    }
-}
-
-/// Keep the last [`STDERR_TAIL`] bytes a server writes to stderr.
-async fn keep_tail(mut from: impl AsyncRead + Unpin, into: Arc<Mutex<String>>) {
-    let mut buf = [0u8; 4096];
-    while let Ok(n) = from.read(&mut buf).await {
-        if n == 0 {
-            break;
-        }
-        let Ok(mut s) = into.lock() else { break };
-        s.push_str(&String::from_utf8_lossy(&buf[..n]));
-        if s.len() > STDERR_TAIL * 2 {
-            let mut cut = s.len() - STDERR_TAIL;
-            while !s.is_char_boundary(cut) {
-                cut += 1;
-            }
-            s.drain(..cut);
-        }
-    }
-}
-
 /// A reader that fails once a line runs past `max` bytes, so a server that never ends its
 /// message cannot make rawko buffer without bound.
 struct Capped<R> {
@@ -927,6 +891,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_line_past_the_cap_is_an_error_and_shorter_ones_pass() {
+        use tokio::io::AsyncReadExt;
         let data = b"short\nline\n".to_vec();
         let mut r = Capped::new(&data[..], 8);
         let mut out = Vec::new();

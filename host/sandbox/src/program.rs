@@ -78,3 +78,51 @@ impl Program<'_> {
         Ok(cmd)
     }
 }
+
+/// The end of what a program writes to stderr, kept for error messages: at most
+/// [`StderrTail::KEEP`] bytes, the rest dropped as it comes.
+#[derive(Debug, Clone, Default)]
+pub struct StderrTail(std::sync::Arc<std::sync::Mutex<String>>);
+
+impl StderrTail {
+    /// Bytes kept.
+    pub const KEEP: usize = 2_000;
+
+    /// Read `from` to its end, keeping its tail.
+    pub async fn keep(self, mut from: impl tokio::io::AsyncRead + Unpin) {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = from.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            let Ok(mut s) = self.0.lock() else { break };
+            s.push_str(&String::from_utf8_lossy(&buf[..n]));
+            if s.len() > Self::KEEP * 2 {
+                let mut cut = s.len() - Self::KEEP;
+                while !s.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                s.drain(..cut);
+            }
+        }
+    }
+
+    /// What was kept, trimmed, made safe to show and cut to [`StderrTail::KEEP`] bytes.
+    pub fn text(&self) -> String {
+        self.0
+            .lock()
+            .map(|s| rawko_text::block(s.trim(), Self::KEEP).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// `message`, with the end of what the program wrote to stderr when there is any.
+    pub fn with(&self, message: String) -> String {
+        let tail = self.text();
+        if tail.is_empty() {
+            message
+        } else {
+            format!("{message}; its stderr ends: {tail}")
+        }
+    }
+}
