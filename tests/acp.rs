@@ -97,7 +97,6 @@ impl Setup {
             .env("HOME", self.home())
             .env("RAWKO_TEST_SECRET", SECRET_ENV)
             .env("PROBE_HOME", self.home())
-            .env("PROBE_OUTSIDE", self.outside.path())
             .stdin(Stdio::null());
         cmd
     }
@@ -317,9 +316,9 @@ fn an_acp_agent_gets_nothing_outside_the_states_grants() {
             {"write": ".git/hooks/pre-commit", "content": "#!/bin/sh\necho owned\n"},
             {"terminal": format!("cat {}", ssh.display())},
             {"terminal": "curl http://example.com/"},
-            {"probe": "home"},
-            {"probe": "socket"},
-            {"probe": "write"},
+            {"probe": "home", "path": ssh},
+            {"probe": "socket", "port": port},
+            {"probe": "write", "path": outside.join("written-by-agent")},
             {"probe": "env"},
         ]}),
     );
@@ -331,7 +330,10 @@ fn an_acp_agent_gets_nothing_outside_the_states_grants() {
         "dev",
         "Try things.",
     ]);
-    cmd.env("PROBE_PORT", port.to_string());
+    if std::env::var_os("ACP_ATTACK_UNSANDBOXED").is_some() {
+        // To see this test fail: the same run without the kernel sandbox.
+        cmd.arg("--no-sandbox");
+    }
     s.server.push(scripted_call(
         "finish",
         json!({"status": "success", "summary": "ok"}),
@@ -397,7 +399,7 @@ fn a_read_only_state_declares_no_writes_and_no_terminal() {
             {"read": "src/lib.txt"},
             {"write": "src/lib.txt", "content": "changed"},
             {"terminal": "ls"},
-            {"probe": "write"},
+            {"probe": "write", "path": s.ws.path().join("src/by-the-agent.txt")},
         ]}),
     );
     let (r, shown) = s.run("looker", "Look around.", &[]);
