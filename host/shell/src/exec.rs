@@ -171,14 +171,31 @@ pub async fn run(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutpu
     let parsed = parsed.clone();
     let opts = opts.clone();
     let (tx, rx) = tokio::sync::oneshot::channel();
+    // A caller that stops waiting (its future dropped: an external agent's terminal killed, a
+    // state that ended) stops the command as its deadline would.
+    let abandoned = Abandoned::default();
+    let watched = abandoned.0.clone();
     std::thread::Builder::new()
         .name("rawko-exec".into())
         .spawn(move || {
-            let _ = tx.send(run_blocking(&parsed, &opts));
+            let _ = tx.send(run_blocking(&parsed, &opts, watched));
         })
         .map_err(|e| ExecError::Setup(format!("cannot start a thread: {e}")))?;
-    rx.await
-        .map_err(|_| ExecError::Setup("the executor thread stopped unexpectedly".into()))?
+    let out = rx
+        .await
+        .map_err(|_| ExecError::Setup("the executor thread stopped unexpectedly".into()))?;
+    drop(abandoned);
+    out
+}
+
+/// Set when dropped: the run's caller is gone.
+#[derive(Default)]
+struct Abandoned(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// The name each command's private temporary directory starts with, followed by the pid of the
@@ -234,7 +251,11 @@ fn sweep_stale_tmp() {
     }
 }
 
-fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput, ExecError> {
+fn run_blocking(
+    parsed: &ParsedCommand,
+    opts: &ExecOptions,
+    abandoned: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<ExecOutput, ExecError> {
     let started = Instant::now();
     let setup = |what: &str, e: std::io::Error| ExecError::Setup(format!("{what}: {e}"));
     // A private temporary directory for agents that may write at all, and for every sandboxed
@@ -283,7 +304,7 @@ fn run_blocking(parsed: &ParsedCommand, opts: &ExecOptions) -> Result<ExecOutput
     let out_reader = Capture::start(out_r, opts.max_output);
     let err_reader = err_r.map(|r| Capture::start(r, opts.max_output.min(8_000)));
 
-    let watchdog = Watchdog::start(opts.timeout);
+    let watchdog = Watchdog::start(opts.timeout, abandoned);
     let protected = Protected::new(
         std::iter::once(opts.workspace.clone()).chain(opts.write_paths.iter().cloned()),
     );
@@ -428,7 +449,7 @@ struct WatchState {
 }
 
 impl Watchdog {
-    fn start(timeout: Duration) -> Self {
+    fn start(timeout: Duration, abandoned: Arc<std::sync::atomic::AtomicBool>) -> Self {
         let state = Arc::new((Mutex::new(WatchState::default()), Condvar::new()));
         let s = state.clone();
         let deadline = Instant::now() + timeout;
@@ -442,7 +463,10 @@ impl Watchdog {
                         return;
                     }
                     let now = Instant::now();
-                    if now >= deadline || stopping() {
+                    if now >= deadline
+                        || stopping()
+                        || abandoned.load(std::sync::atomic::Ordering::SeqCst)
+                    {
                         st.fired = true;
                         if let Some(pgid) = st.pgid {
                             // Reapers and sandbox helpers first take down what their
@@ -881,6 +905,51 @@ impl Exec<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn running(marker: &str) -> bool {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(marker)
+            })
+        })
+    }
+
+    #[tokio::test]
+    async fn a_run_whose_caller_stops_waiting_is_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        let resolver = crate::Resolver::from_env(&[ws.as_path()]);
+        // A duration no other process has on its command line.
+        let marker = format!("29.{}", std::process::id());
+        let parsed = crate::parse::parse(
+            &format!("sleep {marker}"),
+            &ws,
+            &crate::parse::ParseOptions {
+                resolver: &resolver,
+                workspace: &ws,
+                expand_globs: true,
+            },
+        )
+        .unwrap();
+        let opts = ExecOptions {
+            workspace: ws.clone(),
+            write_paths: Vec::new(),
+            path_dirs: resolver.path_dirs().to_vec(),
+            timeout: Duration::from_secs(60),
+            max_output: DEFAULT_MAX_OUTPUT,
+            separate_stderr: false,
+            launch: Launch::Unconfined { reaper: None },
+        };
+        let gave_up = tokio::time::timeout(Duration::from_millis(300), run(&parsed, &opts)).await;
+        assert!(gave_up.is_err(), "sleep ended early");
+        let until = Instant::now() + Duration::from_secs(5);
+        while running(&format!("sleep {marker}")) {
+            assert!(Instant::now() < until, "the abandoned command still runs");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 
     #[test]
     fn truncation_keeps_head_and_tail_and_says_so() {
