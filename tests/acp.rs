@@ -316,6 +316,8 @@ fn an_acp_agent_gets_nothing_outside_the_states_grants() {
             {"write": ".git/hooks/pre-commit", "content": "#!/bin/sh\necho owned\n"},
             {"terminal": format!("cat {}", ssh.display())},
             {"terminal": "curl http://example.com/"},
+            {"terminal": "ls", "env": [{"name": "LD_PRELOAD", "value": outside.join("evil.so")}]},
+            {"terminal": "ls", "cwd": outside},
             {"probe": "home", "path": ssh},
             {"probe": "socket", "port": port},
             {"probe": "write", "path": outside.join("written-by-agent")},
@@ -364,11 +366,16 @@ fn an_acp_agent_gets_nothing_outside_the_states_grants() {
         let out = seen[i]["output"]["result"]["output"].as_str().unwrap();
         assert!(out.contains("denied"), "{out}");
     }
+    // A terminal's own environment and another working directory are refused at creation.
+    for (i, word) in [(8, "env"), (9, "cwd")] {
+        let refused = seen[i]["create"]["error"]["message"].as_str();
+        assert!(refused.is_some_and(|m| m.contains(word)), "{}", seen[i]);
+    }
     for (i, want) in [
-        (8, "refused"),
-        (9, "refused"),
         (10, "refused"),
-        (11, "secret: absent"),
+        (11, "refused"),
+        (12, "refused"),
+        (13, "secret: absent"),
     ] {
         let got = seen[i]["answer"].as_str().unwrap();
         assert!(got.starts_with(want), "probe {}: {got}", seen[i]["probe"]);
@@ -951,4 +958,67 @@ fn an_agent_that_floods_updates_is_held_back_and_its_report_bounded() {
         "{}",
         &summary[summary.len() - 200..]
     );
+}
+
+#[test]
+fn terminals_are_bounded_and_stopped_when_killed_or_when_the_state_ends() {
+    let s = Setup::new();
+    // A duration no other process has on its command line.
+    let marker = format!("sleep 28.{}", std::process::id());
+    s.agent(
+        "spawner",
+        "name: spawner\nacp:\n  command: /usr/bin/python3\n  args: [scripted_agent.py, spawn.json]\n\
+         tools:\n  allowed: [Read, Bash]\n  bashFilter: {allowedCommands: [sleep]}\n\
+         transitions: {onSuccess: reviewer}\n",
+    );
+    s.agent("reviewer", REVIEWER);
+    s.script(
+        "spawn.json",
+        json!({"steps": [{"spawn_terminals": 17, "command": marker}]}),
+    );
+    // When the next state asks its model, the external agent's state has ended: its commands
+    // are being stopped (each executor notices within 50 ms, then gives the group 200 ms), and
+    // must be gone within a second, not run on for their 28 s.
+    let seen_running = std::sync::Arc::new(std::sync::Mutex::new(None));
+    {
+        let seen_running = seen_running.clone();
+        let marker = marker.clone();
+        s.server.respond_with(move |_| {
+            let mut seen = seen_running.lock().unwrap();
+            if seen.is_none() {
+                let until = Instant::now() + Duration::from_secs(1);
+                let mut left = crate::support::processes_with(&marker).len();
+                while left > 0 && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(20));
+                    left = crate::support::processes_with(&marker).len();
+                }
+                *seen = Some(left);
+            }
+            scripted_call("finish", json!({"status": "success", "summary": "ok"}), 0)
+        });
+    }
+    let (r, shown) = s.run("spawner", "Start things.", &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let seen = results(&turn_summary(&shown, "spawner"));
+    assert_eq!(seen[0]["created"], 16, "{}", seen[0]);
+    let refused = seen[0]["refused"][0]["message"].as_str().unwrap();
+    assert!(refused.contains("at most 16 terminals"), "{refused}");
+    for exit in seen[0]["exits"].as_array().unwrap() {
+        assert_eq!(exit["result"]["signal"], "SIGKILL", "{exit}");
+    }
+    assert_eq!(
+        *seen_running.lock().unwrap(),
+        Some(0),
+        "commands of the ended state were still running"
+    );
+    let stopped = calls(&shown, "terminal")
+        .iter()
+        .filter(|c| {
+            c["verdict"]
+                .as_str()
+                .unwrap()
+                .contains("stopped by the agent")
+        })
+        .count();
+    assert_eq!(stopped, 8, "{shown:#}");
 }

@@ -42,16 +42,18 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most terminals one agent may have at once.
 const MAX_TERMINALS: usize = 16;
 
-type Running<'a> = Pin<Box<dyn Future<Output = (String, ToolOutcome)> + 'a>>;
+/// A terminal's `Bash` call; `None` when the agent killed it first.
+type Running<'a> = Pin<Box<dyn Future<Output = Option<(String, ToolOutcome)>> + 'a>>;
 
-/// A terminal the agent created: running until its `Bash` call ends.
+/// A terminal the agent created: running until its `Bash` call ends, or the agent kills it
+/// (which drops the call, and the executor stops the command's process tree).
 struct Terminal {
     command: String,
     started: Instant,
     output_limit: usize,
     state: Option<TerminalState>,
     waiters: Vec<tokio::sync::oneshot::Sender<Result<TerminalState, String>>>,
-    killed: bool,
+    abort: Option<futures::future::AbortHandle>,
 }
 
 /// `outcome` of a `Bash` call as a terminal's state: its output (the end of it, within
@@ -396,8 +398,10 @@ impl Engine<'_> {
                         )
                         .await?;
                     }
-                    Some((id, outcome)) = running.next(), if !running.is_empty() => {
-                        if let Some(t) = terminals.get_mut(&id) {
+                    Some(done) = running.next(), if !running.is_empty() => {
+                        if let Some((id, outcome)) = done
+                            && let Some(t) = terminals.get_mut(&id)
+                        {
                             let state = terminal_state(&outcome, t.output_limit);
                             self.served(
                                 task, agent, turn, &mut n, "terminal",
@@ -623,6 +627,7 @@ impl Engine<'_> {
                 }
                 *next_terminal += 1;
                 let id = format!("term-{next_terminal}");
+                let (abort, registration) = futures::future::AbortHandle::new_pair();
                 terminals.insert(
                     id.clone(),
                     Terminal {
@@ -632,13 +637,18 @@ impl Engine<'_> {
                             .map_or(1 << 20, |l| usize::try_from(l).unwrap_or(usize::MAX)),
                         state: None,
                         waiters: Vec::new(),
-                        killed: false,
+                        abort: Some(abort),
                     },
                 );
                 let tid = id.clone();
-                running.push(Box::pin(async move {
+                let call = async move {
                     let outcome = self.tools.call(agent, "Bash", &input).await;
                     (tid, outcome)
+                };
+                running.push(Box::pin(async move {
+                    futures::future::Abortable::new(call, registration)
+                        .await
+                        .ok()
                 }));
                 let _ = reply.send(Ok(id));
             }
@@ -661,20 +671,31 @@ impl Engine<'_> {
                 }
             },
             Request::KillTerminal { id, reply } | Request::ReleaseTerminal { id, reply } => {
-                // The running command ends with the Bash call, which stops its process tree
-                // when its future is dropped; a finished one has nothing left to stop.
+                // A running command is stopped with its Bash call (the executor stops the
+                // process tree of a call its caller dropped); a finished one has nothing left.
                 let answer = match terminals.get_mut(&id) {
                     Some(t) => {
-                        if t.state.is_none() && !t.killed {
-                            t.killed = true;
-                            t.state = Some(TerminalState {
+                        if let Some(abort) = t.abort.take().filter(|_| t.state.is_none()) {
+                            abort.abort();
+                            let state = TerminalState {
                                 output: String::new(),
                                 truncated: false,
                                 exit: Some((None, Some("SIGKILL".into()))),
-                            });
+                            };
+                            let killed = ToolOutcome {
+                                output: "stopped by the agent".into(),
+                                is_error: true,
+                                verdict: "allowed: stopped by the agent".into(),
+                                decisions: Vec::new(),
+                            };
+                            let input = json!({ "command": t.command, "terminal": id }).to_string();
+                            self.served(
+                                task, agent, turn, n, "terminal", &input, &killed, t.started,
+                            )?;
                             for w in t.waiters.drain(..) {
-                                let _ = w.send(Ok(t.state.clone().unwrap_or_default()));
+                                let _ = w.send(Ok(state.clone()));
                             }
+                            t.state = Some(state);
                         }
                         Ok(())
                     }
