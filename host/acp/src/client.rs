@@ -179,6 +179,27 @@ fn stopped() -> agent_client_protocol::Error {
     refused("rawko stopped serving this session")
 }
 
+/// Serve one request the engine answers: refused here when rawko did not declare the
+/// capability it needs, otherwise handed over (`make`), and the engine's answer sent back
+/// (`ok`), or its refusal as an error.
+async fn forward<T, R: agent_client_protocol::JsonRpcResponse>(
+    declared: bool,
+    method: &str,
+    tx: &mpsc::Sender<Request>,
+    responder: agent_client_protocol::v1::Responder<R>,
+    make: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Request,
+    ok: impl FnOnce(T) -> R,
+) -> Result<(), agent_client_protocol::Error> {
+    if !declared {
+        return responder.respond_with_error(not_declared(method));
+    }
+    match ask(tx, make).await {
+        Some(Ok(v)) => responder.respond(ok(v)),
+        Some(Err(why)) => responder.respond_with_error(refused(why)),
+        None => responder.respond_with_error(stopped()),
+    }
+}
+
 fn not_declared(what: &str) -> agent_client_protocol::Error {
     agent_client_protocol::Error::new(
         -32601,
@@ -237,133 +258,141 @@ impl Connection {
             .name("rawko")
             .on_receive_request(
                 async move |r: ReadTextFileRequest, responder, _cx| {
-                    if !grants.read {
-                        return responder.respond_with_error(not_declared("fs/read_text_file"));
-                    }
-                    let answer = ask(&t1, |reply| Request::Read {
+                    let make = |reply| Request::Read {
                         path: r.path,
                         line: r.line,
                         limit: r.limit,
                         reply,
-                    });
-                    match answer.await {
-                        Some(Ok(content)) => responder.respond(ReadTextFileResponse::new(content)),
-                        Some(Err(why)) => responder.respond_with_error(refused(why)),
-                        None => responder.respond_with_error(stopped()),
-                    }
+                    };
+                    forward(
+                        grants.read,
+                        "fs/read_text_file",
+                        &t1,
+                        responder,
+                        make,
+                        ReadTextFileResponse::new,
+                    )
+                    .await
                 },
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
                 async move |r: WriteTextFileRequest, responder, _cx| {
-                    if !grants.write {
-                        return responder.respond_with_error(not_declared("fs/write_text_file"));
-                    }
-                    let answer = ask(&t2, |reply| Request::Write {
+                    let make = |reply| Request::Write {
                         path: r.path,
                         content: r.content,
                         reply,
-                    });
-                    match answer.await {
-                        Some(Ok(())) => responder.respond(WriteTextFileResponse::new()),
-                        Some(Err(why)) => responder.respond_with_error(refused(why)),
-                        None => responder.respond_with_error(stopped()),
-                    }
+                    };
+                    forward(
+                        grants.write,
+                        "fs/write_text_file",
+                        &t2,
+                        responder,
+                        make,
+                        |()| WriteTextFileResponse::new(),
+                    )
+                    .await
                 },
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
                 async move |r: CreateTerminalRequest, responder, _cx| {
-                    if !grants.terminal {
-                        return responder.respond_with_error(not_declared("terminal/create"));
-                    }
-                    let answer = ask(&t3, |reply| Request::CreateTerminal {
+                    let make = |reply| Request::CreateTerminal {
                         command: r.command,
                         args: r.args,
                         env: r.env.into_iter().map(|v| (v.name, v.value)).collect(),
                         cwd: r.cwd,
                         output_limit: r.output_byte_limit,
                         reply,
-                    });
-                    match answer.await {
-                        Some(Ok(id)) => responder.respond(CreateTerminalResponse::new(id)),
-                        Some(Err(why)) => responder.respond_with_error(refused(why)),
-                        None => responder.respond_with_error(stopped()),
-                    }
+                    };
+                    forward(
+                        grants.terminal,
+                        "terminal/create",
+                        &t3,
+                        responder,
+                        make,
+                        CreateTerminalResponse::new,
+                    )
+                    .await
                 },
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
                 async move |r: TerminalOutputRequest, responder, _cx| {
-                    if !grants.terminal {
-                        return responder.respond_with_error(not_declared("terminal/output"));
-                    }
-                    let answer = ask(&t4, |reply| Request::TerminalOutput {
+                    let make = |reply| Request::TerminalOutput {
                         id: r.terminal_id.0.to_string(),
                         reply,
-                    });
-                    match answer.await {
-                        Some(Ok(t)) => responder.respond(
+                    };
+                    forward(
+                        grants.terminal,
+                        "terminal/output",
+                        &t4,
+                        responder,
+                        make,
+                        |t: TerminalState| {
                             TerminalOutputResponse::new(t.output, t.truncated)
-                                .exit_status(t.exit.as_ref().map(exit_status)),
-                        ),
-                        Some(Err(why)) => responder.respond_with_error(refused(why)),
-                        None => responder.respond_with_error(stopped()),
-                    }
+                                .exit_status(t.exit.as_ref().map(exit_status))
+                        },
+                    )
+                    .await
                 },
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
                 async move |r: WaitForTerminalExitRequest, responder, _cx| {
-                    if !grants.terminal {
-                        return responder
-                            .respond_with_error(not_declared("terminal/wait_for_exit"));
-                    }
-                    let answer = ask(&t5, |reply| Request::WaitForExit {
+                    let make = |reply| Request::WaitForExit {
                         id: r.terminal_id.0.to_string(),
                         reply,
-                    });
-                    match answer.await {
-                        Some(Ok(t)) => responder.respond(WaitForTerminalExitResponse::new(
-                            exit_status(&t.exit.unwrap_or((None, None))),
-                        )),
-                        Some(Err(why)) => responder.respond_with_error(refused(why)),
-                        None => responder.respond_with_error(stopped()),
-                    }
+                    };
+                    forward(
+                        grants.terminal,
+                        "terminal/wait_for_exit",
+                        &t5,
+                        responder,
+                        make,
+                        |t: TerminalState| {
+                            WaitForTerminalExitResponse::new(exit_status(
+                                &t.exit.unwrap_or((None, None)),
+                            ))
+                        },
+                    )
+                    .await
                 },
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
                 async move |r: KillTerminalRequest, responder, _cx| {
-                    if !grants.terminal {
-                        return responder.respond_with_error(not_declared("terminal/kill"));
-                    }
-                    let answer = ask(&t6, |reply| Request::KillTerminal {
+                    let make = |reply| Request::KillTerminal {
                         id: r.terminal_id.0.to_string(),
                         reply,
-                    });
-                    match answer.await {
-                        Some(Ok(())) => responder.respond(KillTerminalResponse::new()),
-                        Some(Err(why)) => responder.respond_with_error(refused(why)),
-                        None => responder.respond_with_error(stopped()),
-                    }
+                    };
+                    forward(
+                        grants.terminal,
+                        "terminal/kill",
+                        &t6,
+                        responder,
+                        make,
+                        |()| KillTerminalResponse::new(),
+                    )
+                    .await
                 },
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
                 async move |r: ReleaseTerminalRequest, responder, _cx| {
-                    if !grants.terminal {
-                        return responder.respond_with_error(not_declared("terminal/release"));
-                    }
-                    let answer = ask(&t7, |reply| Request::ReleaseTerminal {
+                    let make = |reply| Request::ReleaseTerminal {
                         id: r.terminal_id.0.to_string(),
                         reply,
-                    });
-                    match answer.await {
-                        Some(Ok(())) => responder.respond(ReleaseTerminalResponse::new()),
-                        Some(Err(why)) => responder.respond_with_error(refused(why)),
-                        None => responder.respond_with_error(stopped()),
-                    }
+                    };
+                    forward(
+                        grants.terminal,
+                        "terminal/release",
+                        &t7,
+                        responder,
+                        make,
+                        |()| ReleaseTerminalResponse::new(),
+                    )
+                    .await
                 },
                 agent_client_protocol::on_receive_request!(),
             )
