@@ -32,6 +32,11 @@ fn tree() -> Workspace {
          Café, ÉTÉ, été, Ωmega and straße.\nno newline at the end",
     );
     ws.write("docs/empty.md", "");
+    ws.write(
+        "notes/fix.txt",
+        "FIXME( first\nfixme without a parenthesis\n  FixMe(later) x\nxx fIXme(\n\
+         STRASSE, STRAẞE and Straße\nthe \u{212A}elvin sign and kelvin\n",
+    );
     ws.write(".hidden/config.toml", "token = \"TODO\"\nlimit = 10\n");
     ws.write(".gitignore", "target/\n*.log\n");
     ws.write("target/debug/out.rs", "fn main() { TODO }\n");
@@ -117,6 +122,13 @@ const PATTERNS: &[(&str, bool)] = &[
     ("row 2..: value", false),
     ("a.c", false),
     ("nothing matches this", false),
+    // Patterns that start with one of several literals, found by their rarest byte.
+    (r"fixme\(", true),
+    ("straße", true),
+    ("todo|fixme", true),
+    ("kelvin", true),
+    ("ÉTÉ", true),
+    ("(?i)x{2}", false),
 ];
 
 #[test]

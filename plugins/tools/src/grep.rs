@@ -3,11 +3,12 @@
 use std::io::Read as _;
 use std::path::Path;
 
-use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::candidates::Candidates;
 use crate::text::Budget;
 use crate::walk::{Fs, Kind};
 use crate::{Context, Tool, ToolError};
@@ -72,7 +73,7 @@ spans lines. Results are capped at 1000.";
 pub fn grep(input: &GrepInput, cx: &Context) -> Result<String, ToolError> {
     // As ripgrep: the pattern matches within a line (a `\s` never crosses one), `^` and `$`
     // at line boundaries.
-    let matcher = RegexMatcherBuilder::new()
+    let regex = RegexMatcherBuilder::new()
         .multi_line(true)
         .line_terminator(Some(b'\n'))
         .case_insensitive(input.case_insensitive)
@@ -80,6 +81,7 @@ pub fn grep(input: &GrepInput, cx: &Context) -> Result<String, ToolError> {
         .dfa_size_limit(8 << 20)
         .build(&input.pattern)
         .map_err(|e| ToolError::InvalidInput(format!("bad regular expression: {e}")))?;
+    let matcher = Candidates::new(regex, &input.pattern, input.case_insensitive);
     let context = input.context.unwrap_or(0);
     if context > MAX_CONTEXT {
         return Err(ToolError::InvalidInput(format!(
@@ -180,7 +182,7 @@ impl Search {
         &mut self,
         fs: &Fs,
         searcher: &mut Searcher,
-        matcher: &RegexMatcher,
+        matcher: &Candidates,
         path: &Path,
         cx: &Context,
     ) {

@@ -5,6 +5,7 @@
 //! boundary whatever this code does. The tool logic is plain Rust over `std::fs`, so the same
 //! functions also run natively (benchmarks compare the two).
 
+mod candidates;
 pub mod edit;
 pub mod glob;
 pub mod grep;
