@@ -8,7 +8,6 @@
 //! through the same descriptor as wasmtime-wasi and returns the same entries and types: it
 //! changes the cost, not what a plugin may see.
 
-use cap_primitives::fs::{FileType, FileTypeExt};
 use wasmtime::StoreContextMut;
 use wasmtime::component::{Linker, Resource, ResourceType};
 use wasmtime_wasi::filesystem::Descriptor;
@@ -62,53 +61,85 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
 }
 
 /// The entries of the directory open as `dir`, without `.` and `..`.
+///
+/// They are read through a duplicate of the descriptor, rewound to the start. cap-std opens
+/// the directory again for each listing, twice (`.` for a position of its own, and again
+/// inside rustix), so a walk opened every directory three times. The duplicate shares its
+/// position with the descriptor, which nothing else reads from, and every listing rewinds it.
 fn list(dir: &std::fs::File) -> Result<Vec<Result<wt::DirectoryEntry, ErrorCode>>, ErrorCode> {
-    let entries = cap_primitives::fs::read_base_dir(dir).map_err(code)?;
-    Ok(entries
-        .map(|entry| {
-            let entry = entry.map_err(code)?;
-            let mut kind = entry.file_type().map_err(code)?;
-            if !known(&kind) {
-                kind = entry.metadata().map_err(code)?.file_type();
-            }
-            let name = entry
-                .file_name()
-                .into_string()
-                .map_err(|_| ErrorCode::IllegalByteSequence)?;
-            Ok(wt::DirectoryEntry {
-                type_: descriptor_type(&kind),
-                name,
-            })
-        })
-        .collect())
-}
+    use rustix::fs::{AtFlags, FileType};
 
-/// Whether the entry said what it is (`DT_UNKNOWN` does not).
-fn known(kind: &FileType) -> bool {
-    kind.is_dir()
-        || kind.is_file()
-        || kind.is_symlink()
-        || kind.is_block_device()
-        || kind.is_char_device()
-        || kind.is_fifo()
-        || kind.is_socket()
+    // Close-on-exec from the start: rawko starts processes on other threads meanwhile.
+    let fd = rustix::io::fcntl_dupfd_cloexec(dir, 0).map_err(errno)?;
+    let mut entries = rustix::fs::Dir::new(fd).map_err(errno)?;
+    entries.rewind();
+    let mut first = entries.next();
+    if let Some(Err(rustix::io::Errno::BADF)) = first {
+        // A descriptor opened as a path only (`O_PATH`, as the preopened directories are)
+        // cannot be read: open the directory itself.
+        let fd = rustix::fs::openat(
+            dir,
+            c".",
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(errno)?;
+        entries = rustix::fs::Dir::new(fd).map_err(errno)?;
+        first = entries.next();
+    }
+    let mut listed = Vec::new();
+    for entry in first.into_iter().chain(entries) {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                // The stream ends at its first error.
+                listed.push(Err(errno(e)));
+                break;
+            }
+        };
+        let name = entry.file_name();
+        if matches!(name.to_bytes(), b"." | b"..") {
+            continue;
+        }
+        let mut kind = entry.file_type();
+        if kind == FileType::Unknown {
+            // The filesystem does not say (`DT_UNKNOWN`): ask, without following a symlink.
+            match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(stat) => kind = FileType::from_raw_mode(stat.st_mode),
+                Err(e) => {
+                    listed.push(Err(errno(e)));
+                    continue;
+                }
+            }
+        }
+        listed.push(match name.to_str() {
+            Ok(name) => Ok(wt::DirectoryEntry {
+                type_: descriptor_type(kind),
+                name: name.to_owned(),
+            }),
+            Err(_) => Err(ErrorCode::IllegalByteSequence),
+        });
+    }
+    Ok(listed)
 }
 
 /// The WASI type of an entry, as wasmtime-wasi reports it (FIFOs and sockets are `unknown`).
-fn descriptor_type(kind: &FileType) -> DescriptorType {
-    if kind.is_dir() {
-        DescriptorType::Directory
-    } else if kind.is_symlink() {
-        DescriptorType::SymbolicLink
-    } else if kind.is_file() {
-        DescriptorType::RegularFile
-    } else if kind.is_block_device() {
-        DescriptorType::BlockDevice
-    } else if kind.is_char_device() {
-        DescriptorType::CharacterDevice
-    } else {
-        DescriptorType::Unknown
+fn descriptor_type(kind: rustix::fs::FileType) -> DescriptorType {
+    use rustix::fs::FileType;
+    match kind {
+        FileType::Directory => DescriptorType::Directory,
+        FileType::Symlink => DescriptorType::SymbolicLink,
+        FileType::RegularFile => DescriptorType::RegularFile,
+        FileType::BlockDevice => DescriptorType::BlockDevice,
+        FileType::CharacterDevice => DescriptorType::CharacterDevice,
+        _ => DescriptorType::Unknown,
     }
+}
+
+fn errno(e: rustix::io::Errno) -> ErrorCode {
+    code(e.into())
 }
 
 /// The WASI error code for an I/O error, as wasmtime-wasi maps it.
@@ -122,6 +153,8 @@ fn code(e: std::io::Error) -> ErrorCode {
 mod tests {
     use super::*;
 
+    use std::os::unix::fs::OpenOptionsExt;
+
     #[test]
     fn lists_names_and_types_without_dot_entries() {
         let dir = tempfile::tempdir().unwrap();
@@ -133,6 +166,15 @@ mod tests {
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let file = std::fs::File::open(dir.path()).unwrap();
+        // Listing the same descriptor again starts from the beginning again.
+        assert_eq!(list(&file).unwrap().len(), 4);
+        // A descriptor opened as a path only (as preopened directories are) lists the same.
+        let path_only = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(dir.path())
+            .unwrap();
+        assert_eq!(list(&path_only).unwrap().len(), 4);
         let mut got: Vec<(String, DescriptorType)> = list(&file)
             .unwrap()
             .into_iter()
