@@ -185,6 +185,7 @@ pub(crate) struct Descriptor {
 }
 
 /// An OCI image index: the referrers of a manifest.
+#[cfg(feature = "net")]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ImageIndex {
