@@ -187,30 +187,6 @@ fn native_cx(root: &Path, output: u64) -> rawko_tools::Context {
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
-    let tokio = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache");
-    let rt = std::rc::Rc::new(Runtime::new(Some(cache.clone())).unwrap());
-    let tools = tokio
-        .block_on(ToolPlugin::load(
-            &rt,
-            rawko_builtins::TOOLS.name,
-            rawko_builtins::TOOLS.wasm,
-        ))
-        .unwrap();
-    let mut b = Bench {
-        full,
-        tokio,
-        rt,
-        tools,
-        dir: tempfile::tempdir().unwrap(),
-        rows: Vec::new(),
-        spawn_true: Duration::ZERO,
-    };
-    b.spawn_true = median(b.samples(200), || spawn(&mut Command::new("/bin/true")));
-
     // Words after `--` pick groups of rows by name (`cargo bench -p rawko --bench table -- read
     // search`); none picks every row.
     let picked: Vec<String> = std::env::args()
@@ -240,6 +216,30 @@ fn main() {
         );
         std::process::exit(2);
     }
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache");
+    let rt = std::rc::Rc::new(Runtime::new(Some(cache.clone())).unwrap());
+    let tools = tokio
+        .block_on(ToolPlugin::load(
+            &rt,
+            rawko_builtins::TOOLS.name,
+            rawko_builtins::TOOLS.wasm,
+        ))
+        .unwrap();
+    let mut b = Bench {
+        full,
+        tokio,
+        rt,
+        tools,
+        dir: tempfile::tempdir().unwrap(),
+        rows: Vec::new(),
+        spawn_true: Duration::ZERO,
+    };
+    b.spawn_true = median(b.samples(200), || spawn(&mut Command::new("/bin/true")));
+
     for (name, rows) in groups {
         if wanted(name) {
             rows(&mut b, &cache);
