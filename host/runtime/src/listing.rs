@@ -197,4 +197,35 @@ mod tests {
             );
         }
     }
+
+    /// Descriptors open on `dir` in this process.
+    fn open_on(dir: &std::path::Path) -> usize {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .filter(|e| std::fs::read_link(e.path()).is_ok_and(|target| target == dir))
+            .count()
+    }
+
+    /// A plugin that lists directories over and over (a walk of a huge tree, or a hostile loop)
+    /// does not pile up descriptors: each listing's duplicate, or its own open of an `O_PATH`
+    /// descriptor, is closed when the listing is done.
+    #[test]
+    fn listings_leave_no_descriptor_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::write(root.join("a"), "").unwrap();
+        let file = std::fs::File::open(&root).unwrap();
+        let path_only = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(&root)
+            .unwrap();
+        assert_eq!(open_on(&root), 2);
+        for _ in 0..1000 {
+            assert_eq!(list(&file).unwrap().len(), 1);
+            assert_eq!(list(&path_only).unwrap().len(), 1);
+        }
+        assert_eq!(open_on(&root), 2, "listings left descriptors open");
+    }
 }

@@ -218,6 +218,24 @@ mod tests {
         assert!(matcher("a*b", true).rare.is_none());
     }
 
+    /// A model's pattern can be long: what the filter keeps stays bounded (the extractor cuts
+    /// literals at 100 bytes and sets at 250 literals), and it still finds the line.
+    #[test]
+    fn a_long_pattern_keeps_the_filter_small() {
+        let word = "fixmeabcdefghij".repeat(200);
+        let m = matcher(&word, true);
+        let rare = m.rare.as_ref().expect("a filter");
+        assert!(
+            rare.allowed.len() <= 100,
+            "{} positions",
+            rare.allowed.len()
+        );
+        let text = format!("nothing here\n{}\n", word.to_uppercase());
+        let line = text.find('\n').unwrap() + 1;
+        let found = m.find_candidate_line(text.as_bytes()).unwrap();
+        assert!(matches!(found, Some(LineMatchKind::Candidate(i)) if i >= line));
+    }
+
     /// Every line that matches holds a candidate: for each line the regex matches, searching
     /// from the start of that line finds a candidate within it.
     #[test]
