@@ -62,35 +62,38 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
 
 /// The entries of the directory open as `dir`, without `.` and `..`.
 ///
-/// They are read through a duplicate of the descriptor, rewound to the start. cap-std opens
-/// the directory again for each listing, twice (`.` for a position of its own, and again
-/// inside rustix), so a walk opened every directory three times. The duplicate shares its
-/// position with the descriptor, which nothing else reads from, and every listing rewinds it.
+/// They are read from the descriptor itself, rewound to the start: nothing else reads from a
+/// directory descriptor, and every listing rewinds it. (cap-std opens the directory again for
+/// each listing, twice, `.` for a position of its own and again inside rustix, so a walk
+/// opened every directory three times.)
 fn list(dir: &std::fs::File) -> Result<Vec<Result<wt::DirectoryEntry, ErrorCode>>, ErrorCode> {
-    use rustix::fs::{AtFlags, FileType};
+    use rustix::fs::{AtFlags, FileType, RawDir, SeekFrom};
+    use std::os::fd::{AsFd, OwnedFd};
 
-    // Close-on-exec from the start: rawko starts processes on other threads meanwhile.
-    let fd = rustix::io::fcntl_dupfd_cloexec(dir, 0).map_err(errno)?;
-    let mut entries = rustix::fs::Dir::new(fd).map_err(errno)?;
-    entries.rewind();
-    let mut first = entries.next();
-    if let Some(Err(rustix::io::Errno::BADF)) = first {
+    // Room for at least one entry of any name (a name is at most 255 bytes).
+    let mut buf = Vec::with_capacity(32 << 10);
+    let opened: OwnedFd;
+    let fd = match rustix::fs::seek(dir, SeekFrom::Start(0)) {
+        Ok(_) => dir.as_fd(),
         // A descriptor opened as a path only (`O_PATH`, as the preopened directories are)
-        // cannot be read: open the directory itself.
-        let fd = rustix::fs::openat(
-            dir,
-            c".",
-            rustix::fs::OFlags::RDONLY
-                | rustix::fs::OFlags::DIRECTORY
-                | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )
-        .map_err(errno)?;
-        entries = rustix::fs::Dir::new(fd).map_err(errno)?;
-        first = entries.next();
-    }
+        // can be neither rewound nor read: open the directory itself.
+        Err(rustix::io::Errno::BADF) => {
+            opened = rustix::fs::openat(
+                dir,
+                c".",
+                rustix::fs::OFlags::RDONLY
+                    | rustix::fs::OFlags::DIRECTORY
+                    | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )
+            .map_err(errno)?;
+            opened.as_fd()
+        }
+        Err(e) => return Err(errno(e)),
+    };
+    let mut entries = RawDir::new(fd, buf.spare_capacity_mut());
     let mut listed = Vec::new();
-    for entry in first.into_iter().chain(entries) {
+    while let Some(entry) = entries.next() {
         let entry = match entry {
             Ok(entry) => entry,
             Err(e) => {
@@ -198,6 +201,28 @@ mod tests {
         }
     }
 
+    /// A directory whose entries take many reads of the kernel's listing comes whole, and again
+    /// whole when listed a second time.
+    #[test]
+    fn lists_a_directory_larger_than_one_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = "n".repeat(200);
+        for i in 0..1000 {
+            std::fs::write(dir.path().join(format!("{long}{i}")), "").unwrap();
+        }
+        let file = std::fs::File::open(dir.path()).unwrap();
+        for _ in 0..2 {
+            let mut names: Vec<String> = list(&file)
+                .unwrap()
+                .into_iter()
+                .map(|e| e.unwrap().name)
+                .collect();
+            names.sort();
+            names.dedup();
+            assert_eq!(names.len(), 1000);
+        }
+    }
+
     /// Descriptors open on `dir` in this process.
     fn open_on(dir: &std::path::Path) -> usize {
         std::fs::read_dir("/proc/self/fd")
@@ -208,8 +233,8 @@ mod tests {
     }
 
     /// A plugin that lists directories over and over (a walk of a huge tree, or a hostile loop)
-    /// does not pile up descriptors: each listing's duplicate, or its own open of an `O_PATH`
-    /// descriptor, is closed when the listing is done.
+    /// does not pile up descriptors: a listing's own open of an `O_PATH` descriptor is closed
+    /// when the listing is done.
     #[test]
     fn listings_leave_no_descriptor_open() {
         let dir = tempfile::tempdir().unwrap();

@@ -113,7 +113,9 @@ fn reads_only(oflags: OpenFlags, flags: DescriptorFlags) -> bool {
 /// process's own), and what it opened must be a regular file or a directory: a FIFO, socket or
 /// device is closed again and refused. One open and one stat, where a stat ahead of
 /// wasmtime-wasi's own open took five system calls; walking a tree opens every directory, and
-/// searching one every file. (`O_NONBLOCK` changes nothing for regular files and directories.)
+/// searching one every file. A directory asked for as one is opened `O_DIRECTORY`, which the
+/// kernel refuses for anything else, and needs no stat. (`O_NONBLOCK` changes nothing for
+/// regular files and directories.)
 fn open_read(
     state: &mut HostState,
     fd: &Resource<Descriptor>,
@@ -129,20 +131,27 @@ fn open_read(
         Descriptor::Dir(d) => (d.dir.clone(), d.perms),
         Descriptor::File(_) => return Err(ErrorCode::NotDirectory.into()),
     };
+    // Asked for a directory, the kernel refuses anything else (`O_DIRECTORY`), so the kind
+    // needs no stat: walking a tree opens every directory.
+    let dir_only = oflags.contains(OpenFlags::DIRECTORY);
     let mut opts = cap_primitives::fs::OpenOptions::new();
     opts.read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .custom_flags(
+            libc::O_NONBLOCK | libc::O_NOCTTY | if dir_only { libc::O_DIRECTORY } else { 0 },
+        )
         .follow(if follows(path_flags) {
             FollowSymlinks::Yes
         } else {
             FollowSymlinks::No
         });
     let file = cap_primitives::fs::open(&dir, Path::new(path), &opts)?;
+    if dir_only {
+        let dir = Dir::new(file, perms, OpenMode::READ, BLOCK_CURRENT_THREAD);
+        return Ok(state.table.push(Descriptor::Dir(dir))?);
+    }
     let kind = file.metadata()?.file_type();
     let opened = if kind.is_dir() {
         Descriptor::Dir(Dir::new(file, perms, OpenMode::READ, BLOCK_CURRENT_THREAD))
-    } else if oflags.contains(OpenFlags::DIRECTORY) {
-        return Err(ErrorCode::NotDirectory.into());
     } else if kind.is_file() {
         Descriptor::File(File::new(file, perms, OpenMode::READ, BLOCK_CURRENT_THREAD))
     } else {

@@ -56,14 +56,12 @@ pub fn glob(input: &GlobInput, cx: &Context) -> Result<String, ToolError> {
 
     let mut found: Vec<PathBuf> = Vec::new();
     let mut truncated = false;
+    let root_len = root.as_os_str().len();
     crate::walk::walk(&crate::walk::Fs::new(), &root, |path, kind| {
         if kind == Kind::Dir {
             return true;
         }
-        let Ok(rel) = path.strip_prefix(&root) else {
-            return true;
-        };
-        if matcher.is_match(rel) {
+        if matcher.is_match(crate::walk::below(path, root_len)) {
             if found.len() == MAX_RESULTS * 10 {
                 // Keep memory bounded on enormous trees; sorting a sample this large still
                 // gives the first MAX_RESULTS in order often enough, and we say it was cut.

@@ -118,13 +118,13 @@ pub fn grep(input: &GrepInput, cx: &Context) -> Result<String, ToolError> {
     if meta.is_file() {
         search.file(&fs, &mut searcher, &matcher, &root, cx);
     } else {
+        let root_len = root.as_os_str().len();
         crate::walk::walk(&fs, &root, |path, kind| {
             if kind != Kind::File {
                 return true;
             }
             if let Some(f) = &filter {
-                let rel = path.strip_prefix(&root).unwrap_or(path);
-                if !f.matches(rel) {
+                if !f.matches(crate::walk::below(path, root_len)) {
                     return true;
                 }
             }
