@@ -16,6 +16,7 @@ pub mod listing;
 pub mod log;
 pub mod progress;
 pub mod protect;
+pub mod reading;
 pub mod sandbox;
 pub mod state;
 pub mod stdio;
@@ -63,6 +64,7 @@ impl Runtime {
             wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| link("WASI", e))?;
             crate::protect::add_to_linker(&mut linker).map_err(|e| link("protected paths", e))?;
             crate::listing::add_to_linker(&mut linker).map_err(|e| link("listings", e))?;
+            crate::reading::add_to_linker(&mut linker).map_err(|e| link("reads", e))?;
             bindings::log::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
                 .map_err(|e| link("log", e))?;
             Ok(linker)

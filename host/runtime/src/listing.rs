@@ -141,7 +141,7 @@ fn descriptor_type(kind: rustix::fs::FileType) -> DescriptorType {
     }
 }
 
-fn errno(e: rustix::io::Errno) -> ErrorCode {
+pub(crate) fn errno(e: rustix::io::Errno) -> ErrorCode {
     code(e.into())
 }
 

@@ -123,10 +123,10 @@ pub fn grep(input: &GrepInput, cx: &Context) -> Result<String, ToolError> {
             if kind != Kind::File {
                 return true;
             }
-            if let Some(f) = &filter {
-                if !f.matches(crate::walk::below(path, root_len)) {
-                    return true;
-                }
+            if let Some(f) = &filter
+                && !f.matches(crate::walk::below(path, root_len))
+            {
+                return true;
             }
             search.file(&fs, &mut searcher, &matcher, path, cx);
             !search.capped

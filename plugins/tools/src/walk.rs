@@ -198,22 +198,34 @@ mod sys {
 
     use super::{Kind, Meta};
 
-    /// A file open for reading, read at an offset it keeps, up to the size it had when opened:
-    /// no C library descriptor, so opening costs two calls to the host (open, stat) and reading
-    /// one per block. The host zeroes a buffer of the size asked for before reading into it, so
-    /// asking never goes past the end: no call and no buffer to learn where the file ends.
+    /// A file open for reading, read at an offset it keeps: no C library descriptor, so opening
+    /// costs one call to the host and reading one per block. The host says when a read reached
+    /// the end of the file, so a small file read whole takes one read and no stat; once its
+    /// size has been asked for, the file is read up to that size only.
     pub struct File {
         file: Descriptor,
         offset: u64,
-        meta: Meta,
+        /// What the file was when first asked.
+        meta: Option<Meta>,
+        /// Whether a read reached the end.
+        ended: bool,
         /// The last block read.
         block: Vec<u8>,
     }
 
     impl File {
-        /// What the file was when opened.
-        pub fn metadata(&self) -> io::Result<Meta> {
-            Ok(self.meta)
+        /// What the file was when first asked.
+        pub fn metadata(&mut self) -> io::Result<Meta> {
+            if let Some(meta) = self.meta {
+                return Ok(meta);
+            }
+            let stat = self.file.stat().map_err(error)?;
+            let meta = Meta {
+                is_dir: stat.type_ == DescriptorType::Directory,
+                len: stat.size,
+            };
+            self.meta = Some(meta);
+            Ok(meta)
         }
 
         /// The next block of at most `max` bytes, as the host hands it over; empty at the end.
@@ -223,16 +235,15 @@ mod sys {
         }
 
         fn read_at_most(&mut self, max: usize) -> io::Result<Vec<u8>> {
-            let left = self.meta.len.saturating_sub(self.offset);
-            let want = u64::try_from(max).unwrap_or(u64::MAX).min(left);
-            if want == 0 {
+            let mut want = u64::try_from(max).unwrap_or(u64::MAX);
+            if let Some(meta) = self.meta {
+                want = want.min(meta.len.saturating_sub(self.offset));
+            }
+            if want == 0 || self.ended {
                 return Ok(Vec::new());
             }
-            let (data, _end) = self.file.read(want, self.offset).map_err(error)?;
-            if data.is_empty() {
-                // The file shrank since it was opened.
-                self.meta.len = self.offset;
-            }
+            let (data, end) = self.file.read(want, self.offset).map_err(error)?;
+            self.ended = end || data.is_empty();
             self.offset += data.len() as u64;
             Ok(data)
         }
@@ -277,14 +288,11 @@ mod sys {
                     DescriptorFlags::READ,
                 )
                 .map_err(error)?;
-            let stat = file.stat().map_err(error)?;
             Ok(File {
                 file,
                 offset: 0,
-                meta: Meta {
-                    is_dir: stat.type_ == DescriptorType::Directory,
-                    len: stat.size,
-                },
+                meta: None,
+                ended: false,
                 block: Vec::new(),
             })
         }
