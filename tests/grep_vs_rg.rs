@@ -52,6 +52,19 @@ fn tree() -> Workspace {
         .map(|i| format!("row {i}: value {}\n", i * 7))
         .collect();
     ws.write("data/many.txt", many);
+    // One literal at every offset from a line's start, among decoys that hold its rarest bytes
+    // but not the rest of it, and cut off at the end of the file.
+    let places: String = (0..200)
+        .map(|i| {
+            let pad = "k".repeat(i % 131);
+            match i % 3 {
+                0 => format!("{pad}get_unchecked {i}\n"),
+                1 => format!("{pad}fn  step_{i}_unchecked(x)\n"),
+                _ => format!("{pad}gxt_unchecked kqg k g_unchecked {i}\n"),
+            }
+        })
+        .collect();
+    ws.write("src/places.rs", places + "get_uncheck");
     ws
 }
 
@@ -129,6 +142,10 @@ const PATTERNS: &[(&str, bool)] = &[
     ("kelvin", true),
     ("ÉTÉ", true),
     ("(?i)x{2}", false),
+    // Patterns that start or end with one literal, searched for whole.
+    ("get_unchecked", false),
+    (r"fn\s+[a-z_0-9]+_unchecked", false),
+    (r"\w+_unchecked\b", false),
 ];
 
 #[test]
