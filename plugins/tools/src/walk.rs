@@ -11,8 +11,11 @@
 //! library's `readdir` asks the host for a hash of every entry's metadata (an inode number
 //! nobody here reads), a stat per entry that doubled the cost of walking a tree.
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
@@ -35,33 +38,84 @@ pub enum Kind {
 struct Level {
     /// The length of the directory's path, in bytes.
     dir_len: usize,
-    ignore: Option<Gitignore>,
-    gitignore: Option<Gitignore>,
+    ignore: Option<Rc<Gitignore>>,
+    gitignore: Option<Rc<Gitignore>>,
 }
 
 impl Level {
     /// The rules of `dir`, given which of the two files it holds.
-    fn read(dir: &Path, has_ignore: bool, has_gitignore: bool) -> Level {
-        let load = |present: bool, name: &str| {
-            if !present {
-                return None;
-            }
-            let mut b = GitignoreBuilder::new(".");
-            // A file that cannot be read or holds a bad line still gives the rest of its rules,
-            // as in ripgrep.
-            let _ = b.add(dir.join(name));
-            b.build().ok().filter(|g| !g.is_empty())
-        };
+    fn read(dir: &Path, has_ignore: bool, has_gitignore: bool, built: &mut Built) -> Level {
         Level {
             dir_len: dir.as_os_str().len(),
-            ignore: load(has_ignore, ".ignore"),
-            gitignore: load(has_gitignore, ".gitignore"),
+            ignore: has_ignore
+                .then(|| built.rules(&dir.join(".ignore")))
+                .flatten(),
+            gitignore: has_gitignore
+                .then(|| built.rules(&dir.join(".gitignore")))
+                .flatten(),
         }
     }
 
     fn is_empty(&self) -> bool {
         self.ignore.is_none() && self.gitignore.is_none()
     }
+}
+
+/// The ignore files already built in one walk, by their contents. Many directories of a tree
+/// hold the same file (each vendored crate's `/target`), and building the rules is most of
+/// what a directory with one costs. Since rules are built relative to `.`, the same contents
+/// give the same rules in any directory.
+#[derive(Default)]
+struct Built(HashMap<Vec<u8>, Option<Rc<Gitignore>>>);
+
+impl Built {
+    /// Files larger than this are built each time, read as they are parsed.
+    const LARGEST: u64 = 64 << 10;
+    /// At most this many are kept: a hostile tree can hold as many different files as it likes.
+    const MOST: usize = 256;
+
+    /// The rules of the ignore file `file`; `None` if it has none.
+    fn rules(&mut self, file: &Path) -> Option<Rc<Gitignore>> {
+        let mut text = Vec::new();
+        let read = std::fs::File::open(file)
+            .and_then(|f| f.take(Self::LARGEST + 1).read_to_end(&mut text));
+        if read.is_err() || text.len() as u64 > Self::LARGEST {
+            // A file that cannot be read or holds a bad line still gives the rest of its
+            // rules, as in ripgrep.
+            let mut b = GitignoreBuilder::new(".");
+            let _ = b.add(file);
+            return b.build().ok().filter(|g| !g.is_empty()).map(Rc::new);
+        }
+        if let Some(rules) = self.0.get(&text) {
+            return rules.clone();
+        }
+        let rules = parse(&text);
+        if self.0.len() < Self::MOST {
+            self.0.insert(text, rules.clone());
+        }
+        rules
+    }
+}
+
+/// The rules in the text of an ignore file, read as `GitignoreBuilder::add` reads a file: line
+/// by line, a byte-order mark before the first ignored, up to the first line that is not
+/// UTF-8, and every good line kept when another is bad.
+fn parse(text: &[u8]) -> Option<Rc<Gitignore>> {
+    let mut b = GitignoreBuilder::new(".");
+    let text = text.strip_suffix(b"\n").unwrap_or(text);
+    for (i, line) in text.split(|&c| c == b'\n').enumerate() {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Ok(line) = std::str::from_utf8(line) else {
+            break;
+        };
+        let line = if i == 0 {
+            line.trim_start_matches('\u{feff}')
+        } else {
+            line
+        };
+        let _ = b.add_line(None, line);
+    }
+    b.build().ok().filter(|g| !g.is_empty()).map(Rc::new)
 }
 
 /// Whether `path` is ignored by the rules of `levels` (outermost first).
@@ -119,19 +173,21 @@ pub const MAX_DEPTH: usize = 256;
 pub fn walk(fs: &Fs, root: &Path, mut visit: impl FnMut(&Path, Kind) -> bool) {
     // The rules of the directories above the root apply below it too.
     let mut levels: Vec<Level> = Vec::new();
+    let mut built = Built::default();
     let ancestors: Vec<&Path> = root.ancestors().skip(1).collect();
     for dir in ancestors.into_iter().rev() {
         let level = Level::read(
             dir,
             dir.join(".ignore").is_file(),
             dir.join(".gitignore").is_file(),
+            &mut built,
         );
         if !level.is_empty() {
             levels.push(level);
         }
     }
     let mut path = root.to_path_buf();
-    let _ = descend(fs, &mut path, 0, &mut levels, &mut visit);
+    let _ = descend(fs, &mut path, 0, &mut levels, &mut built, &mut visit);
 }
 
 /// Walk the directory at `path`; false once `visit` has asked to stop.
@@ -140,6 +196,7 @@ fn descend(
     path: &mut PathBuf,
     depth: usize,
     levels: &mut Vec<Level>,
+    built: &mut Built,
     visit: &mut impl FnMut(&Path, Kind) -> bool,
 ) -> bool {
     let Ok(mut entries) = fs.list(path) else {
@@ -147,7 +204,7 @@ fn descend(
     };
     entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let has = |name: &str| entries.iter().any(|(n, k)| n == name && *k == Kind::File);
-    let level = Level::read(path, has(".ignore"), has(".gitignore"));
+    let level = Level::read(path, has(".ignore"), has(".gitignore"), built);
     let pushed = !level.is_empty();
     if pushed {
         levels.push(level);
@@ -162,7 +219,7 @@ fn descend(
             go_on = visit(path, *kind)
                 && (*kind != Kind::Dir
                     || depth >= MAX_DEPTH
-                    || descend(fs, path, depth + 1, levels, visit));
+                    || descend(fs, path, depth + 1, levels, built, visit));
         }
         path.pop();
         if !go_on {
@@ -450,6 +507,85 @@ mod sys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rules built from an ignore file's text in memory are those `GitignoreBuilder::add` builds
+    /// from the file: byte-order mark, CRLF, comments, negations, directories only, escapes, a
+    /// bad pattern among good ones, a line that is not UTF-8 and what follows it.
+    #[test]
+    fn rules_from_text_are_the_rules_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let texts: [&[u8]; 6] = [
+            b"\xef\xbb\xbf/target\r\n*.log\r\n!keep.log\r\n# c\r\nbuild/\r\n",
+            b"a\\#b\n\\!x\n  spaced  \ntrail\\ \n**/deep/**\n[\nz{a,b}\n",
+            b"first\n\xff\xfe bad\nafter\n",
+            b"no-newline-at-end",
+            b"",
+            b"\n\n*.rs\n!main.rs\nsrc/**/gen\n",
+        ];
+        let paths = [
+            ("target", true),
+            ("x.log", false),
+            ("keep.log", false),
+            ("build", true),
+            ("build", false),
+            ("a#b", false),
+            ("!x", false),
+            ("spaced", false),
+            ("trail ", false),
+            ("q/deep/r/s", false),
+            ("[", false),
+            ("za", false),
+            ("first", false),
+            ("after", false),
+            ("no-newline-at-end", false),
+            ("lib.rs", false),
+            ("main.rs", false),
+            ("src/a/gen", true),
+        ];
+        for (i, text) in texts.iter().enumerate() {
+            let file = dir.path().join(format!("ignore{i}"));
+            std::fs::write(&file, text).unwrap();
+            let mut b = GitignoreBuilder::new(".");
+            let _ = b.add(&file);
+            let from_file = b.build().unwrap();
+            let from_text = parse(text);
+            for (path, is_dir) in paths {
+                let want = from_file.matched(path, is_dir);
+                let got = from_text
+                    .as_ref()
+                    .map_or(Match::None, |g| g.matched(path, is_dir));
+                assert_eq!(
+                    (want.is_ignore(), want.is_whitelist()),
+                    (got.is_ignore(), got.is_whitelist()),
+                    "{path:?} under {:?}",
+                    String::from_utf8_lossy(text)
+                );
+            }
+        }
+    }
+
+    /// The same contents are built once per walk; a file too large to keep is still read.
+    #[test]
+    fn ignore_files_are_built_once_by_contents() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, big) = (
+            dir.path().join("a"),
+            dir.path().join("b"),
+            dir.path().join("big"),
+        );
+        std::fs::write(&a, "/target\n").unwrap();
+        std::fs::write(&b, "/target\n").unwrap();
+        let mut text = "#\n".repeat(40_000);
+        text.push_str("huge\n");
+        std::fs::write(&big, text).unwrap();
+        let mut built = Built::default();
+        let (ra, rb) = (built.rules(&a).unwrap(), built.rules(&b).unwrap());
+        assert!(Rc::ptr_eq(&ra, &rb));
+        assert!(ra.matched("target", true).is_ignore());
+        let rbig = built.rules(&big).unwrap();
+        assert!(rbig.matched("huge", false).is_ignore());
+        assert_eq!(built.0.len(), 1);
+    }
 
     #[test]
     fn below_is_strip_prefix_for_paths_the_walk_builds() {
