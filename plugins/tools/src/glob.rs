@@ -39,12 +39,15 @@ the .git directory are skipped. Returns matching file paths, sorted, at most 100
 pub fn glob(input: &GlobInput, cx: &Context) -> Result<String, ToolError> {
     let root = cx.readable(input.path.as_deref().unwrap_or("."))?;
     let pattern = relative_pattern(&input.pattern, &root)?;
-    let matcher = globset::GlobBuilder::new(&pattern)
+    let glob = globset::GlobBuilder::new(&pattern)
         .literal_separator(true)
         .backslash_escape(true)
         .build()
-        .map_err(|e| ToolError::InvalidInput(format!("bad glob pattern {:?}: {e}", input.pattern)))?
-        .compile_matcher();
+        .map_err(|e| {
+            ToolError::InvalidInput(format!("bad glob pattern {:?}: {e}", input.pattern))
+        })?;
+    let endings = Endings::of(glob.regex());
+    let matcher = glob.compile_matcher();
 
     let meta = std::fs::metadata(&root).map_err(|e| ToolError::io(&root, &e))?;
     if !meta.is_dir() {
@@ -61,7 +64,8 @@ pub fn glob(input: &GlobInput, cx: &Context) -> Result<String, ToolError> {
         if kind == Kind::Dir {
             return true;
         }
-        if matcher.is_match(crate::walk::below(path, root_len)) {
+        let rel = crate::walk::below(path, root_len);
+        if endings.allow(rel) && matcher.is_match(rel) {
             if found.len() == MAX_RESULTS * 10 {
                 // Keep memory bounded on enormous trees; sorting a sample this large still
                 // gives the first MAX_RESULTS in order often enough, and we say it was cut.
@@ -99,6 +103,57 @@ pub fn glob(input: &GlobInput, cx: &Context) -> Result<String, ToolError> {
     Ok(result)
 }
 
+/// What every path a glob matches ends with, when that is a short list of literals (`.rs` for
+/// `**/*.rs`, `build.rs` for `**/build.rs`): a path that ends with none of them is passed over
+/// without building the matcher's candidate, which on WASI converts and splits every path a walk
+/// meets. A necessary condition only: what passes still goes to the matcher.
+struct Endings(Option<Vec<Vec<u8>>>);
+
+impl Endings {
+    /// The endings of globset's regular expression for a glob, if it has a finite set of them.
+    fn of(regex: &str) -> Endings {
+        use regex_syntax::hir::literal::{ExtractKind, Extractor};
+
+        let Ok(hir) = regex_syntax::ParserBuilder::new()
+            .utf8(false)
+            .dot_matches_new_line(true)
+            .build()
+            .parse(regex)
+        else {
+            return Endings(None);
+        };
+        let seq = Extractor::new().kind(ExtractKind::Suffix).extract(&hir);
+        let Some(literals) = seq.literals() else {
+            return Endings(None);
+        };
+        let mut endings: Vec<Vec<u8>> = literals.iter().map(|l| l.as_bytes().to_vec()).collect();
+        // A path ending with `/build.rs` ends with `build.rs`: only the shortest are needed.
+        endings.sort_by_key(Vec::len);
+        let mut kept: Vec<Vec<u8>> = Vec::new();
+        for e in endings {
+            if !kept.iter().any(|k| e.ends_with(k)) {
+                kept.push(e);
+            }
+        }
+        // An empty ending allows every path; a separator in one could differ from what the
+        // matcher sees where it reads `\` as `/` (outside Unix).
+        let useful = kept.len() <= 8
+            && kept
+                .iter()
+                .all(|e| !e.is_empty() && !e.contains(&b'/') && !e.contains(&b'\\'));
+        Endings(useful.then_some(kept))
+    }
+
+    /// Whether `path` may match.
+    fn allow(&self, path: &Path) -> bool {
+        let Some(endings) = &self.0 else {
+            return true;
+        };
+        let bytes = path.as_os_str().as_encoded_bytes();
+        endings.iter().any(|e| bytes.ends_with(e))
+    }
+}
+
 /// A pattern relative to `root`: absolute patterns under `root` are made relative.
 fn relative_pattern(pattern: &str, root: &Path) -> Result<String, ToolError> {
     if pattern.is_empty() {
@@ -121,6 +176,78 @@ fn relative_pattern(pattern: &str, root: &Path) -> Result<String, ToolError> {
 mod tests {
     use super::*;
     use crate::testutil::setup;
+
+    fn endings(pattern: &str) -> (Endings, globset::GlobMatcher) {
+        let glob = globset::GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .unwrap();
+        (Endings::of(glob.regex()), glob.compile_matcher())
+    }
+
+    #[test]
+    fn endings_are_what_every_match_ends_with() {
+        let shown = |p: &str| {
+            endings(p).0.0.map(|e| {
+                e.iter()
+                    .map(|e| String::from_utf8(e.clone()).unwrap())
+                    .collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(shown("**/build.rs"), Some(vec!["build.rs".to_string()]));
+        assert_eq!(shown("*.rs"), Some(vec![".rs".to_string()]));
+        assert_eq!(
+            shown("src/**/*.{rs,toml}"),
+            Some(vec![".rs".to_string(), ".toml".to_string()])
+        );
+        assert_eq!(shown("Cargo.*"), None);
+        assert_eq!(shown("src/**"), None);
+        // No path the matcher takes is passed over.
+        let paths = [
+            "build.rs",
+            "a/build.rs",
+            "a/b/build.rs",
+            "xbuild.rs",
+            "main.rs",
+            "src/a/b.toml",
+            "src/x.rs",
+            "Cargo.toml",
+            "a.txt",
+            "b.txt",
+            "d/a.txt",
+            ".gitignore",
+            "d/.gitignore",
+            "abc",
+            "x/y/z",
+            "été/ü.rs",
+            "a\\build.rs",
+        ];
+        for pattern in [
+            "**/build.rs",
+            "*.rs",
+            "**/*.rs",
+            "src/**/*.{rs,toml}",
+            "Cargo.*",
+            "**/[ab].txt",
+            "a?c",
+            "**/.gitignore",
+            "x/**",
+            "**/*",
+            "**/ü.rs",
+            "*build.rs",
+            "**/\\*.rs",
+        ] {
+            let (endings, matcher) = endings(pattern);
+            for path in paths {
+                let path = Path::new(path);
+                assert!(
+                    !matcher.is_match(path) || endings.allow(path),
+                    "{pattern:?} matches {path:?}, which its endings pass over"
+                );
+            }
+        }
+    }
 
     fn input(pattern: &str, path: Option<&str>) -> GlobInput {
         GlobInput {
