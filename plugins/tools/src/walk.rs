@@ -268,6 +268,9 @@ mod sys {
         ended: bool,
         /// The last block read.
         block: Vec<u8>,
+        /// Read from the host for `io::Read` but not yet taken, from `ahead_at` on.
+        ahead: Vec<u8>,
+        ahead_at: usize,
     }
 
     impl File {
@@ -287,6 +290,15 @@ mod sys {
 
         /// The next block of at most `max` bytes, as the host hands it over; empty at the end.
         pub fn read_block(&mut self, max: usize) -> io::Result<&[u8]> {
+            if self.ahead_at < self.ahead.len() {
+                // What `io::Read` left comes first.
+                let n = max.min(self.ahead.len() - self.ahead_at);
+                self.block.clear();
+                self.block
+                    .extend_from_slice(&self.ahead[self.ahead_at..self.ahead_at + n]);
+                self.ahead_at += n;
+                return Ok(&self.block);
+            }
             self.block = self.read_at_most(max)?;
             Ok(&self.block)
         }
@@ -306,11 +318,26 @@ mod sys {
         }
     }
 
+    /// What a small read asks the host for: the rest is kept for the next reads. (A search
+    /// first reads three bytes, to look for a byte-order mark; without this, each file cost a
+    /// second read from the host.)
+    const READ_AHEAD: usize = 64 << 10;
+
     impl io::Read for File {
         fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            let data = self.read_at_most(buf.len())?;
-            buf[..data.len()].copy_from_slice(&data);
-            Ok(data.len())
+            if self.ahead_at == self.ahead.len() {
+                if buf.len() >= READ_AHEAD {
+                    let data = self.read_at_most(buf.len())?;
+                    buf[..data.len()].copy_from_slice(&data);
+                    return Ok(data.len());
+                }
+                self.ahead = self.read_at_most(READ_AHEAD)?;
+                self.ahead_at = 0;
+            }
+            let n = buf.len().min(self.ahead.len() - self.ahead_at);
+            buf[..n].copy_from_slice(&self.ahead[self.ahead_at..self.ahead_at + n]);
+            self.ahead_at += n;
+            Ok(n)
         }
     }
 
@@ -351,6 +378,8 @@ mod sys {
                 meta: None,
                 ended: false,
                 block: Vec::new(),
+                ahead: Vec::new(),
+                ahead_at: 0,
             })
         }
 
