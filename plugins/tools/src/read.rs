@@ -257,7 +257,14 @@ impl Window {
         }
         self.number.set(self.line_no);
         let buf = self.out.buf();
-        buf.push_str(self.number.as_str());
+        let column = self.number.as_str();
+        match <&[u8; 7]>::try_from(column.as_bytes()) {
+            // The usual width (lines up to 999,999), copied as a fixed size: a copy of a length
+            // known only at run time is a call out of the sandbox in WebAssembly.
+            // SAFETY: `column` is a `str`, so its bytes are UTF-8.
+            Ok(fixed) => unsafe { buf.as_mut_vec() }.extend_from_slice(fixed),
+            Err(_) => buf.push_str(column),
+        }
         if was_cut {
             self.cut_lines += 1;
             buf.push_str(text);
