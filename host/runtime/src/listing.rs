@@ -39,8 +39,11 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         "[method]descriptor.read-directory",
         |mut store: Store<'_>, (fd,): (Resource<Descriptor>,)| {
             let state = store.data_mut();
+            // A descriptor listed before is rewound first; a fresh one starts at the beginning.
+            // (A handle number used again by a later descriptor costs only a needless rewind.)
+            let rewind = !state.listed.insert(fd.rep());
             let listed = match state.table.get(&fd)? {
-                Descriptor::Dir(d) => list(&d.dir),
+                Descriptor::Dir(d) => list(&d.dir, rewind),
                 Descriptor::File(_) => Err(ErrorCode::NotDirectory),
             };
             Ok((match listed {
@@ -60,25 +63,35 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// The entries of the directory open as `dir`, without `.` and `..`.
+/// The entries of the directory open as `dir`, without `.` and `..`; `rewind` if this
+/// descriptor was listed before.
 ///
-/// They are read from the descriptor itself, rewound to the start: nothing else reads from a
-/// directory descriptor, and every listing rewinds it. (cap-std opens the directory again for
-/// each listing, twice, `.` for a position of its own and again inside rustix, so a walk
-/// opened every directory three times.)
-fn list(dir: &std::fs::File) -> Result<Vec<Result<wt::DirectoryEntry, ErrorCode>>, ErrorCode> {
-    use rustix::fs::{AtFlags, FileType, RawDir, SeekFrom};
-    use std::os::fd::{AsFd, OwnedFd};
+/// They are read from the descriptor itself: nothing else reads from a directory descriptor,
+/// a fresh one starts at the beginning, and one listed before is rewound. (cap-std opens the
+/// directory again for each listing, twice, `.` for a position of its own and again inside
+/// rustix, so a walk opened every directory three times.)
+fn list(
+    dir: &std::fs::File,
+    rewind: bool,
+) -> Result<Vec<Result<wt::DirectoryEntry, ErrorCode>>, ErrorCode> {
+    use rustix::fs::SeekFrom;
+    use rustix::io::Errno;
+    use std::os::fd::AsFd;
 
+    if rewind {
+        match rustix::fs::seek(dir, SeekFrom::Start(0)) {
+            // A descriptor opened as a path only fails here and in the read below.
+            Ok(_) | Err(Errno::BADF) => {}
+            Err(e) => return Err(errno(e)),
+        }
+    }
     // Room for at least one entry of any name (a name is at most 255 bytes).
     let mut buf = Vec::with_capacity(32 << 10);
-    let opened: OwnedFd;
-    let fd = match rustix::fs::seek(dir, SeekFrom::Start(0)) {
-        Ok(_) => dir.as_fd(),
+    match entries(dir, dir.as_fd(), &mut buf) {
         // A descriptor opened as a path only (`O_PATH`, as the preopened directories are)
-        // can be neither rewound nor read: open the directory itself.
-        Err(rustix::io::Errno::BADF) => {
-            opened = rustix::fs::openat(
+        // cannot be read: open the directory itself.
+        Err(Errno::BADF) => {
+            let opened = rustix::fs::openat(
                 dir,
                 c".",
                 rustix::fs::OFlags::RDONLY
@@ -87,21 +100,35 @@ fn list(dir: &std::fs::File) -> Result<Vec<Result<wt::DirectoryEntry, ErrorCode>
                 rustix::fs::Mode::empty(),
             )
             .map_err(errno)?;
-            opened.as_fd()
+            entries(dir, opened.as_fd(), &mut buf).map_err(errno)
         }
-        Err(e) => return Err(errno(e)),
-    };
-    let mut entries = RawDir::new(fd, buf.spare_capacity_mut());
+        listed => listed.map_err(errno),
+    }
+}
+
+/// The entries read from `fd`, a descriptor on the directory `dir`, with `buf` for the kernel's
+/// records. `Err` only if the first read fails; a later failure ends the list with its code.
+fn entries(
+    dir: &std::fs::File,
+    fd: std::os::fd::BorrowedFd<'_>,
+    buf: &mut Vec<u8>,
+) -> Result<Vec<Result<wt::DirectoryEntry, ErrorCode>>, rustix::io::Errno> {
+    use rustix::fs::{AtFlags, FileType, RawDir};
+
+    let mut records = RawDir::new(fd, buf.spare_capacity_mut());
     let mut listed = Vec::new();
-    while let Some(entry) = entries.next() {
+    let mut first = true;
+    while let Some(entry) = records.next() {
         let entry = match entry {
             Ok(entry) => entry,
+            Err(e) if first => return Err(e),
             Err(e) => {
                 // The stream ends at its first error.
                 listed.push(Err(errno(e)));
                 break;
             }
         };
+        first = false;
         let name = entry.file_name();
         if matches!(name.to_bytes(), b"." | b"..") {
             continue;
@@ -169,16 +196,18 @@ mod tests {
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let file = std::fs::File::open(dir.path()).unwrap();
-        // Listing the same descriptor again starts from the beginning again.
-        assert_eq!(list(&file).unwrap().len(), 4);
+        // A fresh descriptor, and the same descriptor listed again, rewound.
+        assert_eq!(list(&file, false).unwrap().len(), 4);
+        assert_eq!(list(&file, true).unwrap().len(), 4);
         // A descriptor opened as a path only (as preopened directories are) lists the same.
         let path_only = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
             .open(dir.path())
             .unwrap();
-        assert_eq!(list(&path_only).unwrap().len(), 4);
-        let mut got: Vec<(String, DescriptorType)> = list(&file)
+        assert_eq!(list(&path_only, false).unwrap().len(), 4);
+        assert_eq!(list(&path_only, true).unwrap().len(), 4);
+        let mut got: Vec<(String, DescriptorType)> = list(&file, true)
             .unwrap()
             .into_iter()
             .map(|e| e.unwrap())
@@ -212,7 +241,7 @@ mod tests {
         }
         let file = std::fs::File::open(dir.path()).unwrap();
         for _ in 0..2 {
-            let mut names: Vec<String> = list(&file)
+            let mut names: Vec<String> = list(&file, true)
                 .unwrap()
                 .into_iter()
                 .map(|e| e.unwrap().name)
@@ -248,8 +277,8 @@ mod tests {
             .unwrap();
         assert_eq!(open_on(&root), 2);
         for _ in 0..1000 {
-            assert_eq!(list(&file).unwrap().len(), 1);
-            assert_eq!(list(&path_only).unwrap().len(), 1);
+            assert_eq!(list(&file, true).unwrap().len(), 1);
+            assert_eq!(list(&path_only, true).unwrap().len(), 1);
         }
         assert_eq!(open_on(&root), 2, "listings left descriptors open");
     }

@@ -35,6 +35,8 @@ pub struct HostState {
     pub(crate) shell: Option<Arc<super::filter::ShellContext>>,
     /// Paths no write may touch (`.git`, `.rawko`); `None` when nothing is writable.
     pub(crate) protected: Option<Arc<Protected>>,
+    /// The handles of the directory descriptors listed so far (see `listing`).
+    pub(crate) listed: std::collections::HashSet<u32>,
 }
 
 /// Whether file operations block the calling thread (see [`HostState::new`]); the filesystem
@@ -73,6 +75,7 @@ impl HostState {
             http: None,
             progress: None,
             shell: None,
+            listed: Default::default(),
         })
     }
 
