@@ -222,7 +222,12 @@ impl Window {
     fn text_lines(&mut self, text: &str) {
         let bytes = text.as_bytes();
         let mut pos = 0usize;
-        while pos < bytes.len() {
+        loop {
+            pos += self.plain_lines(&bytes[pos..]);
+            if pos >= bytes.len() {
+                return;
+            }
+            // One line that needs more than a number, or the end of the window or budget.
             let newline = memchr::memchr(b'\n', &bytes[pos..]).map(|i| pos + i);
             self.line_no += 1;
             if self.open && self.line_no >= self.first {
@@ -242,6 +247,59 @@ impl Window {
             }
             pos = newline.map_or(bytes.len(), |i| i + 1);
         }
+    }
+
+    /// Show the lines at the start of `text` that need nothing but their number: inside the
+    /// window, ending in a newline without a `\r` before it, at most `MAX_LINE_CHARS` bytes,
+    /// within the budget, and numbered with the usual seven-byte column. Returns where the
+    /// first line it did not show starts. What it appends is what `show` would; it is the loop
+    /// most of a large file goes through, kept in locals (in WebAssembly, every field of `self`
+    /// read or written in a loop is a trip to memory).
+    fn plain_lines(&mut self, text: &[u8]) -> usize {
+        let Window {
+            first,
+            end,
+            out,
+            line_no,
+            last_shown,
+            open,
+            number,
+            ..
+        } = self;
+        if !*open || *line_no + 1 < *first {
+            return 0;
+        }
+        let limit = out.remaining() + out.buf().len();
+        let (first, end) = (*first, *end);
+        // SAFETY: only whole lines of `text` are appended, split at newlines; `text` is
+        // UTF-8 (`text_lines` has a `str`), so what is appended is too.
+        let buf = unsafe { out.buf().as_mut_vec() };
+        let mut n = *line_no;
+        let mut pos = 0;
+        while let Some(len) = memchr::memchr(b'\n', &text[pos..]) {
+            let next = n + 1;
+            if next < first
+                || next >= end
+                || len > MAX_LINE_CHARS
+                || (len > 0 && text[pos + len - 1] == b'\r')
+                || buf.len() + len + 8 + 32 > limit
+            {
+                break;
+            }
+            number.set(next);
+            let Ok(column) = <&[u8; 7]>::try_from(number.as_str().as_bytes()) else {
+                break;
+            };
+            buf.extend_from_slice(column);
+            buf.extend_from_slice(&text[pos..=pos + len]);
+            n = next;
+            pos += len + 1;
+        }
+        if n != *line_no {
+            *line_no = n;
+            *last_shown = n;
+        }
+        pos
     }
 
     /// Append line `self.line_no`, given with its newline (if it has one).
@@ -317,6 +375,51 @@ mod tests {
             offset,
             limit,
         }
+    }
+
+    /// Plain lines (numbered as they are) and lines that need more (a `\r`, a cut, no newline at
+    /// the end, a wider number column) mixed: every one as `cat -n` would show it.
+    #[test]
+    fn plain_and_other_lines_mixed_read_as_numbered_text() {
+        let mut body = String::new();
+        for i in 0..3000 {
+            body.push_str(&match i % 7 {
+                0 => format!("crlf {i}\r\n"),
+                1 => "\n".to_string(),
+                2 => format!("{}\n", "é".repeat(i % 50)),
+                _ => format!("plain line {i}\n"),
+            });
+        }
+        body.push_str("last, without a newline");
+        let (_d, cx) = setup(&[("a.txt", body.as_bytes())]);
+        let out = read(&input("a.txt", None, Some(10_000)), &cx).unwrap();
+        let want: String = body
+            .split('\n')
+            .enumerate()
+            .map(|(i, l)| format!("{:>6}\t{}\n", i + 1, l.strip_suffix('\r').unwrap_or(l)))
+            .collect();
+        assert_eq!(out, want);
+        // A window from the middle.
+        let out = read(&input("a.txt", Some(1000), Some(5)), &cx).unwrap();
+        let want: String = want
+            .lines()
+            .skip(999)
+            .take(5)
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert!(out.starts_with(&want), "{out}");
+    }
+
+    /// Past line 999,999 the number column is a character wider.
+    #[test]
+    fn the_number_column_widens_past_a_million_lines() {
+        let body = "x\n".repeat(1_000_002);
+        let (_d, cx) = setup(&[("a.txt", body.as_bytes())]);
+        let out = read(&input("a.txt", Some(999_998), Some(4)), &cx).unwrap();
+        assert!(
+            out.starts_with("999998\tx\n999999\tx\n1000000\tx\n1000001\tx\n"),
+            "{out}"
+        );
     }
 
     #[test]
