@@ -420,6 +420,20 @@ mod tests {
         assert_eq!(l.find(b""), None);
     }
 
+    /// One long literal is searched by its first 100 bytes at most (the extractor's cut), and
+    /// the line is still found.
+    #[test]
+    fn a_long_literal_is_searched_by_a_bounded_part() {
+        let word = "abcdefghij".repeat(500);
+        let m = matcher(&word, false);
+        let needle = literal(&m).expect("a literal filter");
+        assert!(needle.len() <= 100, "{} bytes", needle.len());
+        let text = format!("nothing here\nxx{word}\n");
+        let line = text.find('\n').unwrap() + 1;
+        let found = m.find_candidate_line(text.as_bytes()).unwrap();
+        assert!(matches!(found, Some(LineMatchKind::Candidate(i)) if i >= line));
+    }
+
     /// A model's pattern can be long: what the filter keeps stays bounded (the extractor cuts
     /// literals at 100 bytes and sets at 250 literals), and it still finds the line.
     #[test]
