@@ -288,9 +288,7 @@ mod sys {
         meta: Option<Meta>,
         /// Whether a read reached the end.
         ended: bool,
-        /// The last block read.
-        block: Vec<u8>,
-        /// Read from the host for `io::Read` but not yet taken, from `ahead_at` on.
+        /// The last block read from the host; what is not taken yet starts at `ahead_at`.
         ahead: Vec<u8>,
         ahead_at: usize,
     }
@@ -312,17 +310,14 @@ mod sys {
 
         /// The next block of at most `max` bytes, as the host hands it over; empty at the end.
         pub fn read_block(&mut self, max: usize) -> io::Result<&[u8]> {
-            if self.ahead_at < self.ahead.len() {
-                // What `io::Read` left comes first.
-                let n = max.min(self.ahead.len() - self.ahead_at);
-                self.block.clear();
-                self.block
-                    .extend_from_slice(&self.ahead[self.ahead_at..self.ahead_at + n]);
-                self.ahead_at += n;
-                return Ok(&self.block);
+            // What an earlier read left comes first.
+            if self.ahead_at == self.ahead.len() {
+                self.ahead = self.read_at_most(max)?;
+                self.ahead_at = 0;
             }
-            self.block = self.read_at_most(max)?;
-            Ok(&self.block)
+            let start = self.ahead_at;
+            self.ahead_at += max.min(self.ahead.len() - start);
+            Ok(&self.ahead[start..self.ahead_at])
         }
 
         fn read_at_most(&mut self, max: usize) -> io::Result<Vec<u8>> {
@@ -399,7 +394,6 @@ mod sys {
                 offset: 0,
                 meta: None,
                 ended: false,
-                block: Vec::new(),
                 ahead: Vec::new(),
                 ahead_at: 0,
             })
@@ -613,6 +607,23 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A tree with more different ignore files than the cache keeps (a hostile one can hold any
+    /// number): the cache stops at its bound, and every file still gives its rules.
+    #[test]
+    fn the_cache_of_built_rules_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Fs::new();
+        let mut built = Built::default();
+        for i in 0..Built::MOST + 50 {
+            let file = dir.path().join(format!("ignore{i}"));
+            std::fs::write(&file, format!("only{i}\n")).unwrap();
+            let rules = built.rules(&fs, &file).unwrap();
+            assert!(rules.matched(format!("only{i}"), false).is_ignore());
+            assert!(built.0.len() <= Built::MOST);
+        }
+        assert_eq!(built.0.len(), Built::MOST);
     }
 
     /// The same contents are built once per walk; a file too large to keep is still read.
