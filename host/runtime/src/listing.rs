@@ -8,59 +8,55 @@
 //! through the same descriptor as wasmtime-wasi and returns the same entries and types: it
 //! changes the cost, not what a plugin may see.
 
-use wasmtime::StoreContextMut;
 use wasmtime::component::{Linker, Resource, ResourceType};
 use wasmtime_wasi::filesystem::Descriptor;
 use wasmtime_wasi::p2::bindings::filesystem::types::{self as wt, DescriptorType, ErrorCode};
 
 use crate::HostState;
+use crate::state::{Store, replace_filesystem_types};
 
 /// A directory's entries, read when the listing was asked for.
 pub struct Entries(std::vec::IntoIter<Result<wt::DirectoryEntry, ErrorCode>>);
 
-type Store<'a> = StoreContextMut<'a, HostState>;
-
 /// Replace `read-directory` and its stream in `linker`. Call after WASI itself is in `linker`.
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    linker.allow_shadowing(true);
-    let mut inst = linker.instance("wasi:filesystem/types@0.2.12")?;
-    inst.resource(
-        "directory-entry-stream",
-        ResourceType::host::<Entries>(),
-        |mut store, rep| {
-            store
-                .data_mut()
-                .table
-                .delete(Resource::<Entries>::new_own(rep))?;
-            Ok(())
-        },
-    )?;
-    inst.func_wrap(
-        "[method]descriptor.read-directory",
-        |mut store: Store<'_>, (fd,): (Resource<Descriptor>,)| {
-            let state = store.data_mut();
-            // A descriptor listed before is rewound first; a fresh one starts at the beginning.
-            // (A handle number used again by a later descriptor costs only a needless rewind.)
-            let rewind = !state.listed.insert(fd.rep());
-            let listed = match state.table.get(&fd)? {
-                Descriptor::Dir(d) => list(&d.dir, rewind),
-                Descriptor::File(_) => Err(ErrorCode::NotDirectory),
-            };
-            Ok((match listed {
-                Ok(entries) => Ok(state.table.push(Entries(entries.into_iter()))?),
-                Err(code) => Err(code),
-            },))
-        },
-    )?;
-    inst.func_wrap(
-        "[method]directory-entry-stream.read-directory-entry",
-        |mut store: Store<'_>, (stream,): (Resource<Entries>,)| {
-            let entries = store.data_mut().table.get_mut(&stream)?;
-            Ok((entries.0.next().transpose(),))
-        },
-    )?;
-    linker.allow_shadowing(false);
-    Ok(())
+    replace_filesystem_types(linker, |inst| {
+        inst.resource(
+            "directory-entry-stream",
+            ResourceType::host::<Entries>(),
+            |mut store, rep| {
+                store
+                    .data_mut()
+                    .table
+                    .delete(Resource::<Entries>::new_own(rep))?;
+                Ok(())
+            },
+        )?;
+        inst.func_wrap(
+            "[method]descriptor.read-directory",
+            |mut store: Store<'_>, (fd,): (Resource<Descriptor>,)| {
+                let state = store.data_mut();
+                // A descriptor listed before is rewound first; a fresh one starts at the beginning.
+                // (A handle number used again by a later descriptor costs only a needless rewind.)
+                let rewind = !state.listed.insert(fd.rep());
+                let listed = match state.table.get(&fd)? {
+                    Descriptor::Dir(d) => list(&d.dir, rewind),
+                    Descriptor::File(_) => Err(ErrorCode::NotDirectory),
+                };
+                Ok((match listed {
+                    Ok(entries) => Ok(state.table.push(Entries(entries.into_iter()))?),
+                    Err(code) => Err(code),
+                },))
+            },
+        )?;
+        inst.func_wrap(
+            "[method]directory-entry-stream.read-directory-entry",
+            |mut store: Store<'_>, (stream,): (Resource<Entries>,)| {
+                let entries = store.data_mut().table.get_mut(&stream)?;
+                Ok((entries.0.next().transpose(),))
+            },
+        )
+    })
 }
 
 /// The entries of the directory open as `dir`, without `.` and `..`; `rewind` if this

@@ -7,7 +7,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use rawko_capability::protect::{Refusal, fd_path};
-use wasmtime::StoreContextMut;
 use wasmtime::component::{Linker, Resource};
 use wasmtime_wasi::FsPerms;
 use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView};
@@ -16,7 +15,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 
 use crate::HostState;
-use crate::state::BLOCK_CURRENT_THREAD;
+use crate::state::{BLOCK_CURRENT_THREAD, Store, replace_filesystem_types};
 /// The directory a descriptor of this call stands for, if it is a directory.
 fn dir_path(state: &mut HostState, fd: &Resource<Descriptor>) -> Option<io::Result<PathBuf>> {
     match state.table.get(fd) {
@@ -76,7 +75,6 @@ fn downgrade(state: &mut HostState, fd: &Resource<Descriptor>) {
     }
 }
 
-type Store<'a> = StoreContextMut<'a, HostState>;
 type Reply<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
 
 /// Run a `wasi:filesystem` call, or return `code` without running it.
@@ -180,154 +178,159 @@ macro_rules! guard_path_op {
 /// Put the guard in front of every `wasi:filesystem/types` function that changes what is at a
 /// path. Call after WASI itself is in `linker`; it replaces those functions' definitions.
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    linker.allow_shadowing(true);
     let mut wrapped: Vec<&str> = Vec::new();
-    let mut inst = linker.instance("wasi:filesystem/types@0.2.12")?;
-    wrapped.push("[method]descriptor.open-at");
-    inst.func_wrap_async(
-        "[method]descriptor.open-at",
-        |mut store: Store<'_>,
-         (fd, path_flags, path, oflags, flags): (
-            Resource<Descriptor>,
-            PathFlags,
-            String,
-            OpenFlags,
-            DescriptorFlags,
-        )| {
-            Box::new(async move {
-                if reads_only(oflags, flags) {
-                    let opened = open_read(store.data_mut(), &fd, path_flags, &path, oflags);
-                    let reply = match opened {
-                        Ok(opened) => (Ok(opened),),
-                        Err(e) => {
-                            let mut view = store.data_mut().filesystem();
-                            (Err(wt::Host::convert_error_code(&mut view, e)?),)
+    replace_filesystem_types(linker, |inst| {
+        wrapped.push("[method]descriptor.open-at");
+        inst.func_wrap_async(
+            "[method]descriptor.open-at",
+            |mut store: Store<'_>,
+             (fd, path_flags, path, oflags, flags): (
+                Resource<Descriptor>,
+                PathFlags,
+                String,
+                OpenFlags,
+                DescriptorFlags,
+            )| {
+                Box::new(async move {
+                    if reads_only(oflags, flags) {
+                        let opened = open_read(store.data_mut(), &fd, path_flags, &path, oflags);
+                        let reply = match opened {
+                            Ok(opened) => (Ok(opened),),
+                            Err(e) => {
+                                let mut view = store.data_mut().filesystem();
+                                (Err(wt::Host::convert_error_code(&mut view, e)?),)
+                            }
+                        };
+                        if let (Ok(opened),) = &reply {
+                            downgrade(store.data_mut(), opened);
                         }
+                        return Ok(reply);
+                    }
+                    let writes = oflags.intersects(OpenFlags::CREATE | OpenFlags::TRUNCATE)
+                        || flags
+                            .intersects(DescriptorFlags::WRITE | DescriptorFlags::MUTATE_DIRECTORY);
+                    let mut checked = if writes {
+                        guard(store.data_mut(), &fd, &path, follows(path_flags), false)
+                    } else {
+                        Ok(())
                     };
+                    // Opening a FIFO blocks until someone opens its other end, and reading a device
+                    // may never end: neither is a file a plugin has any business with, and a
+                    // repository can ship a FIFO. Refused before the open that would block.
+                    if checked.is_ok() {
+                        let at = Resource::<Descriptor>::new_borrow(fd.rep());
+                        let stat = store
+                            .data_mut()
+                            .filesystem()
+                            .stat_at(at, path_flags, path.clone())
+                            .await;
+                        // (WASI reports a FIFO or socket as `unknown`.)
+                        if let Ok(stat) = stat
+                            && !matches!(
+                                stat.type_,
+                                wt::DescriptorType::RegularFile
+                                    | wt::DescriptorType::Directory
+                                    | wt::DescriptorType::SymbolicLink
+                            )
+                        {
+                            checked = Err(ErrorCode::Unsupported);
+                        }
+                    }
+                    let reply = then(&mut store, checked, async |v| {
+                        v.open_at(fd, path_flags, path, oflags, flags).await
+                    })
+                    .await?;
                     if let (Ok(opened),) = &reply {
                         downgrade(store.data_mut(), opened);
                     }
-                    return Ok(reply);
-                }
-                let writes = oflags.intersects(OpenFlags::CREATE | OpenFlags::TRUNCATE)
-                    || flags.intersects(DescriptorFlags::WRITE | DescriptorFlags::MUTATE_DIRECTORY);
-                let mut checked = if writes {
-                    guard(store.data_mut(), &fd, &path, follows(path_flags), false)
-                } else {
-                    Ok(())
-                };
-                // Opening a FIFO blocks until someone opens its other end, and reading a device
-                // may never end: neither is a file a plugin has any business with, and a
-                // repository can ship a FIFO. Refused before the open that would block.
-                if checked.is_ok() {
-                    let at = Resource::<Descriptor>::new_borrow(fd.rep());
-                    let stat = store
-                        .data_mut()
-                        .filesystem()
-                        .stat_at(at, path_flags, path.clone())
-                        .await;
-                    // (WASI reports a FIFO or socket as `unknown`.)
-                    if let Ok(stat) = stat
-                        && !matches!(
-                            stat.type_,
-                            wt::DescriptorType::RegularFile
-                                | wt::DescriptorType::Directory
-                                | wt::DescriptorType::SymbolicLink
-                        )
-                    {
-                        checked = Err(ErrorCode::Unsupported);
-                    }
-                }
-                let reply = then(&mut store, checked, async |v| {
-                    v.open_at(fd, path_flags, path, oflags, flags).await
+                    Ok(reply)
                 })
-                .await?;
-                if let (Ok(opened),) = &reply {
-                    downgrade(store.data_mut(), opened);
-                }
-                Ok(reply)
-            })
-        },
-    )?;
-    wrapped.push("[method]descriptor.set-times-at");
-    inst.func_wrap_async(
-        "[method]descriptor.set-times-at",
-        |mut store: Store<'_>,
-         (fd, path_flags, path, atim, mtim): (
-            Resource<Descriptor>,
-            PathFlags,
-            String,
-            NewTimestamp,
-            NewTimestamp,
-        )| {
-            Box::new(async move {
-                let checked = guard(store.data_mut(), &fd, &path, follows(path_flags), false);
-                then(&mut store, checked, async |v| {
-                    v.set_times_at(fd, path_flags, path, atim, mtim).await
+            },
+        )?;
+        wrapped.push("[method]descriptor.set-times-at");
+        inst.func_wrap_async(
+            "[method]descriptor.set-times-at",
+            |mut store: Store<'_>,
+             (fd, path_flags, path, atim, mtim): (
+                Resource<Descriptor>,
+                PathFlags,
+                String,
+                NewTimestamp,
+                NewTimestamp,
+            )| {
+                Box::new(async move {
+                    let checked = guard(store.data_mut(), &fd, &path, follows(path_flags), false);
+                    then(&mut store, checked, async |v| {
+                        v.set_times_at(fd, path_flags, path, atim, mtim).await
+                    })
+                    .await
                 })
-                .await
-            })
-        },
-    )?;
-    wrapped.push("[method]descriptor.link-at");
-    inst.func_wrap_async(
-        "[method]descriptor.link-at",
-        |mut store: Store<'_>,
-         (fd, old_flags, old_path, new_fd, new_path): (
-            Resource<Descriptor>,
-            PathFlags,
-            String,
-            Resource<Descriptor>,
-            String,
-        )| {
-            Box::new(async move {
-                // A new name for a protected file would be a way to write it.
-                let checked = guard(store.data_mut(), &fd, &old_path, follows(old_flags), false)
-                    .and_then(|()| guard(store.data_mut(), &new_fd, &new_path, false, false));
-                then(&mut store, checked, async |v| {
-                    v.link_at(fd, old_flags, old_path, new_fd, new_path).await
+            },
+        )?;
+        wrapped.push("[method]descriptor.link-at");
+        inst.func_wrap_async(
+            "[method]descriptor.link-at",
+            |mut store: Store<'_>,
+             (fd, old_flags, old_path, new_fd, new_path): (
+                Resource<Descriptor>,
+                PathFlags,
+                String,
+                Resource<Descriptor>,
+                String,
+            )| {
+                Box::new(async move {
+                    // A new name for a protected file would be a way to write it.
+                    let checked =
+                        guard(store.data_mut(), &fd, &old_path, follows(old_flags), false)
+                            .and_then(|()| {
+                                guard(store.data_mut(), &new_fd, &new_path, false, false)
+                            });
+                    then(&mut store, checked, async |v| {
+                        v.link_at(fd, old_flags, old_path, new_fd, new_path).await
+                    })
+                    .await
                 })
-                .await
-            })
-        },
-    )?;
-    wrapped.push("[method]descriptor.rename-at");
-    inst.func_wrap_async(
-        "[method]descriptor.rename-at",
-        |mut store: Store<'_>,
-         (fd, old_path, new_fd, new_path): (
-            Resource<Descriptor>,
-            String,
-            Resource<Descriptor>,
-            String,
-        )| {
-            Box::new(async move {
-                let checked = guard(store.data_mut(), &fd, &old_path, false, true)
-                    .and_then(|()| guard(store.data_mut(), &new_fd, &new_path, false, true));
-                then(&mut store, checked, async |v| {
-                    v.rename_at(fd, old_path, new_fd, new_path).await
+            },
+        )?;
+        wrapped.push("[method]descriptor.rename-at");
+        inst.func_wrap_async(
+            "[method]descriptor.rename-at",
+            |mut store: Store<'_>,
+             (fd, old_path, new_fd, new_path): (
+                Resource<Descriptor>,
+                String,
+                Resource<Descriptor>,
+                String,
+            )| {
+                Box::new(async move {
+                    let checked = guard(store.data_mut(), &fd, &old_path, false, true)
+                        .and_then(|()| guard(store.data_mut(), &new_fd, &new_path, false, true));
+                    then(&mut store, checked, async |v| {
+                        v.rename_at(fd, old_path, new_fd, new_path).await
+                    })
+                    .await
                 })
-                .await
-            })
-        },
-    )?;
-    wrapped.push("[method]descriptor.symlink-at");
-    inst.func_wrap_async(
-        "[method]descriptor.symlink-at",
-        |mut store: Store<'_>, (fd, old_path, new_path): (Resource<Descriptor>, String, String)| {
-            Box::new(async move {
-                let checked = guard(store.data_mut(), &fd, &new_path, false, false);
-                then(&mut store, checked, async |v| {
-                    v.symlink_at(fd, old_path, new_path).await
+            },
+        )?;
+        wrapped.push("[method]descriptor.symlink-at");
+        inst.func_wrap_async(
+            "[method]descriptor.symlink-at",
+            |mut store: Store<'_>,
+             (fd, old_path, new_path): (Resource<Descriptor>, String, String)| {
+                Box::new(async move {
+                    let checked = guard(store.data_mut(), &fd, &new_path, false, false);
+                    then(&mut store, checked, async |v| {
+                        v.symlink_at(fd, old_path, new_path).await
+                    })
+                    .await
                 })
-                .await
-            })
-        },
-    )?;
-    guard_path_op!(inst, wrapped, "[method]descriptor.create-directory-at", create_directory_at, ancestors: false);
-    guard_path_op!(inst, wrapped, "[method]descriptor.remove-directory-at", remove_directory_at, ancestors: true);
-    guard_path_op!(inst, wrapped, "[method]descriptor.unlink-file-at", unlink_file_at, ancestors: true);
-    linker.allow_shadowing(false);
+            },
+        )?;
+        guard_path_op!(inst, wrapped, "[method]descriptor.create-directory-at", create_directory_at, ancestors: false);
+        guard_path_op!(inst, wrapped, "[method]descriptor.remove-directory-at", remove_directory_at, ancestors: true);
+        guard_path_op!(inst, wrapped, "[method]descriptor.unlink-file-at", unlink_file_at, ancestors: true);
+        Ok(())
+    })?;
     wrapped.sort_unstable();
     let mut expected = GUARDED.to_vec();
     expected.sort_unstable();

@@ -8,35 +8,31 @@
 //! full or the file ends, and says so in the same reply. The data are the same bytes from the
 //! same descriptor; reads of directories and failures give the codes wasmtime-wasi gives.
 
-use wasmtime::StoreContextMut;
 use wasmtime::component::{Linker, Resource};
 use wasmtime_wasi::filesystem::Descriptor;
 use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
 
 use crate::HostState;
 use crate::listing::errno;
+use crate::state::{Store, replace_filesystem_types};
 
 /// The most one read returns: the host holds it until it is copied into the plugin.
 pub const MAX_READ: u64 = 1 << 20;
 
-type Store<'a> = StoreContextMut<'a, HostState>;
-
 /// Replace `descriptor.read` in `linker`. Call after WASI itself is in `linker`.
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    linker.allow_shadowing(true);
-    let mut inst = linker.instance("wasi:filesystem/types@0.2.12")?;
-    inst.func_wrap(
-        "[method]descriptor.read",
-        |mut store: Store<'_>, (fd, len, offset): (Resource<Descriptor>, u64, u64)| {
-            let reply = match store.data_mut().table.get(&fd)? {
-                Descriptor::File(f) => read_at(&f.file, len, offset),
-                Descriptor::Dir(_) => Err(ErrorCode::BadDescriptor),
-            };
-            Ok((reply,))
-        },
-    )?;
-    linker.allow_shadowing(false);
-    Ok(())
+    replace_filesystem_types(linker, |inst| {
+        inst.func_wrap(
+            "[method]descriptor.read",
+            |mut store: Store<'_>, (fd, len, offset): (Resource<Descriptor>, u64, u64)| {
+                let reply = match store.data_mut().table.get(&fd)? {
+                    Descriptor::File(f) => read_at(&f.file, len, offset),
+                    Descriptor::Dir(_) => Err(ErrorCode::BadDescriptor),
+                };
+                Ok((reply,))
+            },
+        )
+    })
 }
 
 /// Up to `len` bytes (at most [`MAX_READ`]) of `file` from `offset`, and whether the file ended

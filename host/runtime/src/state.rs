@@ -147,3 +147,20 @@ fn preopen(grants: &FsGrants, wasi: &mut WasiCtxBuilder) -> Result<(), GrantErro
     }
     Ok(())
 }
+
+/// The store as host functions see it.
+pub(crate) type Store<'a> = wasmtime::StoreContextMut<'a, HostState>;
+
+/// Replace functions of `wasi:filesystem/types` in `linker`, which WASI itself is already in,
+/// with the definitions `add` puts in the instance.
+pub(crate) fn replace_filesystem_types(
+    linker: &mut wasmtime::component::Linker<HostState>,
+    add: impl FnOnce(&mut wasmtime::component::LinkerInstance<'_, HostState>) -> wasmtime::Result<()>,
+) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let added = linker
+        .instance("wasi:filesystem/types@0.2.12")
+        .and_then(|mut inst| add(&mut inst));
+    linker.allow_shadowing(false);
+    added
+}
