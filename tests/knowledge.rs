@@ -579,3 +579,330 @@ fn the_knowledge_tool_finds_passages_and_sees_edits_at_once() {
     let r = run(&ws, &["tools", "list", "--agent", "developer", "--json"]);
     assert!(!r.stdout.contains("\"Knowledge\""), "{r:?}");
 }
+
+/// A repository of about 300 files where the one passage holding every word of
+/// `reconcile ledger drift nightly snapshot` is the doc comment of a function in
+/// `src/billing/ledger.rs`. Decoys hold three or four of the words, "reconcile", "drift" and
+/// "nightly" are common, and a few short Markdown sections repeat the rarer "ledger snapshot"
+/// over and over: by BM25 alone, those sections win.
+fn ledger_corpus() -> Workspace {
+    let ws = Workspace::new();
+    let modules: &[(&str, &[&str])] = &[
+        (
+            "scheduler",
+            &[
+                "Run the nightly jobs and reconcile their queue",
+                "Report drift in the nightly run times",
+            ],
+        ),
+        (
+            "clock",
+            &[
+                "Measure the drift of the local clock",
+                "Reconcile drift between two clocks nightly",
+            ],
+        ),
+        (
+            "inventory",
+            &[
+                "Reconcile stock counts with the warehouse nightly",
+                "Report the drift of a shelf count",
+            ],
+        ),
+        (
+            "storage",
+            &[
+                "Reconcile the nightly snapshot and report its drift",
+                "Restore a volume onto a fresh disk",
+            ],
+        ),
+        (
+            "billing",
+            &["Post an entry", "Render an invoice for a customer"],
+        ),
+        (
+            "auth",
+            &["Check a session token nightly", "Rotate the signing keys"],
+        ),
+        (
+            "http",
+            &["Parse a request line", "Write the response headers"],
+        ),
+        (
+            "reports",
+            &["Sum the entries by month", "Export a report as CSV"],
+        ),
+        (
+            "sync",
+            &["Reconcile two replicas", "Resolve drift between replicas"],
+        ),
+    ];
+    for (m, docs) in modules {
+        for i in 0..20 {
+            let mut body = format!("//! The {m} module, part {i}.\n\nuse std::io;\n\n");
+            for (f, doc) in docs.iter().enumerate() {
+                body.push_str(&format!(
+                    "/// {doc}.\npub fn {m}_{i}_{f}(input: &str) -> io::Result<usize> {{\n    \
+                     let n = input.len();\n\n    // Nothing else to do here.\n    Ok(n)\n}}\n\n"
+                ));
+            }
+            ws.write(&format!("src/{m}/part{i}.rs"), body);
+        }
+    }
+    let mut ledger = String::from(
+        "//! The billing ledger: entries, balances and the jobs that keep them honest.\n\n\
+         use std::collections::BTreeMap;\n\n\
+         /// One posting.\n#[derive(Debug, Clone)]\npub struct Entry {\n    pub account: u32,\n    \
+         pub cents: i64,\n}\n\n",
+    );
+    for f in 0..6 {
+        ledger.push_str(&format!(
+            "/// Sum the postings of account {f}.\npub fn balance_{f}(entries: &[Entry]) -> i64 {{\n    \
+             let mut total = 0;\n\n    for e in entries {{\n        if e.account == {f} {{\n            \
+             total += e.cents;\n        }}\n    }}\n\n    total\n}}\n\n"
+        ));
+    }
+    ledger.push_str(
+        "/// Reconcile the ledger against the bank's nightly snapshot: any drift between the two\n\
+         /// becomes an adjusting entry, so tomorrow starts from the bank's figures.\n\
+         pub fn reconcile_ledger_drift(ours: &[Entry], bank: &BTreeMap<u32, i64>) -> Vec<Entry> {\n    \
+         let mut fixes = Vec::new();\n\n    for (account, theirs) in bank {\n        \
+         let mine: i64 = ours.iter().filter(|e| e.account == *account).map(|e| e.cents).sum();\n\n        \
+         if mine != *theirs {\n            fixes.push(Entry { account: *account, cents: theirs - mine });\n        \
+         }\n    }\n\n    fixes\n}\n",
+    );
+    ws.write("src/billing/ledger.rs", ledger);
+    // A few pages of short sections saying "ledger snapshot" again and again.
+    for i in 0..8 {
+        let mut page = format!("# Ledger snapshots, part {i}\n\n");
+        for s in 0..4 {
+            page.push_str(&format!(
+                "## Ledger snapshot {s}\n\nThe ledger snapshot is a copy of the ledger. Each ledger \
+                 snapshot names the ledger it came from; a ledger snapshot is kept for {s} days.\n\n"
+            ));
+        }
+        ws.write(&format!("docs/ledger/snapshots{i}.md"), page);
+    }
+    for i in 0..60 {
+        ws.write(
+            &format!("docs/guide/page{i}.md"),
+            format!(
+                "# Guide {i}\n\n## Setup\n\nInstall the tools and run the nightly build.\n\n\
+                 ## Operations\n\nWatch the dashboards for drift; reconcile the alerts weekly.\n"
+            ),
+        );
+    }
+    // Other languages, as decoys.
+    for i in 0..25 {
+        ws.write(
+            &format!("tools/py/job{i}.py"),
+            format!(
+                "def run_{i}(queue):\n    \"\"\"Print the nightly queue.\"\"\"\n    print(queue)\n"
+            ),
+        );
+        ws.write(
+            &format!("web/src/view{i}.ts"),
+            format!(
+                "/** Show the list of replicas. */\nexport function view{i}() {{\n  return [];\n}}\n"
+            ),
+        );
+    }
+    ws.write("README.md", "# Books\n\nA small accounting system.\n");
+    ws
+}
+
+#[test]
+fn a_chunk_holding_every_query_word_outranks_chunks_repeating_two() {
+    let ws = ledger_corpus();
+    let files = sync(&ws)["status"]["files"].as_u64().unwrap();
+    assert!((290..=320).contains(&files), "{files}");
+    let query_text = "reconcile ledger drift nightly snapshot";
+    let hits = query(&ws, &["-k", "3", query_text]);
+    assert_eq!(
+        hits[0]["path"],
+        "src/billing/ledger.rs",
+        "{:?}",
+        paths(&hits)
+    );
+    // The passage is the function with its doc comment, cut at item boundaries.
+    let text = hits[0]["text"].as_str().unwrap();
+    assert!(text.contains("/// Reconcile the ledger"), "{text}");
+    assert!(text.contains("pub fn reconcile_ledger_drift("), "{text}");
+    let first = text.lines().next().unwrap().trim_start();
+    assert!(
+        ["///", "//!", "#[", "pub ", "use "]
+            .iter()
+            .any(|p| first.starts_with(p)),
+        "a chunk starts at an item: {text}"
+    );
+    // The planner's tool ranks the same way.
+    let r = run(
+        &ws,
+        &[
+            "tool",
+            "call",
+            "Knowledge",
+            "--agent",
+            "planner",
+            "--json",
+            "--input",
+            &json!({ "query": query_text, "k": 3 }).to_string(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = r.json()["output"].as_str().unwrap().to_string();
+    assert!(out.starts_with("## src/billing/ledger.rs:"), "{out}");
+}
+
+#[test]
+fn identifiers_are_searched_by_their_words() {
+    let ws = Workspace::new();
+    ws.write(
+        "web/src/books.ts",
+        "export function reconcileLedgerDrift(books: Book[]): number {\n  return books.length;\n}\n",
+    );
+    ws.write(
+        "tools/books.py",
+        "def reconcile_ledger_drift(books):\n    return len(books)\n",
+    );
+    ws.write(
+        "src/Books.java",
+        "class Books {\n  int parseHTTPLedgerDrift2() { return 0; }\n}\n",
+    );
+    ws.write("docs/other.md", "# Other\n\nNothing about books here.\n");
+    sync(&ws);
+    let mut found = paths(&query(&ws, &["ledger drift"]))
+        .into_iter()
+        .map(str::to_string)
+        .collect::<Vec<_>>();
+    found.sort();
+    assert_eq!(
+        found,
+        ["src/Books.java", "tools/books.py", "web/src/books.ts"]
+    );
+    // The whole identifier is still a word of its own.
+    assert_eq!(
+        query(&ws, &["reconcileLedgerDrift"])[0]["path"],
+        "web/src/books.ts"
+    );
+    assert_eq!(query(&ws, &["http"])[0]["path"], "src/Books.java");
+}
+
+/// Set the modification time of `rel` an hour back, as if it were written long before a sync.
+fn age(ws: &Workspace, rel: &str) {
+    let f = std::fs::File::options()
+        .write(true)
+        .open(ws.path().join(rel))
+        .unwrap();
+    f.set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
+}
+
+#[test]
+fn a_query_sees_edits_additions_and_deletions_without_a_sync() {
+    let ws = corpus();
+    age(&ws, "notes/changelog.txt");
+    sync(&ws);
+    // Once the tree has settled (its stamps older than the file system's clock granularity), a
+    // query stats the files it knows and reads no directory unless one moved.
+    std::thread::sleep(Duration::from_millis(2200));
+    assert!(query(&ws, &["zeppelin"]).is_empty());
+
+    // An edit that keeps the size, just after the index saw the file.
+    let before = ws.read("README.md");
+    let after = before.replace("small job runner", "small zeppelin00");
+    assert_eq!(before.len(), after.len());
+    ws.write("README.md", &after);
+    assert_eq!(paths(&query(&ws, &["zeppelin00"])), ["README.md"]);
+
+    // An edit that keeps the size and the modification time of a file synced long ago (as a
+    // coarse clock would): its change time still differs.
+    let path = ws.path().join("notes/changelog.txt");
+    let old = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let before = ws.read("notes/changelog.txt");
+    let after = before.replacen("heartbeats", "zeppelin12", 1);
+    assert_eq!(before.len(), after.len());
+    ws.write("notes/changelog.txt", &after);
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    assert_eq!(paths(&query(&ws, &["zeppelin12"])), ["notes/changelog.txt"]);
+
+    // A file added in a new nested directory, and one added beside old ones.
+    ws.write(
+        "docs/new/deeper/still/airships.md",
+        "# Airships\n\nA zeppelin2 floats.\n",
+    );
+    ws.write("docs/blimps.md", "# Blimps\n\nA zeppelin3 floats too.\n");
+    assert_eq!(
+        paths(&query(&ws, &["zeppelin2"])),
+        ["docs/new/deeper/still/airships.md"]
+    );
+    assert_eq!(paths(&query(&ws, &["zeppelin3"])), ["docs/blimps.md"]);
+
+    // Deletions, of a file and of a whole directory.
+    std::fs::remove_file(ws.path().join("src/retry.c")).unwrap();
+    std::fs::remove_dir_all(ws.path().join("docs/new")).unwrap();
+    assert!(query(&ws, &["unsigned"]).is_empty());
+    assert!(query(&ws, &["zeppelin2"]).is_empty());
+    let s = run(&ws, &["knowledge", "status", "--json"]).json();
+    assert_eq!(s["files"], 6, "{s}");
+}
+
+/// The first format of `.rawko/knowledge.db`, as rawko wrote it before stat stamps and
+/// identifier words.
+const FORMAT_1: &str = "
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE files(path TEXT PRIMARY KEY, hash TEXT NOT NULL, size INTEGER NOT NULL, kind TEXT NOT NULL);
+CREATE TABLE chunks(id INTEGER PRIMARY KEY, path TEXT NOT NULL, start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL, hash TEXT NOT NULL, text TEXT NOT NULL);
+CREATE INDEX chunks_by_path ON chunks(path);
+CREATE INDEX chunks_by_hash ON chunks(hash);
+CREATE VIRTUAL TABLE chunks_fts USING fts5(text, path, content='chunks', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2');
+CREATE TRIGGER chunks_added AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts(rowid, text, path) VALUES (new.id, new.text, new.path);
+END;
+CREATE TRIGGER chunks_removed AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts(chunks_fts, rowid, text, path) VALUES ('delete', old.id, old.text, old.path);
+END;
+CREATE TABLE embeddings(hash TEXT NOT NULL, model TEXT NOT NULL, vector BLOB NOT NULL,
+    PRIMARY KEY(hash, model)) WITHOUT ROWID;
+";
+
+#[test]
+fn an_index_of_the_first_format_is_upgraded_saying_so_and_keeps_its_embeddings() {
+    let ws = corpus();
+    std::fs::create_dir(ws.path().join(".rawko")).unwrap();
+    let db = ws.path().join(".rawko/knowledge.db");
+    {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute_batch(FORMAT_1).unwrap();
+        c.pragma_update(None, "user_version", 1).unwrap();
+        c.execute_batch(
+            "INSERT INTO meta VALUES ('state', 'complete'), ('last_sync', '2026-01-01T00:00:00Z');
+             INSERT INTO files VALUES ('old.md', 'h', 9, 'markdown');
+             INSERT INTO chunks(path, start_line, end_line, hash, text) VALUES ('old.md', 1, 1, 'h', 'ghostword');
+             INSERT INTO embeddings VALUES ('h', 'embed/model', x'0000803f');",
+        )
+        .unwrap();
+    }
+    let r = run(&ws, &["knowledge", "query", "--json", "heartbeats"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains(
+            "knowledge: upgrading .rawko/knowledge.db from format 1 to 2: every file is indexed again (embeddings are kept)"
+        ),
+        "{r:?}"
+    );
+    assert_eq!(r.json()["hits"][0]["path"], "notes/changelog.txt", "{r:?}");
+    assert!(query(&ws, &["ghostword"]).is_empty());
+    let r = run(&ws, &["knowledge", "status", "--json"]);
+    assert!(!r.stderr.contains("upgrading"), "{r:?}");
+    let s = r.json();
+    assert_eq!(s["files"], 6, "{s}");
+    assert_eq!(s["embeddings"], json!([["embed/model", 1]]), "{s}");
+}

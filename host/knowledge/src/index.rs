@@ -11,17 +11,51 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::chunk::{Kind, chunk};
+use crate::chunk::{Kind, chunk, identifier_words, split_identifier};
 use crate::config::KnowledgeConfig;
+use crate::fresh::{self, Stamp};
 use crate::{Embedder, KnowledgeError, Progress};
 
 /// The index, relative to the repository root.
 pub const DB_FILE: &str = ".rawko/knowledge.db";
 
-/// Bumped when the schema changes; an index of another version is rebuilt.
-const SCHEMA_VERSION: i64 = 1;
+/// Bumped when the schema changes: an index of version 1 is upgraded in place (its embeddings
+/// kept), one of any other version rebuilt.
+const SCHEMA_VERSION: i64 = 2;
 
-const SCHEMA: &str = "
+/// Everything but the embeddings: what a sync recomputes from the files.
+const SCHEMA_WORDS: &str = "
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE files(path TEXT PRIMARY KEY, hash TEXT NOT NULL, size INTEGER NOT NULL, kind TEXT NOT NULL,
+    mtime INTEGER NOT NULL, ctime INTEGER NOT NULL, inode INTEGER NOT NULL);
+CREATE TABLE skipped(path TEXT PRIMARY KEY, why TEXT NOT NULL, size INTEGER NOT NULL,
+    mtime INTEGER NOT NULL, ctime INTEGER NOT NULL, inode INTEGER NOT NULL);
+CREATE TABLE watched(path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime INTEGER NOT NULL,
+    ctime INTEGER NOT NULL, inode INTEGER NOT NULL);
+CREATE TABLE chunks(id INTEGER PRIMARY KEY, path TEXT NOT NULL, start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL, hash TEXT NOT NULL, text TEXT NOT NULL, words TEXT NOT NULL);
+CREATE INDEX chunks_by_path ON chunks(path);
+CREATE INDEX chunks_by_hash ON chunks(hash);
+CREATE VIRTUAL TABLE chunks_fts USING fts5(text, path, words, content='chunks', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2');
+CREATE TRIGGER chunks_added AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts(rowid, text, path, words) VALUES (new.id, new.text, new.path, new.words);
+END;
+CREATE TRIGGER chunks_removed AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts(chunks_fts, rowid, text, path, words)
+        VALUES ('delete', old.id, old.text, old.path, old.words);
+END;
+";
+
+/// Embeddings cost calls to a provider: an upgrade keeps them (the statement is version 1's,
+/// word for word, so the kept table is exactly the current schema's).
+const SCHEMA_EMBEDDINGS: &str = "
+CREATE TABLE embeddings(hash TEXT NOT NULL, model TEXT NOT NULL, vector BLOB NOT NULL,
+    PRIMARY KEY(hash, model)) WITHOUT ROWID;
+";
+
+/// Version 1, as it was written: recognised exactly before its embeddings are carried over.
+const SCHEMA_V1: &str = "
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE files(path TEXT PRIMARY KEY, hash TEXT NOT NULL, size INTEGER NOT NULL, kind TEXT NOT NULL);
 CREATE TABLE chunks(id INTEGER PRIMARY KEY, path TEXT NOT NULL, start_line INTEGER NOT NULL,
@@ -40,14 +74,21 @@ CREATE TABLE embeddings(hash TEXT NOT NULL, model TEXT NOT NULL, vector BLOB NOT
     PRIMARY KEY(hash, model)) WITHOUT ROWID;
 ";
 
+/// From version 1: everything but the embeddings goes, and is made again by the next sync.
+const DROP_V1_WORDS: &str = "
+DROP TRIGGER chunks_added;
+DROP TRIGGER chunks_removed;
+DROP TABLE chunks_fts;
+DROP TABLE chunks;
+DROP TABLE files;
+DROP TABLE meta;
+";
+
 /// Files hashed and chunked per transaction: a kill loses at most this much work.
 const FILES_PER_BATCH: usize = 200;
 
 /// Chunks sent to the embedder per call.
 const EMBED_BATCH: usize = 64;
-
-/// Deepest directory walked; deeper trees are not indexed below it.
-const MAX_DEPTH: usize = 64;
 
 /// Most words of a query searched.
 const MAX_QUERY_WORDS: usize = 32;
@@ -79,8 +120,22 @@ pub struct SyncReport {
     pub embedded: usize,
     /// Whether the config changed since the last sync, so everything was cut again.
     pub rechunked: bool,
+    /// Whether directories were read (a walk), rather than only the files known from the last
+    /// listing stat'ed.
+    #[serde(skip)]
+    pub walked: bool,
     #[serde(skip)]
     pub elapsed: Duration,
+}
+
+impl SyncReport {
+    fn count_skip(&mut self, why: &str) {
+        match why {
+            "binary" => self.skipped_binary += 1,
+            "large" => self.skipped_large += 1,
+            _ => self.skipped_unreadable += 1,
+        }
+    }
 }
 
 /// What the index holds.
@@ -118,6 +173,18 @@ pub struct Index {
     root: PathBuf,
     path: PathBuf,
     conn: Connection,
+    opened: Opened,
+}
+
+/// What opening found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opened {
+    /// An index of this version, or none (a new one).
+    Current,
+    /// An index of an older version, upgraded: every file is indexed again, embeddings kept.
+    Upgraded { from: i64 },
+    /// Something else (another version, not rawko's, not a database), replaced by a new index.
+    Rebuilt,
 }
 
 impl Index {
@@ -157,8 +224,13 @@ impl Index {
                 )));
             }
         }
-        let conn = open_checked(&path)?;
-        Ok(Index { root, path, conn })
+        let (conn, opened) = open_checked(&path)?;
+        Ok(Index {
+            root,
+            path,
+            conn,
+            opened,
+        })
     }
 
     /// Open the index of `root` only if one exists.
@@ -171,6 +243,24 @@ impl Index {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// A line for the user when opening changed the index's format: what happened and what the
+    /// next sync will cost.
+    pub fn notice(&self) -> Option<String> {
+        let db = self.path.strip_prefix(&self.root).unwrap_or(&self.path);
+        match self.opened {
+            Opened::Current => None,
+            Opened::Upgraded { from } => Some(format!(
+                "upgrading {} from format {from} to {SCHEMA_VERSION}: every file is indexed again \
+                 (embeddings are kept)",
+                db.display()
+            )),
+            Opened::Rebuilt => Some(format!(
+                "{} was not an index this rawko can read: building it again",
+                db.display()
+            )),
+        }
     }
 
     fn db_err(&self, e: rusqlite::Error) -> KnowledgeError {
@@ -198,71 +288,188 @@ impl Index {
             .map_err(|e| self.db_err(e))
     }
 
-    /// Bring the index up to date with the files under the root: only files whose content
-    /// differs are cut again, removed files leave, and (with an embedder) chunks without a
-    /// vector for its model get one. Work is committed in batches, so after a kill the next
-    /// sync picks up where this one stopped.
+    /// Bring the index up to date with the files under the root: only files whose stat stamp
+    /// moved are read again, and only those whose content differs are cut again; removed files
+    /// leave; and (with an embedder) chunks without a vector for its model get one. Work is
+    /// committed in batches, so after a kill the next sync picks up where this one stopped.
     pub fn sync(
         &mut self,
         config: &KnowledgeConfig,
         embedder: Option<&mut dyn Embedder>,
         progress: &mut dyn Progress,
     ) -> Result<SyncReport, KnowledgeError> {
+        let mut report = self.update(config, progress, true)?;
+        if let Some(embedder) = embedder {
+            report.embedded = self.embed_missing(embedder, progress)?;
+        }
+        Ok(report)
+    }
+
+    /// The check before a query: what [`Index::sync`] does for words, writing nothing when
+    /// nothing changed. Cheap when nothing did: no directory is read unless one changed, and
+    /// only files are stat'ed, none read.
+    pub fn refresh(
+        &mut self,
+        config: &KnowledgeConfig,
+        progress: &mut dyn Progress,
+    ) -> Result<SyncReport, KnowledgeError> {
+        self.update(config, progress, false)
+    }
+
+    /// Bring the words up to date; `stamp` records the time of this sync even if nothing
+    /// changed.
+    fn update(
+        &mut self,
+        config: &KnowledgeConfig,
+        progress: &mut dyn Progress,
+        stamp: bool,
+    ) -> Result<SyncReport, KnowledgeError> {
+        self.update_since(config, progress, stamp, fresh::now_ns())
+    }
+
+    /// [`Index::update`], with stamps newer than `since` (less the margin) not trusted next
+    /// time: `since` is taken before anything is listed.
+    fn update_since(
+        &mut self,
+        config: &KnowledgeConfig,
+        progress: &mut dyn Progress,
+        stamp: bool,
+        since: i64,
+    ) -> Result<SyncReport, KnowledgeError> {
         let started = Instant::now();
         let mut report = SyncReport::default();
-        self.set_meta("state", "syncing")?;
         let fingerprint = config.fingerprint();
         let previous = self.meta("config")?;
-        if previous.as_deref() != Some(fingerprint.as_str()) {
-            // What is indexed or how it is cut changed: every file counts as changed.
-            report.rechunked = previous.is_some();
-            self.conn
-                .execute("UPDATE files SET hash = ''", [])
-                .map_err(|e| self.db_err(e))?;
-            self.set_meta("config", &fingerprint)?;
-        }
-
-        let candidates = walk(&self.root, config);
-        let stored: HashMap<String, String> = {
+        let rechunk = previous.as_deref() != Some(fingerprint.as_str());
+        let complete = self.meta("state")?.as_deref() == Some("complete");
+        let mut stored_files: HashMap<String, Stamp> = self.stamps("files")?;
+        let stored_skipped: HashMap<String, (String, Stamp)> = {
             let mut stmt = self
                 .conn
-                .prepare("SELECT path, hash FROM files")
+                .prepare("SELECT path, why, size, mtime, ctime, inode FROM skipped")
                 .map_err(|e| self.db_err(e))?;
-            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            stmt.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, stamp_at(r, 2)?))))
                 .and_then(|rows| rows.collect())
                 .map_err(|e| self.db_err(e))?
         };
+        let stored_watched: Vec<(String, Stamp)> = {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT path, size, mtime, ctime, inode FROM watched ORDER BY path")
+                .map_err(|e| self.db_err(e))?;
+            stmt.query_map([], |r| Ok((r.get(0)?, stamp_at(r, 1)?)))
+                .and_then(|rows| rows.collect())
+                .map_err(|e| self.db_err(e))?
+        };
+        if rechunk {
+            // What is indexed or how it is cut changed: every file counts as changed.
+            report.rechunked = previous.is_some();
+            for s in stored_files.values_mut() {
+                s.mtime = fresh::UNSETTLED;
+            }
+        }
 
-        progress.phase("indexing", candidates.len() as u64);
-        let mut seen: HashSet<String> = HashSet::with_capacity(candidates.len());
-        let mut pending: Vec<Pending> = Vec::new();
+        // What is there: the last listing when no directory or ignore file moved, else a walk.
+        let (listing, watched) =
+            if complete && !rechunk && fresh::unchanged(&self.root, &stored_watched) {
+                let mut known: Vec<String> = stored_files
+                    .keys()
+                    .chain(stored_skipped.keys())
+                    .cloned()
+                    .collect();
+                known.sort_unstable();
+                let stamps = fresh::stat_all(&self.root, &known, std::fs::Metadata::is_file);
+                (known.into_iter().zip(stamps).collect::<Vec<_>>(), None)
+            } else {
+                report.walked = true;
+                let walked = fresh::walk(&self.root, config);
+                let mut watched: Vec<(String, Stamp)> = walked
+                    .watched
+                    .into_iter()
+                    .map(|(p, s)| (p, s.settled(since)))
+                    .collect();
+                watched.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                (walked.files, Some(watched))
+            };
+
+        let mut seen: HashSet<&str> = HashSet::with_capacity(listing.len());
+        let mut skipped_now: HashSet<&str> = HashSet::new();
+        let mut to_read: Vec<(&str, Stamp)> = Vec::new();
+        let mut ops: Vec<Op> = Vec::new();
+        for (rel, stamp) in &listing {
+            let Some(stamp) = *stamp else { continue };
+            if stored_files.get(rel.as_str()) == Some(&stamp) {
+                seen.insert(rel);
+                report.unchanged += 1;
+                continue;
+            }
+            if let Some((why, s)) = stored_skipped.get(rel.as_str())
+                && *s == stamp
+                && !rechunk
+            {
+                skipped_now.insert(rel);
+                report.count_skip(why);
+                continue;
+            }
+            if stamp.size as u64 > config.max_file_bytes {
+                skipped_now.insert(rel);
+                report.skipped_large += 1;
+                ops.push(Op::Skip {
+                    path: rel.clone(),
+                    why: Skip::Large,
+                    stamp: stamp.settled(since),
+                });
+                continue;
+            }
+            to_read.push((rel, stamp));
+        }
+
+        if !to_read.is_empty() {
+            progress.phase("indexing", to_read.len() as u64);
+        }
+        let mut wrote = false;
         let mut buf = Vec::new();
-        for rel in &candidates {
+        for (rel, stamp) in to_read {
             progress.advance(1);
+            let settled = stamp.settled(since);
             let content = match read_text(&self.root.join(rel), config.max_file_bytes, &mut buf) {
-                Read::Text => {
-                    seen.insert(rel.clone());
-                    &buf
-                }
-                Read::Binary => {
-                    report.skipped_binary += 1;
-                    continue;
-                }
-                Read::TooLarge => {
-                    report.skipped_large += 1;
-                    continue;
-                }
-                Read::Unreadable => {
-                    report.skipped_unreadable += 1;
-                    // Keep what was indexed: the file may be back next time.
-                    seen.insert(rel.clone());
+                Read::Text => &buf,
+                other => {
+                    let why = match other {
+                        Read::Binary => Skip::Binary,
+                        Read::TooLarge => Skip::Large,
+                        _ => Skip::Unreadable,
+                    };
+                    report.count_skip(why.as_str());
+                    if why == Skip::Unreadable && stored_files.contains_key(rel) {
+                        // Keep what was indexed: the file may be back next time.
+                        seen.insert(rel);
+                        continue;
+                    }
+                    skipped_now.insert(rel);
+                    ops.push(Op::Skip {
+                        path: rel.to_string(),
+                        why,
+                        stamp: settled,
+                    });
                     continue;
                 }
             };
+            seen.insert(rel);
             let hash = format!("{:x}", Sha256::digest(content));
-            match stored.get(rel) {
-                Some(h) if *h == hash => {
+            let old = match stored_files.get(rel) {
+                Some(_) => self.stored_hash(rel)?,
+                None => None,
+            };
+            match old {
+                Some(h) if h == hash && !rechunk => {
                     report.unchanged += 1;
+                    if stored_files.get(rel) != Some(&settled) {
+                        ops.push(Op::Restamp {
+                            path: rel.to_string(),
+                            stamp: settled,
+                        });
+                    }
                     continue;
                 }
                 Some(_) => report.changed += 1,
@@ -271,44 +478,119 @@ impl Index {
             let text = String::from_utf8_lossy(content);
             let chunks = chunk(rel, &text, &config.chunking);
             report.chunks_written += chunks.len();
-            pending.push(Pending {
-                path: rel.clone(),
+            ops.push(Op::Index(Pending {
+                path: rel.to_string(),
                 hash,
                 size: content.len() as u64,
                 kind: Kind::of(rel),
+                stamp: settled,
                 chunks,
-            });
-            if pending.len() >= FILES_PER_BATCH {
-                self.write(std::mem::take(&mut pending))?;
+            }));
+            if ops.len() >= FILES_PER_BATCH {
+                self.begin(&mut wrote, rechunk.then_some(fingerprint.as_str()))?;
+                self.write(std::mem::take(&mut ops))?;
             }
         }
-        self.write(pending)?;
 
-        let gone: Vec<&String> = stored.keys().filter(|p| !seen.contains(*p)).collect();
+        let gone: Vec<&String> = stored_files
+            .keys()
+            .filter(|p| !seen.contains(p.as_str()))
+            .collect();
+        let unskipped: Vec<&String> = stored_skipped
+            .keys()
+            .filter(|p| !skipped_now.contains(p.as_str()))
+            .collect();
+        let watched = watched.filter(|w| *w != stored_watched);
         report.removed = gone.len();
-        {
-            let tx = self.conn.transaction().map_err(|e| db(&self.path, e))?;
-            for path in gone {
-                tx.execute("DELETE FROM chunks WHERE path = ?1", [path])
-                    .and_then(|_| tx.execute("DELETE FROM files WHERE path = ?1", [path]))
-                    .map_err(|e| db(&self.path, e))?;
+        let changed = wrote
+            || !ops.is_empty()
+            || !gone.is_empty()
+            || !unskipped.is_empty()
+            || watched.is_some()
+            || rechunk
+            || !complete;
+        if changed {
+            self.begin(&mut wrote, rechunk.then_some(fingerprint.as_str()))?;
+            self.write(ops)?;
+            let path = self.path.clone();
+            let tx = self.conn.transaction().map_err(|e| db(&path, e))?;
+            for p in gone {
+                tx.execute("DELETE FROM chunks WHERE path = ?1", [p])
+                    .and_then(|_| tx.execute("DELETE FROM files WHERE path = ?1", [p]))
+                    .map_err(|e| db(&path, e))?;
             }
-            tx.commit().map_err(|e| db(&self.path, e))?;
-        }
-
-        // The words are complete; vectors that fail now are made by the next sync.
-        self.set_meta("state", "complete")?;
-        self.set_meta("last_sync", &now())?;
-        if let Some(embedder) = embedder {
-            report.embedded = self.embed_missing(embedder, progress)?;
+            for p in unskipped {
+                tx.execute("DELETE FROM skipped WHERE path = ?1", [p])
+                    .map_err(|e| db(&path, e))?;
+            }
+            if let Some(watched) = watched {
+                tx.execute("DELETE FROM watched", [])
+                    .map_err(|e| db(&path, e))?;
+                let mut insert = tx
+                    .prepare_cached(
+                        "INSERT INTO watched(path, size, mtime, ctime, inode)
+                         VALUES (?1, ?2, ?3, ?4, ?5)",
+                    )
+                    .map_err(|e| db(&path, e))?;
+                for (p, s) in &watched {
+                    insert
+                        .execute(params![p, s.size, s.mtime, s.ctime, s.inode])
+                        .map_err(|e| db(&path, e))?;
+                }
+            }
+            // The words are complete; vectors that fail now are made by the next sync.
+            for (k, v) in [("state", "complete".to_string()), ("last_sync", now())] {
+                tx.execute(
+                    "INSERT INTO meta(key, value) VALUES (?1, ?2)
+                     ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    params![k, v],
+                )
+                .map_err(|e| db(&path, e))?;
+            }
+            tx.commit().map_err(|e| db(&path, e))?;
+        } else if stamp {
+            self.set_meta("last_sync", &now())?;
         }
         report.elapsed = started.elapsed();
         Ok(report)
     }
 
-    /// Replace the chunks of each file in `files`, in one transaction.
-    fn write(&mut self, files: Vec<Pending>) -> Result<(), KnowledgeError> {
-        if files.is_empty() {
+    /// Before the first write of a sync: mark the index as being synced (a kill leaves it so,
+    /// and the next sync walks everything), with the config it is being cut for.
+    fn begin(&self, begun: &mut bool, config: Option<&str>) -> Result<(), KnowledgeError> {
+        if !*begun {
+            *begun = true;
+            self.set_meta("state", "syncing")?;
+            if let Some(c) = config {
+                self.set_meta("config", c)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Path and stamp of every row of `table`.
+    fn stamps(&self, table: &str) -> Result<HashMap<String, Stamp>, KnowledgeError> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT path, size, mtime, ctime, inode FROM {table}"
+            ))
+            .map_err(|e| self.db_err(e))?;
+        stmt.query_map([], |r| Ok((r.get(0)?, stamp_at(r, 1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.db_err(e))
+    }
+
+    fn stored_hash(&self, path: &str) -> Result<Option<String>, KnowledgeError> {
+        self.conn
+            .prepare_cached("SELECT hash FROM files WHERE path = ?1")
+            .and_then(|mut s| s.query_row([path], |r| r.get(0)).optional())
+            .map_err(|e| self.db_err(e))
+    }
+
+    /// Apply `ops` in one transaction.
+    fn write(&mut self, ops: Vec<Op>) -> Result<(), KnowledgeError> {
+        if ops.is_empty() {
             return Ok(());
         }
         let path = self.path.clone();
@@ -319,32 +601,84 @@ impl Index {
                 .map_err(|e| db(&path, e))?;
             let mut insert = tx
                 .prepare_cached(
-                    "INSERT INTO chunks(path, start_line, end_line, hash, text)
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    "INSERT INTO chunks(path, start_line, end_line, hash, text, words)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 )
                 .map_err(|e| db(&path, e))?;
             let mut file = tx
                 .prepare_cached(
-                    "INSERT INTO files(path, hash, size, kind) VALUES (?1, ?2, ?3, ?4)
+                    "INSERT INTO files(path, hash, size, kind, mtime, ctime, inode)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                      ON CONFLICT(path) DO UPDATE SET hash = excluded.hash, size = excluded.size,
-                     kind = excluded.kind",
+                     kind = excluded.kind, mtime = excluded.mtime, ctime = excluded.ctime,
+                     inode = excluded.inode",
                 )
                 .map_err(|e| db(&path, e))?;
-            for f in &files {
-                delete.execute([&f.path]).map_err(|e| db(&path, e))?;
-                for c in &f.chunks {
-                    insert
-                        .execute(params![
+            let mut restamp = tx
+                .prepare_cached(
+                    "UPDATE files SET size = ?2, mtime = ?3, ctime = ?4, inode = ?5
+                     WHERE path = ?1",
+                )
+                .map_err(|e| db(&path, e))?;
+            let mut skip = tx
+                .prepare_cached(
+                    "INSERT INTO skipped(path, why, size, mtime, ctime, inode)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                     ON CONFLICT(path) DO UPDATE SET why = excluded.why, size = excluded.size,
+                     mtime = excluded.mtime, ctime = excluded.ctime, inode = excluded.inode",
+                )
+                .map_err(|e| db(&path, e))?;
+            let mut unskip = tx
+                .prepare_cached("DELETE FROM skipped WHERE path = ?1")
+                .map_err(|e| db(&path, e))?;
+            for op in &ops {
+                match op {
+                    Op::Index(f) => {
+                        delete.execute([&f.path]).map_err(|e| db(&path, e))?;
+                        let mut words = String::new();
+                        for c in &f.chunks {
+                            words.clear();
+                            words.push_str(&identifier_words(&f.path));
+                            words.push('\n');
+                            words.push_str(&identifier_words(&c.text));
+                            insert
+                                .execute(params![
+                                    f.path,
+                                    c.start_line as i64,
+                                    c.end_line as i64,
+                                    format!("{:x}", Sha256::digest(c.text.as_bytes())),
+                                    c.text,
+                                    words.trim()
+                                ])
+                                .map_err(|e| db(&path, e))?;
+                        }
+                        let s = f.stamp;
+                        file.execute(params![
                             f.path,
-                            c.start_line as i64,
-                            c.end_line as i64,
-                            format!("{:x}", Sha256::digest(c.text.as_bytes())),
-                            c.text
+                            f.hash,
+                            f.size as i64,
+                            f.kind.as_str(),
+                            s.mtime,
+                            s.ctime,
+                            s.inode
                         ])
+                        .and_then(|_| unskip.execute([&f.path]))
                         .map_err(|e| db(&path, e))?;
+                    }
+                    Op::Restamp { path: p, stamp: s } => {
+                        restamp
+                            .execute(params![p, s.size, s.mtime, s.ctime, s.inode])
+                            .map_err(|e| db(&path, e))?;
+                    }
+                    Op::Skip {
+                        path: p,
+                        why,
+                        stamp: s,
+                    } => {
+                        skip.execute(params![p, why.as_str(), s.size, s.mtime, s.ctime, s.inode])
+                            .map_err(|e| db(&path, e))?;
+                    }
                 }
-                file.execute(params![f.path, f.hash, f.size as i64, f.kind.as_str()])
-                    .map_err(|e| db(&path, e))?;
             }
         }
         tx.commit().map_err(|e| db(&path, e))
@@ -414,26 +748,19 @@ impl Index {
         k: usize,
         embedder: Option<&mut dyn Embedder>,
     ) -> Result<Vec<Hit>, KnowledgeError> {
-        let words = query_words(text);
-        if words.is_empty() {
+        let terms = query_terms(text);
+        if terms.is_empty() {
             return Err(KnowledgeError::Query(
                 "the query has no words to search for".into(),
             ));
         }
-        // Function words match nearly every passage and rank almost nothing; they only cost.
-        let content: Vec<String> = words
-            .iter()
-            .filter(|w| !STOP_WORDS.contains(&w.as_str()))
-            .cloned()
-            .collect();
-        let words = if content.is_empty() { words } else { content };
         let k = k.clamp(1, 100);
         let depth = if embedder.is_some() {
             FUSION_DEPTH.max(k)
         } else {
             k
         };
-        let bm25 = self.bm25(&words, depth)?;
+        let bm25 = self.bm25(&terms, depth)?;
         let vectors = match embedder {
             Some(e) => self.nearest(text, e, depth)?,
             None => Vec::new(),
@@ -454,23 +781,40 @@ impl Index {
         self.hits(&ranked)
     }
 
-    /// Chunk ids and scores (higher is better) by BM25, best first.
-    fn bm25(&self, words: &[String], limit: usize) -> Result<Vec<(i64, f64)>, KnowledgeError> {
-        // Each word is a quoted FTS5 string: nothing the user typed is query syntax.
-        let expr = words
-            .iter()
-            .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
-            .collect::<Vec<_>>()
-            .join(" OR ");
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT rowid, bm25(chunks_fts, 1.0, 0.5) AS r FROM chunks_fts
-                 WHERE chunks_fts MATCH ?1 ORDER BY r, rowid LIMIT ?2",
-            )
-            .map_err(|e| self.db_err(e))?;
-        stmt.query_map(params![expr, limit as i64], |r| {
-            Ok((r.get::<_, i64>(0)?, -r.get::<_, f64>(1)?))
+    /// Chunk ids and scores (higher is better), best first: chunks that hold more of the
+    /// query's words first, then by BM25 (the words of identifiers and the path count for
+    /// less than the text). The score is the number of words held plus BM25 mapped into
+    /// `[0, 1)`, so it orders hits the same way across indexes.
+    fn bm25(&self, terms: &[String], limit: usize) -> Result<Vec<(i64, f64)>, KnowledgeError> {
+        let expr = terms.join(" OR ");
+        let mut sql = String::from("SELECT rowid, bm25(chunks_fts, 1.0, 0.5, 0.5) AS r, ");
+        // With one word, every match holds all of it.
+        let counted = if terms.len() > 1 { terms.len() } else { 0 };
+        if counted == 0 {
+            sql.push('1');
+        }
+        for i in 0..counted {
+            if i > 0 {
+                sql.push_str(" + ");
+            }
+            // Each term's matches, found once per query and looked up for every row.
+            sql.push_str(&format!(
+                "(rowid IN (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?{}))",
+                i + 3
+            ));
+        }
+        sql.push_str(
+            " AS cover FROM chunks_fts WHERE chunks_fts MATCH ?1
+             ORDER BY cover DESC, r, rowid LIMIT ?2",
+        );
+        let limit = limit as i64;
+        let mut values: Vec<&dyn rusqlite::ToSql> = vec![&expr, &limit];
+        values.extend(terms[..counted].iter().map(|t| t as &dyn rusqlite::ToSql));
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.db_err(e))?;
+        stmt.query_map(values.as_slice(), |r| {
+            let s = (-r.get::<_, f64>(1)?).max(0.0);
+            let cover: i64 = r.get(2)?;
+            Ok((r.get::<_, i64>(0)?, cover as f64 + s / (1.0 + s)))
         })
         .and_then(|rows| rows.collect())
         .map_err(|e| self.db_err(e))
@@ -604,7 +948,49 @@ struct Pending {
     hash: String,
     size: u64,
     kind: Kind,
+    stamp: Stamp,
     chunks: Vec<crate::chunk::Chunk>,
+}
+
+/// One change a sync writes.
+enum Op {
+    /// A file's chunks, new or replaced.
+    Index(Pending),
+    /// A file read again whose content had not changed: only its stamp is new.
+    Restamp { path: String, stamp: Stamp },
+    /// A file not indexed, remembered with its stamp so it is not read again until it changes.
+    Skip {
+        path: String,
+        why: Skip,
+        stamp: Stamp,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Skip {
+    Binary,
+    Large,
+    Unreadable,
+}
+
+impl Skip {
+    fn as_str(self) -> &'static str {
+        match self {
+            Skip::Binary => "binary",
+            Skip::Large => "large",
+            Skip::Unreadable => "unreadable",
+        }
+    }
+}
+
+/// The stamp in columns `at..at + 4` (size, mtime, ctime, inode).
+fn stamp_at(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Stamp> {
+    Ok(Stamp {
+        size: r.get(at)?,
+        mtime: r.get(at + 1)?,
+        ctime: r.get(at + 2)?,
+        inode: r.get(at + 3)?,
+    })
 }
 
 fn db(path: &Path, e: rusqlite::Error) -> KnowledgeError {
@@ -614,24 +1000,38 @@ fn db(path: &Path, e: rusqlite::Error) -> KnowledgeError {
     }
 }
 
-/// Open the database at `path`, rebuilding it when it is not exactly this schema.
-fn open_checked(path: &Path) -> Result<Connection, KnowledgeError> {
-    // What a fresh index holds, built once per process in memory.
-    static EXPECTED: OnceLock<Vec<(String, String, String)>> = OnceLock::new();
-    let expected = match EXPECTED.get() {
-        Some(e) => e,
-        None => {
-            let fresh = Connection::open_in_memory()
-                .and_then(|c| schema_objects(&c, true))
-                .map_err(|e| db(path, e))?;
-            EXPECTED.get_or_init(|| fresh)
-        }
-    };
+/// The schema objects of `schema` built in memory: what an index of that version holds.
+fn objects_of(
+    cell: &'static OnceLock<Vec<(String, String, String)>>,
+    schema: &[&str],
+    path: &Path,
+) -> Result<&'static [(String, String, String)], KnowledgeError> {
+    if let Some(e) = cell.get() {
+        return Ok(e);
+    }
+    let built = Connection::open_in_memory()
+        .and_then(|c| {
+            for part in schema {
+                c.execute_batch(part)?;
+            }
+            schema_objects(&c)
+        })
+        .map_err(|e| db(path, e))?;
+    Ok(cell.get_or_init(|| built))
+}
+
+/// Open the database at `path`: a current index as it is, one of version 1 upgraded in place
+/// (its embeddings kept), and anything else rebuilt from scratch.
+fn open_checked(path: &Path) -> Result<(Connection, Opened), KnowledgeError> {
+    static CURRENT: OnceLock<Vec<(String, String, String)>> = OnceLock::new();
+    static V1: OnceLock<Vec<(String, String, String)>> = OnceLock::new();
+    let current = objects_of(&CURRENT, &[SCHEMA_WORDS, SCHEMA_EMBEDDINGS], path)?;
     let remove = || {
         for suffix in ["", "-wal", "-shm", "-journal"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }
     };
+    let mut opened = Opened::Current;
     for attempt in 0..2 {
         let conn = match open(path) {
             Ok(c) => c,
@@ -641,6 +1041,7 @@ fn open_checked(path: &Path) -> Result<Connection, KnowledgeError> {
             {
                 tracing::warn!("{} is not a database; rebuilding it", path.display());
                 remove();
+                opened = Opened::Rebuilt;
                 continue;
             }
             Err(e) => return Err(db(path, e)),
@@ -648,21 +1049,47 @@ fn open_checked(path: &Path) -> Result<Connection, KnowledgeError> {
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap_or(-1);
-        let objects = schema_objects(&conn, false);
-        match objects {
+        match schema_objects(&conn) {
             Ok(found) if found.is_empty() && version == 0 => {
-                conn.execute_batch(SCHEMA)
+                conn.execute_batch(SCHEMA_WORDS)
+                    .and_then(|_| conn.execute_batch(SCHEMA_EMBEDDINGS))
                     .and_then(|_| conn.pragma_update(None, "user_version", SCHEMA_VERSION))
                     .map_err(|e| db(path, e))?;
-                return Ok(conn);
+                return Ok((conn, opened));
             }
-            Ok(found) if found == *expected && version == SCHEMA_VERSION => return Ok(conn),
+            Ok(found) if found == current && version == SCHEMA_VERSION => {
+                return Ok((conn, opened));
+            }
+            Ok(found)
+                if attempt == 0
+                    && version == 1
+                    && found == objects_of(&V1, &[SCHEMA_V1], path)? =>
+            {
+                // Everything but the vectors is recomputed from the files by the next sync.
+                let upgraded = conn
+                    .execute_batch(&format!(
+                        "BEGIN; {DROP_V1_WORDS} {SCHEMA_WORDS} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+                    ))
+                    .and_then(|_| schema_objects(&conn));
+                match upgraded {
+                    Ok(found) if found == current => {
+                        return Ok((conn, Opened::Upgraded { from: 1 }));
+                    }
+                    _ => {
+                        tracing::warn!("{} could not be upgraded; rebuilding it", path.display());
+                        drop(conn);
+                        remove();
+                        opened = Opened::Rebuilt;
+                    }
+                }
+            }
             _ if attempt == 0 => {
                 // Another version, or not rawko's: the index is derived data, so it is rebuilt
                 // rather than trusted.
                 tracing::warn!("{} is not a current index; rebuilding it", path.display());
                 drop(conn);
                 remove();
+                opened = Opened::Rebuilt;
             }
             _ => break,
         }
@@ -689,55 +1116,12 @@ fn open(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-/// Every schema object as (type, name, sql), sorted; `fresh` builds the schema first.
-fn schema_objects(
-    conn: &Connection,
-    fresh: bool,
-) -> rusqlite::Result<Vec<(String, String, String)>> {
-    if fresh {
-        conn.execute_batch(SCHEMA)?;
-    }
+/// Every schema object as (type, name, sql), sorted.
+fn schema_objects(conn: &Connection) -> rusqlite::Result<Vec<(String, String, String)>> {
     let mut stmt = conn
         .prepare("SELECT type, name, coalesce(sql, '') FROM sqlite_master ORDER BY type, name")?;
     stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
         .collect()
-}
-
-/// The files under `root` that `config` selects, relative and `/`-separated, sorted. The walk
-/// respects `.gitignore`, follows no symlink, skips hidden entries, `.git/` and `.rawko/`, and
-/// stops at [`MAX_DEPTH`].
-fn walk(root: &Path, config: &KnowledgeConfig) -> Vec<String> {
-    let mut out = Vec::new();
-    let walker = ignore::WalkBuilder::new(root)
-        .hidden(true)
-        .git_ignore(true)
-        .git_exclude(true)
-        .git_global(false)
-        .parents(false)
-        .require_git(false)
-        .ignore(true)
-        .follow_links(false)
-        .max_depth(Some(MAX_DEPTH))
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .build();
-    for entry in walker {
-        let Ok(entry) = entry else { continue };
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        let Ok(rel) = entry.path().strip_prefix(root) else {
-            continue;
-        };
-        let Some(rel) = rel.to_str() else { continue };
-        let rel = rel.replace(std::path::MAIN_SEPARATOR, "/");
-        if rel.starts_with(".git/") || rel.starts_with(".rawko/") {
-            continue;
-        }
-        if config.selects(&rel) {
-            out.push(rel);
-        }
-    }
-    out
 }
 
 enum Read {
@@ -788,6 +1172,48 @@ pub fn query_words(text: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// The query's words as FTS5 expressions made of quoted strings only (nothing the user typed is
+/// query syntax): each word, or for a compound identifier (`reconcileLedgerDrift`) the word or
+/// its parts in a row, which is how the index holds `reconcile_ledger_drift` and the
+/// identifier's words. Function words are left out of a query that has other words.
+fn query_terms(text: &str) -> Vec<String> {
+    let mut words: Vec<(String, Vec<String>)> = Vec::new();
+    let mut parts = Vec::new();
+    for w in text.split(|c: char| !c.is_alphanumeric()) {
+        if w.is_empty() {
+            continue;
+        }
+        let lower = w.to_lowercase();
+        if words.iter().any(|(l, _)| *l == lower) {
+            continue;
+        }
+        parts.clear();
+        split_identifier(w, &mut parts);
+        let split = if parts.len() > 1 {
+            parts.iter().map(|p| p.to_lowercase()).collect()
+        } else {
+            Vec::new()
+        };
+        words.push((lower, split));
+        if words.len() == MAX_QUERY_WORDS {
+            break;
+        }
+    }
+    let content = words.iter().any(|(w, _)| !STOP_WORDS.contains(&w.as_str()));
+    let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    words
+        .into_iter()
+        .filter(|(w, _)| !content || !STOP_WORDS.contains(&w.as_str()))
+        .map(|(w, split)| {
+            if split.is_empty() {
+                quote(&w)
+            } else {
+                format!("({} OR {})", quote(&w), quote(&split.join(" ")))
+            }
+        })
+        .collect()
 }
 
 fn now() -> String {
@@ -930,6 +1356,161 @@ mod tests {
         let e = Index::open(dir2.path()).unwrap_err().to_string();
         assert!(e.contains("not a directory"), "{e}");
         assert!(std::fs::read_dir(other.path()).unwrap().next().is_none());
+    }
+
+    /// Refresh as if the listing happened `ahead` from now, so that files written by the test
+    /// count as settled.
+    fn refresh_ahead(root: &Path) -> SyncReport {
+        let mut index = Index::open(root).unwrap();
+        let since = fresh::now_ns() + 3_000_000_000;
+        index
+            .update_since(&KnowledgeConfig::defaults(), &mut Quiet, false, since)
+            .unwrap()
+    }
+
+    /// Past one tick of the file system's clock.
+    fn tick() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    #[test]
+    fn a_settled_tree_is_checked_by_stat_alone_and_every_change_is_still_seen() {
+        let dir = repo();
+        let first = refresh_ahead(dir.path());
+        assert!(first.walked);
+        assert_eq!(first.new, 4);
+        let again = refresh_ahead(dir.path());
+        assert!(!again.walked, "nothing moved: no directory is read");
+        assert_eq!((again.unchanged, again.changed, again.new), (4, 0, 0));
+
+        // An edit in place that keeps the size: its directory does not move, the file does.
+        tick();
+        std::fs::write(
+            dir.path().join("notes.txt"),
+            "Meeting notes about the zebroid plan.\n",
+        )
+        .unwrap();
+        let r = refresh_ahead(dir.path());
+        assert!(!r.walked);
+        assert_eq!((r.changed, r.unchanged), (1, 3));
+        let index = Index::open(dir.path()).unwrap();
+        assert_eq!(index.query("zebroid", 5, None).unwrap().len(), 1);
+
+        // A file in a new nested directory, then one removed: directories moved, so a walk.
+        tick();
+        std::fs::create_dir_all(dir.path().join("a/b/c")).unwrap();
+        std::fs::write(dir.path().join("a/b/c/deep.md"), "# Deep\nokapi\n").unwrap();
+        let r = refresh_ahead(dir.path());
+        assert!(r.walked);
+        assert_eq!(r.new, 1);
+        tick();
+        std::fs::remove_file(dir.path().join("src/render.rs")).unwrap();
+        let r = refresh_ahead(dir.path());
+        assert!(r.walked);
+        assert_eq!(r.removed, 1);
+        assert!(!refresh_ahead(dir.path()).walked);
+
+        // An ignore file edited in place moves only itself, and is watched.
+        std::fs::write(dir.path().join(".gitignore"), "nothing\n").unwrap();
+        refresh_ahead(dir.path());
+        tick();
+        std::fs::write(dir.path().join(".gitignore"), "a/\n\n\n\n\n").unwrap();
+        let r = refresh_ahead(dir.path());
+        assert!(r.walked);
+        assert_eq!(r.removed, 1);
+        let index = Index::open(dir.path()).unwrap();
+        assert!(index.query("okapi", 5, None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn files_just_written_are_read_again_until_they_settle() {
+        let dir = repo();
+        sync(dir.path());
+        let mut index = Index::open(dir.path()).unwrap();
+        // Written moments ago: not trusted by stamp, so read (and found unchanged).
+        let r = index
+            .refresh(&KnowledgeConfig::defaults(), &mut Quiet)
+            .unwrap();
+        assert!(r.walked);
+        assert_eq!((r.unchanged, r.chunks_written), (4, 0));
+        // A binary file is remembered, not read again while its stamp holds.
+        std::fs::write(dir.path().join("blob.txt"), b"a\0b").unwrap();
+        let r = refresh_ahead(dir.path());
+        assert_eq!(r.skipped_binary, 1);
+        let r = refresh_ahead(dir.path());
+        assert!(!r.walked);
+        assert_eq!(r.skipped_binary, 1);
+    }
+
+    #[test]
+    fn a_version_1_index_is_upgraded_keeping_its_embeddings() {
+        let dir = repo();
+        std::fs::create_dir(dir.path().join(".rawko")).unwrap();
+        let path = dir.path().join(DB_FILE);
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(SCHEMA_V1).unwrap();
+            c.pragma_update(None, "user_version", 1).unwrap();
+            c.execute_batch(
+                "INSERT INTO files VALUES ('gone.md', 'h', 1, 'markdown');
+                 INSERT INTO chunks(path, start_line, end_line, hash, text) VALUES ('gone.md', 1, 1, 'h', 'ghostword');
+                 INSERT INTO embeddings VALUES ('h', 'm', x'0000803f');",
+            )
+            .unwrap();
+        }
+        let mut index = Index::open(dir.path()).unwrap();
+        let notice = index.notice().unwrap();
+        assert!(notice.contains("from format 1 to 2"), "{notice}");
+        assert!(notice.contains("embeddings are kept"), "{notice}");
+        let r = index
+            .sync(&KnowledgeConfig::defaults(), None, &mut Quiet)
+            .unwrap();
+        assert_eq!(r.new, 4);
+        assert!(index.query("ghostword", 5, None).unwrap().is_empty());
+        assert_eq!(index.query("frobnicator", 5, None).unwrap().len(), 1);
+        let status = index.status().unwrap();
+        assert_eq!(status.embeddings, [("m".to_string(), 1)]);
+        drop(index);
+        assert_eq!(Index::open(dir.path()).unwrap().notice(), None);
+    }
+
+    #[test]
+    fn chunks_holding_more_of_the_query_rank_first_and_identifiers_split() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = |rel: &str, text: &str| {
+            let p = dir.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        w(
+            "two.md",
+            "# Two\nalpha beta alpha beta alpha beta alpha beta\n",
+        );
+        w(
+            "three.rs",
+            "/// alpha, beta and gamma, in a long comment about many other things as well\nfn f() {}\n",
+        );
+        w("camel.ts", "function gammaDeltaEpsilon() {}\n");
+        sync(dir.path());
+        let index = Index::open(dir.path()).unwrap();
+        let hits = index.query("alpha beta gamma", 5, None).unwrap();
+        assert_eq!(hits[0].path, "three.rs");
+        assert!(
+            hits[0].score >= 3.0 && hits[0].score < 4.0,
+            "{}",
+            hits[0].score
+        );
+        assert_eq!(hits[1].path, "two.md");
+        assert!(hits[1].score >= 2.0 && hits[1].score < 3.0);
+        assert_eq!(index.query("delta", 5, None).unwrap()[0].path, "camel.ts");
+        assert_eq!(
+            index.query("DeltaEpsilon", 5, None).unwrap()[0].path,
+            "camel.ts"
+        );
+        assert_eq!(
+            query_terms("the reconcileLedger \"x\" of"),
+            ["(\"reconcileledger\" OR \"reconcile ledger\")", "\"x\""]
+        );
     }
 
     struct Letters;

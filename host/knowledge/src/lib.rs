@@ -3,16 +3,20 @@
 //! everything.
 //!
 //! - [`config`]: `knowledge.yaml`, which files and how they are cut.
-//! - [`chunk`]: Markdown by heading, code by blank-line blocks, other text by line windows.
-//! - [`Index`]: the SQLite file: files with content hashes, chunks, an FTS5 (BM25) index, and
-//!   embeddings cached by chunk hash and model. [`Index::sync`] is incremental by content hash
-//!   and commits in batches, so a killed sync is completed by the next one; [`Index::query`]
-//!   searches the query's words (never FTS5 syntax) and fuses BM25 and vector ranks when an
-//!   [`Embedder`] is given.
+//! - [`chunk`]: Markdown by heading, code at item boundaries (a doc comment with its item),
+//!   other text by line windows; and the words inside compound identifiers, for the index.
+//! - [`Index`]: the SQLite file: files with content hashes and stat stamps, chunks, an FTS5
+//!   (BM25) index, and embeddings cached by chunk hash and model. [`Index::sync`] reads only
+//!   files whose stamp moved, is incremental by content hash and commits in batches, so a
+//!   killed sync is completed by the next one; [`Index::refresh`] is the cheap check before a
+//!   query; [`Index::query`] searches the query's words (never FTS5 syntax), chunks holding
+//!   more of them first, and fuses with vector ranks when an [`Embedder`] is given.
 //! - [`registry`]: the repositories indexed on this machine, for `--repo` and `--global`.
 
 pub mod chunk;
 pub mod config;
+#[cfg(feature = "index")]
+mod fresh;
 #[cfg(feature = "index")]
 mod index;
 pub mod registry;

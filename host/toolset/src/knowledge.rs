@@ -1,6 +1,6 @@
 //! The `Knowledge` tool, provided by the host: search the workspace's knowledge index
 //! ([`rawko_knowledge`]) by words. Each call first brings the index up to date (only files whose
-//! content changed are read again), so what an agent finds includes the edits made so far.
+//! stat changed are read again), so what an agent finds includes the edits made so far.
 
 use std::path::Path;
 use std::time::Instant;
@@ -80,11 +80,11 @@ pub async fn call(
     }
 }
 
-/// Sync the index of `root` (words only), then search it.
+/// Refresh the index of `root` (words only), then search it.
 fn search(root: &Path, query: &str, k: usize) -> Result<String, KnowledgeError> {
     let config = KnowledgeConfig::load(root)?;
     let mut index = Index::open(root)?;
-    index.sync(&config, None, &mut Quiet)?;
+    index.refresh(&config, &mut Quiet)?;
     let hits = index.query(query, k, None)?;
     if hits.is_empty() {
         return Ok(format!("No passage matches {query:?}."));

@@ -80,6 +80,7 @@ impl KnowledgeCmd {
                 let show = !json && std::io::stderr().is_terminal();
                 let (mut report, status, embedded) = blocking(move || {
                     let mut index = Index::open(&root)?;
+                    announce(&index);
                     let mut bar = Bar::new(show);
                     let report = index.sync(&config, None, &mut bar)?;
                     // Words first: what is committed stays searchable whatever the adapter does.
@@ -122,7 +123,10 @@ impl KnowledgeCmd {
                 let root = cx.workspace().to_path_buf();
                 let config = load_config(&root)?;
                 let status = blocking(move || match Index::open_existing(&root)? {
-                    Some(index) => index.status().map(Some),
+                    Some(index) => {
+                        announce(&index);
+                        index.status().map(Some)
+                    }
                     None => Ok(None),
                 })
                 .await?;
@@ -207,12 +211,13 @@ impl KnowledgeCmd {
                     let root2 = root.clone();
                     let (mut found, warning) = blocking(move || {
                         let mut index = Index::open(&root2)?;
-                        if !other && index.status()?.last_sync.is_none() {
-                            // A first query here builds the index (words only) first.
-                            let mut bar = Bar::new(show);
-                            index.sync(&config, None, &mut bar)?;
-                            bar.finish();
-                        }
+                        announce(&index);
+                        // What changed since the last query is indexed first (words only): a
+                        // stat of each file, none read unless its stamp moved. A first query
+                        // builds the index.
+                        let mut bar = Bar::new(show);
+                        index.refresh(&config, &mut bar)?;
+                        bar.finish();
                         let Some(mut embedder) = embedder else {
                             return Ok((index.query(&text, k, None)?, None));
                         };
@@ -248,6 +253,14 @@ impl KnowledgeCmd {
                 Ok(ExitCode::SUCCESS)
             }
         }
+    }
+}
+
+/// Say on stderr when opening upgraded or rebuilt the index: the sync that follows reads every
+/// file, and that should not look like a hang.
+fn announce(index: &Index) {
+    if let Some(line) = index.notice() {
+        let _ = print_err(&format!("knowledge: {line}"));
     }
 }
 
