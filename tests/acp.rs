@@ -187,7 +187,8 @@ fn an_acp_developer_and_a_rawko_reviewer_share_a_task() {
             {"read": "src/lib.txt", "line": 1, "limit": 1},
             {"write": "src/notes.txt", "content": "notes by the external agent\n"},
             {"terminal": "wc -l src/notes.txt"},
-            {"permission": "run the tests", "kind": "execute"},
+            {"permission": "count the notes", "kind": "execute",
+             "input": {"command": "wc -l src/notes.txt"}},
             {"permission": "browse the web", "kind": "fetch"},
             {"own_tool": "search for TODO", "kind": "search"},
         ]}),
@@ -232,8 +233,8 @@ fn an_acp_developer_and_a_rawko_reviewer_share_a_task() {
         "{:?}",
         seen[3]
     );
-    // Execute is among the state's tools; fetching is not decided by them, and nobody is at a
-    // terminal to ask.
+    // The command is one the state's shell policy allows; fetching is not decided by the
+    // state's tools, and nobody is at a terminal to ask.
     assert_eq!(seen[4]["answer"]["result"]["outcome"]["optionId"], "yes");
     assert_eq!(seen[5]["answer"]["result"]["outcome"]["optionId"], "no");
 
@@ -1021,4 +1022,263 @@ fn terminals_are_bounded_and_stopped_when_killed_or_when_the_state_ends() {
         })
         .count();
     assert_eq!(stopped, 8, "{shown:#}");
+}
+
+/// An agent that asks before it acts with tools of its own, unconfined (`sandbox: full`, as a
+/// user may run Claude Code or Codex): rawko's answer to its permission requests is all that
+/// stands between it and the workspace. Its shell policy allows `ls` and `rm` but blocks
+/// `rm -rf`.
+const ASKER: &str = "name: asker\nacp:\n  command: /usr/bin/python3\n  args: [scripted_agent.py, ask.json]\n\
+    sandbox: full\ntools:\n  allowed: [Read, Write, Bash]\n  bashFilter:\n    allowedCommands: [ls, rm]\n    \
+    blockedPatterns: [\"rm -rf\"]\ntransitions: {onSuccess: done, onFailure: failed}\n";
+
+/// A workspace for [`ASKER`]: a directory to delete, a git config to rewrite, and a secret
+/// beside the workspace. Returns the secret's path relative to the workspace (`../…`).
+fn asker_setup(s: &Setup) -> String {
+    s.agent("asker", ASKER);
+    s.ws.write("victim/keep.txt", "still here\n");
+    s.ws.write(".git/config", "[core]\n\tbare = false\n");
+    std::fs::create_dir_all(s.outside.path().join("outside")).unwrap();
+    std::fs::write(s.outside.path().join("outside/secret.txt"), "the secret\n").unwrap();
+    assert_eq!(s.outside.path().parent(), s.ws.path().parent());
+    format!(
+        "../{}/outside/secret.txt",
+        s.outside.path().file_name().unwrap().to_str().unwrap()
+    )
+}
+
+/// The option the agent's permission request was answered with.
+fn chosen(step: &Value) -> &str {
+    step["answer"]["result"]["outcome"]["optionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no option chosen: {step}"))
+}
+
+/// The permission decision whose detail names `title`.
+fn permission_row<'a>(shown: &'a Value, title: &str) -> &'a Value {
+    shown["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["capability"] == "permission" && d["detail"].as_str().unwrap().contains(title))
+        .unwrap_or_else(|| panic!("no permission row for {title}: {shown:#}"))
+}
+
+#[test]
+fn permission_requests_are_judged_by_what_they_ask_not_by_their_kind() {
+    let s = Setup::new();
+    let secret = asker_setup(&s);
+    s.script(
+        "ask.json",
+        json!({"steps": [
+            {"permission": "Delete the victim", "kind": "execute",
+             "input": {"command": "rm -rf victim"}, "then": {"run": "rm -rf victim"}},
+            {"permission": "Edit the secret", "kind": "edit",
+             "input": {"path": secret, "content": "owned\n"}, "locations": [secret],
+             "then": {"write": secret, "content": "owned\n"}},
+            {"permission": "Edit the git config", "kind": "edit",
+             "input": {"file_path": ".git/config"}, "locations": [s.ws.path().join(".git/config")],
+             "then": {"write": ".git/config", "content": "[core]\n\thooksPath = /tmp/evil\n"}},
+            {"permission": "Tidy up", "kind": "execute", "input": {"description": "tidy the tree"},
+             "then": {"run": "rm -r victim"}},
+            {"permission": "Delete it the Codex way", "kind": "execute",
+             "input": {"command": ["bash", "-lc", "rm -rf victim"]},
+             "then": {"run": "rm -rf victim"}},
+            {"permission": "Write the notes", "kind": "edit",
+             "input": {"file_path": "src/notes.txt"}, "locations": ["src/notes.txt"],
+             "then": {"write": "src/notes.txt", "content": "notes\n"}},
+            {"permission": "List the sources", "kind": "execute", "input": {"command": "ls src"}},
+        ]}),
+    );
+    let (r, shown) = s.run("asker", "Clean up.", &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let seen = results(&turn_summary(&shown, "asker"));
+    let answers: Vec<&str> = seen.iter().map(chosen).collect();
+    assert_eq!(
+        answers,
+        ["no", "no", "no", "no", "no", "yes", "yes"],
+        "{seen:#?}"
+    );
+    // Nothing refused happened.
+    assert_eq!(s.ws.read("victim/keep.txt"), "still here\n");
+    assert_eq!(s.ws.read(".git/config"), "[core]\n\tbare = false\n");
+    assert_eq!(
+        std::fs::read_to_string(s.outside.path().join("outside/secret.txt")).unwrap(),
+        "the secret\n"
+    );
+    // What was allowed did.
+    assert_eq!(s.ws.read("src/notes.txt"), "notes\n");
+    // Each answer is an audit row naming the rule that decided it.
+    for (title, decision, rule) in [
+        ("Delete the victim", "deny", "blockedPatterns: rm -rf"),
+        ("Edit the secret", "deny", "outside the workspace"),
+        ("Edit the git config", "deny", ".git"),
+        ("Tidy up", "deny", "names no command"),
+        ("Delete it the Codex way", "deny", "blockedPatterns: rm -rf"),
+        ("Write the notes", "allow", "write grant"),
+        ("List the sources", "allow", "allowedCommands: ls"),
+    ] {
+        let row = permission_row(&shown, title);
+        assert_eq!(row["decision"], decision, "{row}");
+        let reason = row["reason"].as_str().unwrap();
+        assert!(reason.contains(rule), "{title}: {reason}");
+    }
+}
+
+#[test]
+fn permission_requests_under_rawko_acp_refuse_what_the_policy_denies_and_ask_the_editor() {
+    let s = Setup::new();
+    asker_setup(&s);
+    s.script(
+        "ask.json",
+        json!({"steps": [
+            {"permission": "Delete the victim", "kind": "execute",
+             "input": {"command": "rm -rf victim"}, "then": {"run": "rm -rf victim"}},
+            {"permission": "Tidy up", "kind": "execute", "input": {"description": "tidy the tree"}},
+            {"permission": "List the sources", "kind": "execute", "input": {"command": "ls src"}},
+        ]}),
+    );
+    // The editor allows whatever it is asked.
+    let got = editor(
+        &s,
+        json!({"cwd": s.ws.path(), "prompts": ["Clean up."], "permission": "allow"}),
+        &["--agent", "asker"],
+    );
+    assert_eq!(
+        got["prompts"][0]["response"]["result"]["stopReason"], "end_turn",
+        "{got:#}"
+    );
+    assert_eq!(s.ws.read("victim/keep.txt"), "still here\n");
+    // Only the request rawko could not judge went to the editor.
+    let asked = got["permissions"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{got:#}");
+    assert!(
+        asked[0]["toolCall"]["title"]
+            .as_str()
+            .unwrap()
+            .contains("Tidy up"),
+        "{asked:?}"
+    );
+    let r = Run::of(
+        rawko(&s.ws)
+            .args(["tasks", "list", "--json"])
+            .output()
+            .unwrap(),
+    );
+    let tasks = r.json();
+    let tasks = tasks
+        .as_array()
+        .unwrap_or_else(|| tasks["tasks"].as_array().unwrap());
+    let shown = show(&s.ws, tasks[0]["id"].as_str().unwrap());
+    let seen = results(&turn_summary(&shown, "asker"));
+    let answers: Vec<&str> = seen.iter().map(chosen).collect();
+    assert_eq!(answers, ["no", "yes", "yes"], "{seen:#?}");
+    let row = permission_row(&shown, "Delete the victim");
+    assert!(
+        row["reason"]
+            .as_str()
+            .unwrap()
+            .contains("blockedPatterns: rm -rf"),
+        "{row}"
+    );
+    let row = permission_row(&shown, "Tidy up");
+    assert_eq!(row["decision"], "allow", "{row}");
+    assert!(
+        row["reason"].as_str().unwrap().contains("the user agreed"),
+        "{row}"
+    );
+}
+
+/// A turn's flood: 1,024 message chunks of 64 KiB (64 MiB) in lines of 80 bytes, then the end.
+fn flooder(s: &Setup) {
+    s.agent(
+        "flooder",
+        "name: flooder\nacp:\n  command: /usr/bin/python3\n  args: [scripted_agent.py, flood.json]\n\
+         tools:\n  allowed: [Read]\ntransitions: {onSuccess: done}\n",
+    );
+    s.script(
+        "flood.json",
+        json!({"steps": [{"spam": 1024, "size": 65_536, "lines": true}, {"say": "the end"}]}),
+    );
+}
+
+/// What one turn may pass on (1 MiB of text), and room for the events around it.
+const PASSED_ON: usize = (1 << 20) + (64 << 10);
+
+#[test]
+fn a_flood_of_message_chunks_passes_on_one_turns_worth_and_says_it_was_cut() {
+    let s = Setup::new();
+    flooder(&s);
+    let r = s.rawko(&["run", "--json", "--agent", "flooder", "Talk."]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.len() <= PASSED_ON,
+        "{} bytes passed on to stdout",
+        r.stdout.len()
+    );
+    let notices = r
+        .stdout
+        .lines()
+        .filter(|l| l.contains(r#""type":"warning""#) && l.contains("cut"))
+        .count();
+    assert_eq!(
+        notices,
+        1,
+        "{}",
+        &r.stdout[r.stdout.len().saturating_sub(2_000)..]
+    );
+    // The store keeps the end of the report, as before.
+    let shown = show(&s.ws, &task_of(&r.stdout));
+    assert!(turn_summary(&shown, "flooder").contains("the end"));
+
+    // The person watching sees as much, and the same notice once.
+    let r = s.rawko(&["run", "--agent", "flooder", "Talk."]);
+    assert_eq!(
+        r.code,
+        0,
+        "{}",
+        &r.stderr[r.stderr.len().saturating_sub(2_000)..]
+    );
+    assert!(
+        r.stderr.len() <= PASSED_ON + PASSED_ON / 8,
+        "{} bytes passed on to stderr",
+        r.stderr.len()
+    );
+    assert_eq!(
+        r.stderr.matches("the rest of this turn is cut").count(),
+        1,
+        "{}",
+        &r.stderr[r.stderr.len().saturating_sub(2_000)..]
+    );
+}
+
+#[test]
+fn a_flood_of_message_chunks_reaches_the_editor_cut_to_one_turns_worth() {
+    let s = Setup::new();
+    flooder(&s);
+    let got = editor(
+        &s,
+        json!({"cwd": s.ws.path(), "prompts": ["Talk."]}),
+        &["--agent", "flooder"],
+    );
+    let p = &got["prompts"][0];
+    assert_eq!(p["response"]["result"]["stopReason"], "end_turn");
+    let text: usize = updates_of(p, "agent_message_chunk")
+        .iter()
+        .map(|u| u["content"]["text"].as_str().unwrap().len())
+        .sum();
+    assert!(
+        text <= PASSED_ON,
+        "{text} bytes of text passed on to the editor"
+    );
+    let notices = updates_of(p, "agent_thought_chunk")
+        .iter()
+        .filter(|u| {
+            u["content"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("the rest of this turn is cut")
+        })
+        .count();
+    assert_eq!(notices, 1);
 }

@@ -101,12 +101,15 @@ pub enum Request {
         id: String,
         reply: oneshot::Sender<Result<(), String>>,
     },
-    /// The agent asks before one of its own tool calls. `allow` is whether to allow it; the
-    /// answer picks one of the agent's options of that kind (or cancels when there is none).
+    /// The agent asks before one of its own tool calls: what it says the call is (`title`,
+    /// `kind`), the call's input as the agent gave it and the paths it names. The answer is
+    /// whether to allow it; it picks one of the agent's options of that kind (the reject
+    /// option when refused), or cancels when the agent offered none.
     Permission {
         title: String,
         kind: Option<String>,
         input: Option<serde_json::Value>,
+        locations: Vec<PathBuf>,
         reply: oneshot::Sender<bool>,
     },
     Update(Update),
@@ -403,6 +406,12 @@ impl Connection {
                         title: fields.title.clone().unwrap_or_default(),
                         kind: fields.kind.as_ref().map(enum_name),
                         input: fields.raw_input.clone(),
+                        locations: fields
+                            .locations
+                            .iter()
+                            .flatten()
+                            .map(|l| l.path.clone())
+                            .collect(),
                         reply,
                     });
                     let allow = answer.await.unwrap_or(false);

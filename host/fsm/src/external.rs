@@ -23,20 +23,23 @@ use serde_json::json;
 
 use crate::arbiter::Event;
 use crate::conversation::{Content, Message};
-use crate::events::{RunEvent, event_input, preview};
+use crate::events::{EventSink, RunEvent, event_input, preview};
 use crate::llm::CompletionRequest;
-use crate::tools::{ToolOutcome, finish_spec, parse_finish};
+use crate::tools::{Judgement, ToolOutcome, finish_spec, parse_finish};
 use crate::{Engine, EngineError, StateLimits, TurnOutcome, untrusted};
 use rawko_acp::client::{Connection, Grants, Request, Stop, TerminalState, Update};
 use rawko_agents::model::{Agent, External};
+use rawko_shell::verdict::Decision;
 use rawko_store::{AuditEntry, Usage};
 
 /// Most bytes of a file served to an agent by `fs/read_text_file`.
 pub const MAX_READ: u64 = 4 << 20;
 /// Most of an agent's final report kept as the state's summary.
 const MAX_REPORT: usize = 20_000;
-/// Most output a CLI agent's run keeps (its end).
-const MAX_CLI_OUTPUT: usize = 1 << 20;
+/// Most text one external agent's turn keeps or passes on (1 MiB): a CLI agent's output (its
+/// end), and what an ACP agent's messages and progress may send on to the run's events (the
+/// terminal, `--json`, an editor) before the rest of the turn is cut.
+pub const MAX_TURN_TEXT: usize = 1 << 20;
 /// Longest wait for an ACP agent to start and open its session.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most terminals one agent may have at once.
@@ -128,6 +131,195 @@ fn tool_for_kind(kind: &str) -> Option<&'static str> {
         "execute" => "Bash",
         _ => return None,
     })
+}
+
+/// Most commands and paths one permission request may name for rawko to judge.
+const MAX_NAMED: usize = 64;
+
+/// Keys of a tool call's input that hold a path or a list of paths, as ACP agents name them.
+const PATH_KEYS: [&str; 11] = [
+    "path",
+    "file_path",
+    "filePath",
+    "notebook_path",
+    "abs_path",
+    "old_path",
+    "new_path",
+    "source",
+    "destination",
+    "paths",
+    "file_paths",
+];
+
+/// What a permission request names, as far as rawko can read it: the command lines it would
+/// run and the paths it would touch, from its locations and its input.
+#[derive(Debug, Default, PartialEq)]
+struct Asked {
+    commands: Vec<String>,
+    paths: Vec<std::path::PathBuf>,
+}
+
+impl Asked {
+    /// A command is `command` (or `cmd`): a line, with `args` when given, or an argument
+    /// vector; a path is a location or the value of a [`PATH_KEYS`] key or of a key of
+    /// `changes` (a patch's files). What is not in those shapes is not read.
+    fn from_request(input: Option<&serde_json::Value>, locations: &[std::path::PathBuf]) -> Asked {
+        use serde_json::Value;
+        let strings = |v: &Value| -> Option<Vec<String>> {
+            v.as_array()?
+                .iter()
+                .map(|s| s.as_str().map(str::to_string))
+                .collect()
+        };
+        let mut asked = Asked::default();
+        let mut add_path = |p: std::path::PathBuf| {
+            if !p.as_os_str().is_empty() && !asked.paths.contains(&p) {
+                asked.paths.push(p);
+            }
+        };
+        for p in locations {
+            add_path(p.clone());
+        }
+        let Some(Value::Object(map)) = input else {
+            return asked;
+        };
+        for key in PATH_KEYS {
+            match map.get(key) {
+                Some(Value::String(p)) => add_path(p.into()),
+                Some(v @ Value::Array(_)) => {
+                    for p in strings(v).unwrap_or_default() {
+                        add_path(p.into());
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(Value::Object(changes)) = map.get("changes") {
+            for p in changes.keys() {
+                add_path(p.into());
+            }
+        }
+        for key in ["command", "cmd"] {
+            let line = match map.get(key) {
+                Some(Value::String(c)) => match map.get("args") {
+                    None => Some(command_line(c, &[])),
+                    Some(args) => strings(args).map(|args| command_line(c, &args)),
+                },
+                Some(v @ Value::Array(_)) => strings(v).and_then(|argv| {
+                    let (program, args) = argv.split_first()?;
+                    Some(command_line(program, args))
+                }),
+                _ => None,
+            };
+            if let Some(line) = line.filter(|l| !l.trim().is_empty()) {
+                asked.commands.push(line);
+            }
+        }
+        asked
+    }
+
+    /// What it names, for the audit row's detail: ` (`command`; path, ...)`.
+    fn shown(&self) -> String {
+        let named: Vec<String> = self
+            .commands
+            .iter()
+            .map(|c| format!("`{c}`"))
+            .chain(self.paths.iter().map(|p| p.display().to_string()))
+            .collect();
+        if named.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", rawko_text::line(&named.join("; "), 600))
+        }
+    }
+}
+
+/// The run's events from one external agent's state, up to [`MAX_TURN_TEXT`] bytes as
+/// `--json` prints them: past that the rest of the state's turn is dropped, and said once to
+/// be cut. The task store keeps its own record whatever passes here.
+struct Passed<'e> {
+    inner: &'e dyn EventSink,
+    agent: &'e str,
+    left: std::cell::Cell<usize>,
+    /// Tool calls passed on whose results have not come: their results were paid for with
+    /// them, and pass after the cut too, so no call shown stays open.
+    open: std::cell::Cell<usize>,
+    cut: std::cell::Cell<bool>,
+}
+
+/// What a tool call's result may take, paid when the call passes.
+const RESULT_RESERVE: usize = 1 << 10;
+
+impl<'e> Passed<'e> {
+    fn new(inner: &'e dyn EventSink, agent: &'e str) -> Self {
+        Passed {
+            inner,
+            agent,
+            left: std::cell::Cell::new(MAX_TURN_TEXT),
+            open: std::cell::Cell::new(0),
+            cut: std::cell::Cell::new(false),
+        }
+    }
+}
+
+/// The bytes `event` takes as a `--json` line.
+fn json_size(event: &RunEvent) -> usize {
+    serde_json::to_string(event).map_or(usize::MAX, |s| s.len())
+}
+
+impl EventSink for Passed<'_> {
+    fn emit(&self, event: &RunEvent) {
+        if let RunEvent::ToolResult { .. } = event
+            && self.open.get() > 0
+        {
+            self.open.set(self.open.get() - 1);
+            self.inner.emit(event);
+            return;
+        }
+        if self.cut.get() {
+            return;
+        }
+        let call = matches!(event, RunEvent::ToolCall { .. });
+        let size = json_size(event).saturating_add(if call { RESULT_RESERVE } else { 0 });
+        let left = self.left.get();
+        if size <= left {
+            self.left.set(left - size);
+            self.open.set(self.open.get() + usize::from(call));
+            self.inner.emit(event);
+            return;
+        }
+        // The part of a text that fits still goes.
+        if let RunEvent::Text { agent, text } = event {
+            let mut end = text.len().min(left);
+            loop {
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                let head = RunEvent::Text {
+                    agent: agent.clone(),
+                    text: text[..end].to_string(),
+                };
+                if end == 0 {
+                    break;
+                }
+                if json_size(&head) <= left {
+                    self.inner.emit(&head);
+                    break;
+                }
+                end /= 2;
+            }
+        }
+        self.left.set(0);
+        self.cut.set(true);
+        self.inner.emit(&RunEvent::Warning {
+            message: format!(
+                "{} passed on {} MiB of messages and progress: the rest of this turn is cut here \
+                 (the task store keeps the end of its report)",
+                self.agent,
+                MAX_TURN_TEXT >> 20
+            ),
+        });
+    }
 }
 
 impl Engine<'_> {
@@ -264,8 +456,8 @@ impl Engine<'_> {
         Ok(prompt)
     }
 
-    fn emit_call(&self, agent: &Agent, tool: &str, input: &str) {
-        self.events.emit(&RunEvent::ToolCall {
+    fn emit_call(&self, events: &dyn EventSink, agent: &Agent, tool: &str, input: &str) {
+        events.emit(&RunEvent::ToolCall {
             agent: agent.name.clone(),
             tool: tool.to_string(),
             input: event_input(input),
@@ -277,6 +469,7 @@ impl Engine<'_> {
     #[allow(clippy::too_many_arguments)]
     fn served(
         &self,
+        events: &dyn EventSink,
         task: &str,
         agent: &Agent,
         turn: i64,
@@ -301,7 +494,7 @@ impl Engine<'_> {
             &outcome.verdict,
             elapsed.as_micros() as i64,
         )?;
-        self.events.emit(&RunEvent::ToolResult {
+        events.emit(&RunEvent::ToolResult {
             agent: agent.name.clone(),
             tool: tool.to_string(),
             ok: !outcome.is_error,
@@ -355,6 +548,8 @@ impl Engine<'_> {
             .agent_info
             .clone()
             .unwrap_or_else(|| "acp agent".to_string());
+        let passed = Passed::new(self.events, &agent.name);
+        let events: &dyn EventSink = &passed;
         let mut n = 0u32;
         let mut terminals: HashMap<String, Terminal> = HashMap::new();
         let mut running: FuturesUnordered<Running<'_>> = FuturesUnordered::new();
@@ -380,7 +575,7 @@ impl Engine<'_> {
                 ));
                 break;
             }
-            self.events.emit(&RunEvent::Thinking {
+            events.emit(&RunEvent::Thinking {
                 agent: agent.name.clone(),
                 iteration: iterations,
             });
@@ -392,8 +587,7 @@ impl Engine<'_> {
                 tokio::select! {
                     r = &mut prompting => break r,
                     Some(req) = requests.recv() => {
-                        self.serve_request(
-                            task, agent, turn, &mut n, req, &mut terminals, &mut running,
+                        self.serve_request(events, task, agent, turn, &mut n, req, &mut terminals, &mut running,
                             &mut next_terminal, &mut tool_titles, &mut report,
                         )
                         .await?;
@@ -403,8 +597,7 @@ impl Engine<'_> {
                             && let Some(t) = terminals.get_mut(&id)
                         {
                             let state = terminal_state(&outcome, t.output_limit);
-                            self.served(
-                                task, agent, turn, &mut n, "terminal",
+                            self.served(events, task, agent, turn, &mut n, "terminal",
                                 &json!({ "command": t.command, "terminal": id }).to_string(),
                                 &outcome, t.started,
                             )?;
@@ -438,6 +631,7 @@ impl Engine<'_> {
             // served before the turn is judged.
             while let Ok(req) = requests.try_recv() {
                 self.serve_request(
+                    events,
                     task,
                     agent,
                     turn,
@@ -505,6 +699,7 @@ impl Engine<'_> {
     #[allow(clippy::too_many_arguments)]
     async fn serve_request<'s>(
         &'s self,
+        events: &dyn EventSink,
         task: &str,
         agent: &'s Agent,
         turn: i64,
@@ -525,7 +720,7 @@ impl Engine<'_> {
                 reply,
             } => {
                 let input = json!({ "path": path, "line": line, "limit": limit }).to_string();
-                self.emit_call(agent, "fs/read_text_file", &input);
+                self.emit_call(events, agent, "fs/read_text_file", &input);
                 let outcome = self.tools.read_text(agent, &path, MAX_READ);
                 let answer = match &outcome {
                     o if o.is_error => Err(o.output.clone()),
@@ -536,6 +731,7 @@ impl Engine<'_> {
                     shown.output = format!("{} bytes", shown.output.len());
                 }
                 self.served(
+                    events,
                     task,
                     agent,
                     turn,
@@ -553,10 +749,11 @@ impl Engine<'_> {
                 reply,
             } => {
                 let input = json!({ "path": path, "content": content }).to_string();
-                self.emit_call(agent, "fs/write_text_file", &input);
+                self.emit_call(events, agent, "fs/write_text_file", &input);
                 let outcome = self.tools.call(agent, "Write", &input).await;
                 let logged = json!({ "path": path, "bytes": content.len() }).to_string();
                 self.served(
+                    events,
                     task,
                     agent,
                     turn,
@@ -582,7 +779,7 @@ impl Engine<'_> {
             } => {
                 let line = command_line(&command, &args);
                 let input = json!({ "command": line }).to_string();
-                self.emit_call(agent, "terminal/create", &input);
+                self.emit_call(events, agent, "terminal/create", &input);
                 let refuse = |why: String| ToolOutcome {
                     output: why.clone(),
                     is_error: true,
@@ -613,6 +810,7 @@ impl Engine<'_> {
                 };
                 if let Some(outcome) = refused {
                     self.served(
+                        events,
                         task,
                         agent,
                         turn,
@@ -690,7 +888,8 @@ impl Engine<'_> {
                             };
                             let input = json!({ "command": t.command, "terminal": id }).to_string();
                             self.served(
-                                task, agent, turn, n, "terminal", &input, &killed, t.started,
+                                events, task, agent, turn, n, "terminal", &input, &killed,
+                                t.started,
                             )?;
                             for w in t.waiters.drain(..) {
                                 let _ = w.send(Ok(state.clone()));
@@ -707,18 +906,17 @@ impl Engine<'_> {
                 title,
                 kind,
                 input,
+                locations,
                 reply,
             } => {
                 let kind = kind.unwrap_or_else(|| "other".into());
-                let detail = format!("{kind}: {}", rawko_text::line(&title, 300));
-                let (allow, why) = match tool_for_kind(&kind) {
-                    Some(tool)
-                        if agent.may_call(tool) && (tool != "Write" || agent.can_write()) =>
-                    {
-                        (true, format!("the agent may use {tool}"))
-                    }
-                    Some(tool) => (false, format!("the agent may not use {tool}")),
-                    None => ask_user(agent, &detail, input.as_ref()),
+                let asked = Asked::from_request(input.as_ref(), &locations);
+                let detail = format!("{kind}: {}{}", rawko_text::line(&title, 300), asked.shown());
+                let judged = self.judge_permission(agent, &kind, &asked).await;
+                let (allow, why) = match judged.decision {
+                    Decision::Allow => (true, judged.rule),
+                    Decision::Deny => (false, judged.rule),
+                    Decision::Ask => ask_user(agent, &detail, input.as_ref(), &judged.rule),
                 };
                 self.store.record_decision(
                     task,
@@ -739,13 +937,13 @@ impl Engine<'_> {
                     if report.len() > MAX_REPORT * 2 {
                         *report = last(report, MAX_REPORT).to_string();
                     }
-                    self.events.emit(&RunEvent::Text {
+                    events.emit(&RunEvent::Text {
                         agent: agent.name.clone(),
                         text: t,
                     });
                 }
                 Update::Thought(_) | Update::Usage { .. } => {}
-                Update::Plan(entries) => self.events.emit(&RunEvent::Plan {
+                Update::Plan(entries) => events.emit(&RunEvent::Plan {
                     agent: agent.name.clone(),
                     entries: entries
                         .into_iter()
@@ -761,13 +959,14 @@ impl Engine<'_> {
                 } => {
                     let name = format!("agent:{kind}");
                     self.emit_call(
+                        events,
                         agent,
                         &name,
                         &json!({ "title": title, "input": input }).to_string(),
                     );
                     if rawko_acp::client::is_final(&status) {
                         self.agent_tool_done(
-                            task, agent, turn, n, &name, &title, input, &status, None,
+                            events, task, agent, turn, n, &name, &title, input, &status, None,
                         )?;
                     } else if tool_titles.len() < 10_000 {
                         tool_titles.insert(id, (name, title, input));
@@ -784,7 +983,7 @@ impl Engine<'_> {
                     {
                         let title = title.unwrap_or(first);
                         self.agent_tool_done(
-                            task, agent, turn, n, &name, &title, input, &status, output,
+                            events, task, agent, turn, n, &name, &title, input, &status, output,
                         )?;
                     }
                 }
@@ -793,10 +992,78 @@ impl Engine<'_> {
         Ok(())
     }
 
+    /// rawko's own policy on what a permission request asks for, by what it names: its
+    /// commands through the state's shell policy and filter chain, its paths through the
+    /// state's grants (writes kept out of `.git/` and `.rawko/`), each as the state's own tools
+    /// would judge them. The strictest judgement decides. A request of a kind rawko's tools do
+    /// not decide, or one that does not name the command or paths its kind needs, is at best
+    /// an ask.
+    async fn judge_permission(&self, agent: &Agent, kind: &str, asked: &Asked) -> Judgement {
+        if asked.commands.len() + asked.paths.len() > MAX_NAMED {
+            return Judgement::deny(format!(
+                "the request names more than {MAX_NAMED} commands and paths"
+            ));
+        }
+        let tool = tool_for_kind(kind);
+        if let Some(tool) = tool
+            && !(agent.may_call(tool) && (tool != "Write" || agent.can_write()))
+        {
+            return Judgement::deny(format!("tools: the agent may not use {tool}"));
+        }
+        let mut judged = Vec::new();
+        if !matches!(tool, Some("Read" | "Write")) {
+            for c in &asked.commands {
+                judged.push(self.tools.judge_command(agent, c).await);
+            }
+        }
+        if tool != Some("Bash") {
+            // Only what a read kind names is judged for reading; an unknown kind's paths as
+            // writes.
+            let write = tool != Some("Read");
+            for p in &asked.paths {
+                judged.push(self.tools.judge_path(agent, p, write));
+            }
+        }
+        let open = match tool {
+            Some("Bash") if asked.commands.is_empty() => {
+                Some("the request names no command rawko can judge".to_string())
+            }
+            Some("Read" | "Write") if asked.paths.is_empty() => {
+                Some("the request names no path rawko can judge".to_string())
+            }
+            None => Some(format!(
+                "the state's tools do not decide requests of kind {}",
+                rawko_text::line(kind, 40)
+            )),
+            _ => None,
+        };
+        if let Some(why) = open {
+            judged.push(Judgement {
+                decision: Decision::Ask,
+                rule: why,
+            });
+        }
+        let decision = judged
+            .iter()
+            .map(|j| j.decision)
+            .max()
+            .unwrap_or(Decision::Ask);
+        let rules: Vec<&str> = judged
+            .iter()
+            .filter(|j| j.decision == decision)
+            .map(|j| j.rule.as_str())
+            .collect();
+        Judgement {
+            decision,
+            rule: rawko_text::line(&rules.join("; "), 2_000).into_owned(),
+        }
+    }
+
     /// Record one of the agent's own tool calls (run by the agent itself, inside its sandbox).
     #[allow(clippy::too_many_arguments)]
     fn agent_tool_done(
         &self,
+        events: &dyn EventSink,
         task: &str,
         agent: &Agent,
         turn: i64,
@@ -814,7 +1081,17 @@ impl Engine<'_> {
             decisions: Vec::new(),
         };
         let input = json!({ "title": title, "input": input }).to_string();
-        self.served(task, agent, turn, n, name, &input, &outcome, Instant::now())
+        self.served(
+            events,
+            task,
+            agent,
+            turn,
+            n,
+            name,
+            &input,
+            &outcome,
+            Instant::now(),
+        )
     }
 
     /// Resolves once the run is cancelled.
@@ -863,8 +1140,8 @@ impl Engine<'_> {
                         break;
                     }
                     kept.extend_from_slice(&buf[..n]);
-                    if kept.len() > MAX_CLI_OUTPUT * 2 {
-                        kept.drain(..kept.len() - MAX_CLI_OUTPUT);
+                    if kept.len() > MAX_TURN_TEXT * 2 {
+                        kept.drain(..kept.len() - MAX_TURN_TEXT);
                     }
                 }
             }
@@ -931,6 +1208,7 @@ impl Engine<'_> {
         };
         let mut n = 0;
         self.served(
+            self.events,
             task,
             agent,
             turn,
@@ -1119,26 +1397,37 @@ fn window(text: &str, line: Option<u32>, limit: Option<u32>) -> String {
     text.split_inclusive('\n').skip(first).take(count).collect()
 }
 
-/// Ask the user, on a terminal, about a permission the agent definition does not decide;
-/// without a terminal, deny.
-fn ask_user(agent: &Agent, detail: &str, input: Option<&serde_json::Value>) -> (bool, String) {
+/// Ask the user about a permission rawko's policy leaves open (`why`): the installed asker
+/// (an editor, under `rawko acp`), else a terminal; with neither, refuse.
+fn ask_user(
+    agent: &Agent,
+    detail: &str,
+    input: Option<&serde_json::Value>,
+    why: &str,
+) -> (bool, String) {
     use std::io::{BufRead, IsTerminal, Write};
     let question = rawko_toolset::ask::Question {
         who: format!("{} (an external agent)", agent.name),
         what: detail.to_string(),
-        reason: input.map(|v| v.to_string()).unwrap_or_default(),
+        reason: match input {
+            Some(v) => format!(
+                "{why}; its input: {}",
+                rawko_text::line(&v.to_string(), 2_000)
+            ),
+            None => why.to_string(),
+        },
     };
     if let Some(yes) = rawko_toolset::ask::installed(&question) {
         return if yes {
-            (true, "the user agreed".into())
+            (true, format!("the user agreed ({why})"))
         } else {
-            (false, "the user refused".into())
+            (false, format!("the user refused ({why})"))
         };
     }
     if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
         return (
             false,
-            "not decided by the agent's tools, and no terminal to ask on".into(),
+            format!("{why}, and there is no terminal or editor to ask"),
         );
     }
     let mut err = std::io::stderr().lock();
@@ -1147,18 +1436,19 @@ fn ask_user(agent: &Agent, detail: &str, input: Option<&serde_json::Value>) -> (
         .unwrap_or_default();
     let _ = write!(
         err,
-        "\n{} (an external agent) asks permission for {} {}\nAllow? [y/N] ",
+        "\n{} (an external agent) asks permission for {} {}\n{}\nAllow? [y/N] ",
         agent.name,
         rawko_text::line(detail, 300),
-        shown_input
+        shown_input,
+        rawko_text::line(why, 600)
     );
     let _ = err.flush();
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);
     if matches!(answer.trim(), "y" | "Y" | "yes") {
-        (true, "the user agreed".into())
+        (true, format!("the user agreed ({why})"))
     } else {
-        (false, "the user refused".into())
+        (false, format!("the user refused ({why})"))
     }
 }
 
@@ -1210,6 +1500,81 @@ mod tests {
         );
         assert_eq!(cut_front("short", 20), "short");
         assert_eq!(last("aé", 1), "");
+    }
+
+    #[test]
+    fn a_permission_request_names_its_commands_and_paths_in_the_shapes_agents_use() {
+        let asked = |input: serde_json::Value, locations: &[&str]| {
+            let locations: Vec<std::path::PathBuf> = locations.iter().map(Into::into).collect();
+            Asked::from_request(Some(&input), &locations)
+        };
+        let a = asked(json!({"command": "rm -rf victim"}), &[]);
+        assert_eq!(a.commands, ["rm -rf victim"]);
+        let a = asked(json!({"command": ["bash", "-lc", "rm -rf x"]}), &[]);
+        assert_eq!(a.commands, ["rm -rf x"]);
+        let a = asked(json!({"cmd": "rm", "args": ["-rf", "a b"]}), &[]);
+        assert_eq!(a.commands, ["rm -rf 'a b'"]);
+        // Arguments rawko cannot read leave the command unread, not shortened.
+        let a = asked(json!({"command": "rm", "args": ["-rf", 7]}), &[]);
+        assert!(a.commands.is_empty(), "{a:?}");
+        let a = asked(json!({"command": "  ", "description": "tidy"}), &[]);
+        assert!(a.commands.is_empty(), "{a:?}");
+        let a = asked(
+            json!({"file_path": ".git/config", "paths": ["a", "b"], "changes": {"c": {}}}),
+            &["/ws/a", "b"],
+        );
+        let paths: Vec<String> = a.paths.iter().map(|p| p.display().to_string()).collect();
+        assert_eq!(paths, ["/ws/a", "b", ".git/config", "a", "c"]);
+        assert_eq!(Asked::from_request(None, &[]), Asked::default());
+        assert_eq!(
+            asked(json!({"command": "ls"}), &["x"]).shown(),
+            " (`ls`; x)"
+        );
+    }
+
+    #[test]
+    fn a_turn_passes_on_its_cap_then_says_once_that_the_rest_is_cut() {
+        let sink = crate::events::Recorder::default();
+        let passed = Passed::new(&sink, "flooder");
+        let text = |t: &str| RunEvent::Text {
+            agent: "flooder".into(),
+            text: t.into(),
+        };
+        passed.emit(&RunEvent::ToolCall {
+            agent: "flooder".into(),
+            tool: "terminal/create".into(),
+            input: json!({"command": "ls"}),
+        });
+        let chunk = "é".repeat(32 << 10);
+        for _ in 0..100 {
+            passed.emit(&text(&chunk));
+        }
+        // The result of a call shown before the cut still comes; nothing else does.
+        passed.emit(&RunEvent::ToolResult {
+            agent: "flooder".into(),
+            tool: "terminal/create".into(),
+            ok: true,
+            verdict: "allowed".into(),
+            duration_ms: 1.0,
+            preview: String::new(),
+        });
+        passed.emit(&text("more"));
+        let events = sink.events.lock().unwrap();
+        let bytes: usize = events.iter().map(json_size).sum();
+        assert!(bytes <= MAX_TURN_TEXT + 2_000, "{bytes}");
+        assert!(bytes >= MAX_TURN_TEXT - (64 << 10), "{bytes}");
+        let warnings = events
+            .iter()
+            .filter(|e| matches!(e, RunEvent::Warning { message } if message.contains("cut")))
+            .count();
+        assert_eq!(warnings, 1);
+        assert!(matches!(events.last(), Some(RunEvent::ToolResult { .. })));
+        // The last text before the notice is the head of a chunk, cut on a character.
+        let n = events.len();
+        let RunEvent::Text { text: head, .. } = &events[n - 3] else {
+            panic!("{:?}", &events[n - 3]);
+        };
+        assert!(!head.is_empty() && head.len() < chunk.len());
     }
 
     #[test]

@@ -22,7 +22,7 @@ use rawko_plugin_sdk::llm as wire;
 use crate::conversation::{Message, Role};
 use crate::events::{EventSink, RunEvent};
 use crate::llm::{Completion, CompletionRequest, Llm, LlmError, LlmFuture, ToolSpec};
-use crate::tools::{ToolFuture, ToolHost, ToolOutcome};
+use crate::tools::{JudgeFuture, Judgement, ToolFuture, ToolHost, ToolOutcome};
 use crate::{AgentLookup, LlmFor, LlmProvider};
 use rawko_adapters::{Adapter, AdapterInstance, OpenError, OpenOptions, Recorder};
 use rawko_agents::model::{Agent, ParamType};
@@ -34,6 +34,7 @@ use rawko_runtime::tool::CallContext;
 use rawko_runtime::{AdapterCallError, Budget, Runtime, ToolCallError};
 use rawko_sandbox::{Mode as SandboxMode, Policy as SandboxPolicy};
 use rawko_shell::exec::{Launch, TaskTmp};
+use rawko_shell::verdict::{CheckReport, Decision};
 use rawko_shell::{Policy, Resolver};
 use rawko_store::{AuditEntry, Usage};
 use rawko_toolset::bash::{self, BashContext};
@@ -448,6 +449,23 @@ impl SessionTools {
     }
 }
 
+/// The rule behind a check's decision, for the audit log: the filter and the rule of the first
+/// simple command it gave that decision, then the reason (`rawko-policy [blockedPatterns: rm
+/// -rf]: ...`).
+fn deciding_rule(report: &CheckReport) -> String {
+    let rule = report.filters.iter().find_map(|f| {
+        f.verdict
+            .commands
+            .iter()
+            .find(|c| c.decision == report.decision)
+            .map(|c| (f.filter.as_str(), c.rule.as_str()))
+    });
+    match rule {
+        Some((filter, rule)) => format!("{filter} [{rule}]: {}", report.reason),
+        None => format!("{}: {}", report.decided_by, report.reason),
+    }
+}
+
 /// Cut `text` to what the model is shown.
 fn capped(text: String) -> String {
     match text.char_indices().nth(MAX_RESULT_CHARS) {
@@ -554,6 +572,71 @@ impl ToolHost for SessionTools {
         match String::from_utf8(bytes) {
             Ok(text) => ok(text, allowed),
             Err(_) => failed(format!("{shown} is not UTF-8 text"), allowed),
+        }
+    }
+
+    fn judge_command<'a>(&'a self, agent: &'a Agent, command: &'a str) -> JudgeFuture<'a> {
+        Box::pin(async move {
+            if untrusted_agent(agent, self.workspace_trusted) {
+                return Judgement::deny(format!("tools: {}", untrusted_reason(agent)));
+            }
+            let policy = match self.policy_for(agent) {
+                Ok(p) => p,
+                Err(e) => return Judgement::deny(e),
+            };
+            let mut report = self
+                .chain
+                .check(&self.rt, command, &policy, &self.resolver)
+                .await;
+            // As `rawko bash check` has it: what the executor would not run is not allowed.
+            if report.decision == Decision::Allow
+                && let Some(parsed) = &report.command
+                && let Err(why) = rawko_shell::exec::runnable(parsed)
+            {
+                report.decision = Decision::Deny;
+                report.decided_by = "executor".into();
+                report.reason = format!("rawko's executor does not run this command: {why}");
+            }
+            Judgement {
+                decision: report.decision,
+                rule: deciding_rule(&report),
+            }
+        })
+    }
+
+    fn judge_path(&self, agent: &Agent, path: &std::path::Path, write: bool) -> Judgement {
+        let shown = path.display();
+        let Some(text) = path.to_str() else {
+            return Judgement::deny(format!("grants: {shown} is not UTF-8"));
+        };
+        let grants = self.grants_for(agent);
+        // Where the operation lands, as the shell's own redirections are judged: `..` and the
+        // symlinks of the part that exists resolved.
+        let real = rawko_shell::resolve::resolve_path(text, &self.workspace);
+        match grants.access(&real) {
+            None => {
+                return Judgement::deny(format!(
+                    "grants: {shown} is {}, outside the workspace and every granted directory",
+                    real.display()
+                ));
+            }
+            Some(Access::ReadOnly) if write => {
+                return Judgement::deny(format!(
+                    "grants: {shown} may only be read: this agent's grant is read-only"
+                ));
+            }
+            Some(_) => {}
+        }
+        if write && let Some(place) = grants.protected().hit(&real, true) {
+            let refusal = rawko_capability::protect::Refusal::Protected { path: real, place };
+            return Judgement::deny(format!("protected paths: {refusal}"));
+        }
+        Judgement {
+            decision: Decision::Allow,
+            rule: format!(
+                "grants: {shown} is inside the agent's {} grant",
+                if write { "write" } else { "read" }
+            ),
         }
     }
 
@@ -707,25 +790,41 @@ pub struct AdapterLlm {
     thinking_budget: Option<u32>,
 }
 
-/// Model aliases rawko knows without configuration: Claude Code's families.
-pub const MODEL_ALIASES: &[(&str, &str)] = &[
-    ("sonnet", "claude-sonnet-4-5"),
-    ("opus", "claude-opus-4-1"),
-    ("haiku", "claude-haiku-4-5"),
-];
+/// The instance an agent's model comes from, before any is looked up: `forced` (`--adapter`),
+/// else the instance the agent names, else the built-in instance of the provider it names,
+/// else `default` (`defaults.adapter`). `None` when nothing names one.
+pub fn instance_name(agent: &Agent, forced: Option<&str>, default: Option<&str>) -> Option<String> {
+    if let Some(f) = forced {
+        return Some(f.to_string());
+    }
+    if let Some(a) = &agent.model.adapter {
+        return Some(a.clone());
+    }
+    if let Some(p) = agent.model.provider {
+        // Provider fields map onto the built-in instance of that provider.
+        let name = match p {
+            rawko_agents::model::Provider::OpenAi => "openai",
+            rawko_agents::model::Provider::Anthropic => "anthropic",
+        };
+        return Some(name.to_string());
+    }
+    default.map(str::to_string)
+}
 
-/// What an agent's `model` means: the config's alias, else rawko's, else the name itself.
-pub fn resolve_model(name: &str, aliases: &BTreeMap<String, String>) -> String {
-    aliases
-        .get(name)
-        .cloned()
-        .or_else(|| {
-            MODEL_ALIASES
-                .iter()
-                .find(|(a, _)| *a == name)
-                .map(|(_, m)| m.to_string())
-        })
-        .unwrap_or_else(|| name.to_string())
+/// The model `instance` is asked for on the agent's behalf: the agent's own `model` through
+/// the instance's aliases (`config_aliases`, then its plugin's), unless `--adapter` chose the
+/// instance (`forced`: then the instance's model is what the user asked for); else the
+/// instance's model.
+pub fn agent_model(
+    agent: &Agent,
+    instance: &AdapterInstance,
+    forced: bool,
+    config_aliases: &BTreeMap<String, String>,
+) -> String {
+    match (&agent.model.model, forced) {
+        (Some(m), false) => instance.model_for(m, config_aliases),
+        _ => instance.model.clone(),
+    }
 }
 
 impl Llm for AdapterLlm {
@@ -880,21 +979,7 @@ impl SessionLlms {
 
     /// The instance name an agent's model comes from.
     pub fn instance_for(&self, agent: &Agent) -> Result<String, String> {
-        if let Some(f) = &self.forced {
-            return Ok(f.clone());
-        }
-        if let Some(a) = &agent.model.adapter {
-            return Ok(a.clone());
-        }
-        if let Some(p) = agent.model.provider {
-            // Provider fields map onto the built-in instance of that provider.
-            let name = match p {
-                rawko_agents::model::Provider::OpenAi => "openai",
-                rawko_agents::model::Provider::Anthropic => "anthropic",
-            };
-            return Ok(name.to_string());
-        }
-        self.default.clone().ok_or_else(|| {
+        instance_name(agent, self.forced.as_deref(), self.default.as_deref()).ok_or_else(|| {
             let looked: Vec<String> = self
                 .config_files
                 .iter()
@@ -974,12 +1059,14 @@ impl SessionLlms {
     }
 
     fn llm(&self, agent: &Agent, adapter: Rc<Adapter>) -> Rc<dyn Llm> {
-        // The agent's own model, through the alias table, unless `--adapter` chose the
-        // instance (then the instance's model is what the user asked for).
-        let model = match (&self.forced, &agent.model.model) {
-            (None, Some(m)) => Some(resolve_model(m, &self.model_aliases)),
-            _ => None,
-        };
+        let model = agent.model.model.is_some().then(|| {
+            agent_model(
+                agent,
+                adapter.instance(),
+                self.forced.is_some(),
+                &self.model_aliases,
+            )
+        });
         Rc::new(AdapterLlm {
             rt: self.rt.clone(),
             adapter,

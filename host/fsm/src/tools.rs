@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::llm::ToolSpec;
 use rawko_agents::model::Agent;
+use rawko_shell::verdict::Decision;
 use rawko_store::AuditEntry;
 
 /// The name of the tool that ends a state.
@@ -26,6 +27,25 @@ pub struct ToolOutcome {
 }
 
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutcome> + 'a>>;
+
+/// What rawko's own policy says of something an external agent asks permission for (a command
+/// line, a path), and the rule that said it, for the audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judgement {
+    pub decision: Decision,
+    pub rule: String,
+}
+
+impl Judgement {
+    pub fn deny(rule: impl Into<String>) -> Self {
+        Judgement {
+            decision: Decision::Deny,
+            rule: rule.into(),
+        }
+    }
+}
+
+pub type JudgeFuture<'a> = Pin<Box<dyn Future<Output = Judgement> + 'a>>;
 
 /// Runs tools for agents, with each agent's own capabilities.
 pub trait ToolHost {
@@ -51,6 +71,16 @@ pub trait ToolHost {
             verdict: "denied: no files".into(),
             decisions: Vec::new(),
         }
+    }
+    /// Judge `command` as `agent`'s `Bash` would (its shell policy and the filter chain),
+    /// without running it. An `ask` is returned as such: the caller puts the question.
+    fn judge_command<'a>(&'a self, _agent: &'a Agent, _command: &'a str) -> JudgeFuture<'a> {
+        Box::pin(async { Judgement::deny("no shell here to judge commands with") })
+    }
+    /// Judge `path` (absolute, or relative to the workspace) for reading or, with `write`,
+    /// for writing, against `agent`'s grants as its tools would have them.
+    fn judge_path(&self, _agent: &Agent, _path: &std::path::Path, _write: bool) -> Judgement {
+        Judgement::deny("no files here to judge paths against")
     }
     /// Start `agent`'s external program in its kernel sandbox with stdio piped, and the
     /// decisions that made it.
