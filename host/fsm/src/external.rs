@@ -6,11 +6,15 @@
 //! served here with the state's own tools and grants: `fs/read_text_file` through the
 //! workspace-scoped read of the agent's grants, `fs/write_text_file` through the `Write` tool,
 //! and `terminal/create` through `Bash` (the filter chain and the kernel sandbox), each recorded
-//! as a tool call with its verdict and its capability decisions. Permission requests are
-//! answered from the agent definition (or by the user on a terminal), never from what the agent
-//! or its model wrote. The outcome comes from the agent's stop reason or exit status, or, when
-//! the agent names an adapter, from that model reading the agent's final report (the extract
-//! layer), checked against the output schema.
+//! as a tool call with its verdict and its capability decisions. A permission request is judged
+//! by what it names, as the state's own tools would judge it: its command through the filter
+//! chain, its paths through the grants. What that leaves open (a request that names nothing
+//! rawko can judge, a filter's ask) is put to the user on a terminal or to the editor, and
+//! refused when no one can be asked; the agent's word that a call is harmless counts for
+//! nothing. What the agent's turn sends on to the run's events is capped ([`MAX_TURN_TEXT`]).
+//! The outcome comes from the agent's stop reason or exit status, or, when the agent names an
+//! adapter, from that model reading the agent's final report (the extract layer), checked
+//! against the output schema.
 
 use std::collections::HashMap;
 use std::future::Future;
