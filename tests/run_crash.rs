@@ -297,6 +297,91 @@ fn cancel_then_resume(signal: libc::c_int) {
     );
 }
 
+/// `rawko tasks list|show --json` in `ws`, as JSON.
+fn tasks_json(ws: &Workspace, args: &[&str]) -> serde_json::Value {
+    let r = Run::of(rawko(ws).arg("tasks").args(args).output().unwrap());
+    assert_eq!(r.code, 0, "{r:?}");
+    r.json()
+}
+
+/// SIGKILL while the llm arbiter's model decides: the task's lease names a runner that is gone,
+/// so the task reads `interrupted`, with why, wherever its status is shown (never `running`
+/// for ever); while its runner lives it reads `running`. `rawko resume` takes the lease over,
+/// finishes the task and keeps the interruption on record.
+#[test]
+fn a_task_whose_runner_was_killed_reads_interrupted_not_running() {
+    let (ws, server) = setup();
+    let config = ws.config_home().join("rawko/config.yaml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("arbiter:\n  mode: llm\n  adapter: scripted\n");
+    std::fs::write(&config, text).unwrap();
+    let choose = || {
+        openai::tool_call(
+            "a1",
+            "choose",
+            &json!({"next": "done", "reason": "the work is done"}),
+        )
+    };
+    server.push(openai::tool_call(
+        "c1",
+        "finish",
+        &json!({"status": "success", "summary": "worked"}),
+    ));
+    server.push(choose().delay(Duration::from_secs(30)));
+    let mut child = spawn(&ws, &["run", "--json", "--agent", "worker", "do the steps"]);
+    wait_for("the arbiter's request", || server.hits() > 1);
+    let pid = child.id();
+    // Its runner is alive and holds the lease: running.
+    let listed = tasks_json(&ws, &["list", "--json"]);
+    assert_eq!(listed[0]["status"], "running", "{listed:#}");
+    let id = listed[0]["id"].as_str().unwrap().to_string();
+
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let why = format!("its runner (pid {pid} on ");
+    let listed = tasks_json(&ws, &["list", "--json"]);
+    assert_eq!(listed[0]["status"], "interrupted", "{listed:#}");
+    let summary = listed[0]["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.contains(&why) && summary.contains("is gone"),
+        "{listed:#}"
+    );
+    let shown = tasks_json(&ws, &["show", &id, "--json"]);
+    assert_eq!(shown["task"]["status"], "interrupted", "{shown:#}");
+    assert_eq!(shown["task"]["summary"], listed[0]["summary"], "{shown:#}");
+    let text = Run::of(rawko(&ws).args(["tasks", "show", &id]).output().unwrap());
+    assert!(
+        text.stdout.contains("interrupted") && text.stdout.contains(&why),
+        "{text:?}"
+    );
+    let table = Run::of(rawko(&ws).args(["tasks", "list"]).output().unwrap());
+    assert!(table.stdout.contains("interrupted"), "{table:?}");
+
+    // Resume takes the dead runner's lease over and finishes the task; the store says so.
+    server.push(choose());
+    let r = resume(&ws, &id);
+    assert_eq!(r.code, 0, "{r:?}");
+    let conn = rusqlite::Connection::open(crate::support::store_path(&ws)).unwrap();
+    let stored: String = conn
+        .query_row("SELECT status FROM tasks WHERE id = ?1", [&id], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(stored, "done");
+    let shown = tasks_json(&ws, &["show", &id, "--json"]);
+    assert_eq!(shown["task"]["status"], "done", "{shown:#}");
+    let taken_over = shown["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["capability"] == "lease")
+        .unwrap_or_else(|| panic!("no record of the interruption: {shown:#}"));
+    assert!(
+        taken_over["reason"].as_str().unwrap().contains(&why),
+        "{taken_over:#}"
+    );
+}
+
 /// Two `rawko run` started at once in a workspace with no task store yet both get their task:
 /// the store is created and migrated once, under SQLite's write lock.
 #[test]

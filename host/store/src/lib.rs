@@ -143,6 +143,9 @@ ALTER TABLE tasks ADD COLUMN lease_pid INTEGER;
 ALTER TABLE tasks ADD COLUMN lease_host TEXT;
 ALTER TABLE tasks ADD COLUMN lease_at INTEGER;
 "#,
+    r#"
+ALTER TABLE tasks ADD COLUMN lease_start TEXT;
+"#,
 ];
 
 /// How long a runner's lease holds without a heartbeat before another runner may take the task.
@@ -157,6 +160,43 @@ pub struct Lease {
     pub host: String,
     /// Milliseconds since the Unix epoch, of the last heartbeat.
     pub at: i64,
+    /// The holder's process as it started ([`process_start`]), so that a pid the system has
+    /// since given to another process is not taken for the runner. None in a lease an older
+    /// rawko took, or where it could not be read.
+    pub start: Option<String>,
+}
+
+impl Lease {
+    /// Why the holder of this lease no longer runs the task, judged from machine `host` at `now`
+    /// (milliseconds since the Unix epoch); None while it still does. On the holder's own
+    /// machine its process decides: the same process (pid and start) still there is the runner,
+    /// however late its heartbeat (a stopped or busy process may come back and go on). From
+    /// another machine, or for a lease that does not say when its process started, only a
+    /// heartbeat younger than [`LEASE_STALE`] shows it is alive.
+    pub fn gone(&self, host: &str, now: i64) -> Option<String> {
+        let age = now - self.at;
+        let fresh = age < LEASE_STALE.as_millis() as i64;
+        let who = format!("its runner (pid {} on {})", self.pid, self.host);
+        let late = || {
+            format!(
+                "{who} has not renewed its lease for {} s",
+                age.max(0) / 1000
+            )
+        };
+        if self.host != host {
+            return (!fresh).then(late);
+        }
+        // Whether this machine's processes can be told apart at all (a `/proc` to read).
+        static IDENTIFIED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let identified = *IDENTIFIED.get_or_init(|| process_start(std::process::id()).is_some());
+        match (&self.start, process_start(self.pid)) {
+            (Some(recorded), Some(found)) if *recorded == found => None,
+            (Some(_), _) if identified => Some(format!("{who} is gone")),
+            _ if !alive(self.pid) => Some(format!("{who} is gone")),
+            _ if !fresh => Some(late()),
+            _ => None,
+        }
+    }
 }
 
 /// This machine's name, for leases.
@@ -169,6 +209,25 @@ pub fn host_name() -> String {
 /// Whether process `pid` exists on this machine.
 fn alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Process `pid` of this machine as it started: the boot's id and the process's start time in
+/// clock ticks since boot. A pid is reused once its process is gone; the pair is not, within a
+/// boot or across boots. None when there is no such process (or no `/proc` to ask).
+pub fn process_start(pid: u32) -> Option<String> {
+    static BOOT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let boot = BOOT.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .ok()
+            .map(|b| b.trim().to_string())
+    });
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 2, the command's name, is in parentheses and may itself hold spaces and
+    // parentheses: count from the last `)`, after which field 3 comes. The start time is
+    // field 22.
+    let after = &stat[stat.rfind(')')? + 1..];
+    let ticks = after.split_whitespace().nth(19)?;
+    Some(format!("{}/{ticks}", boot.as_deref()?))
 }
 
 /// Run `op` again while SQLite says the database is busy or locked, for up to five seconds.
@@ -290,13 +349,15 @@ pub fn now_ms() -> i64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TaskStatus {
-    /// Started and not finished: in progress, or interrupted and waiting for `rawko resume`.
+    /// Started and not finished, and its runner is still at it (or it has no lease: a task
+    /// driven without one, as `rawko mcp serve --agents` does).
     Running,
     Done,
     Failed,
     Escalated,
     Cancelled,
-    /// Stopped by a fault that outlived its retries (the model unreachable): resumable.
+    /// Stopped by a fault that outlived its retries (the model unreachable), or its runner is
+    /// gone (killed, crashed, its machine down): resumable.
     Interrupted,
 }
 
@@ -347,6 +408,7 @@ pub struct Task {
     /// The run options, as JSON.
     pub options: serde_json::Value,
     pub steps: i64,
+    /// How it ended; why it stopped, for a task interrupted or cancelled.
     pub summary: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
@@ -598,10 +660,12 @@ impl TaskStore {
         }
     }
 
-    /// The task `id`, or the unique task whose id starts with `id`.
+    /// The task `id`, or the unique task whose id starts with `id`; its status as it is now
+    /// (see [`TaskStore::tasks`]).
     pub fn task(&self, id: &str) -> Result<Task> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT id, prompt, status, state, options, steps, summary, created_at, updated_at
+            "SELECT id, prompt, status, state, options, steps, summary, created_at, updated_at,
+                    lease_pid, lease_host, lease_at, lease_start
              FROM tasks WHERE id = ?1 OR id LIKE ?2 ESCAPE '\\' ORDER BY id = ?1 DESC LIMIT 2",
         )?;
         let pattern = format!(
@@ -620,10 +684,13 @@ impl TaskStore {
         }
     }
 
-    /// Every task, newest first.
+    /// Every task, newest first, each with its status as it is now: a task stored as running
+    /// whose runner is gone (its lease says so: [`Lease::gone`]) reads interrupted, with why as
+    /// its summary, until a runner takes it up again.
     pub fn tasks(&self) -> Result<Vec<Task>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT id, prompt, status, state, options, steps, summary, created_at, updated_at
+            "SELECT id, prompt, status, state, options, steps, summary, created_at, updated_at,
+                    lease_pid, lease_host, lease_at, lease_start
              FROM tasks ORDER BY created_at DESC, id DESC",
         )?;
         let rows = stmt
@@ -664,34 +731,44 @@ impl TaskStore {
         Ok(())
     }
 
-    /// Set a task's status and closing summary (e.g. cancelled by the user).
-    /// Become `task`'s one runner: take its lease unless another live runner holds it (its
-    /// heartbeat younger than [`LEASE_STALE`], and, on this machine, its process alive). Returns
-    /// the holder when it is someone else.
+    /// Become `task`'s one runner: take its lease unless another runner holds it and is still
+    /// at it ([`Lease::gone`] says not). Returns the holder when it is someone else. Taking a
+    /// running task over from a runner that is gone records, in the audit log, that the task was
+    /// interrupted and why.
     pub fn acquire_lease(&self, task: &str) -> Result<std::result::Result<(), Lease>> {
         let me = std::process::id();
         let host = host_name();
         retry_busy(|| self.conn.execute_batch("BEGIN IMMEDIATE"))?;
         let held = (|| -> rusqlite::Result<Option<Lease>> {
-            let row: Option<(Option<i64>, Option<String>, Option<i64>)> = self
+            let row = self
                 .conn
                 .query_row(
-                    "SELECT lease_pid, lease_host, lease_at FROM tasks WHERE id = ?1",
+                    "SELECT lease_pid, lease_host, lease_at, lease_start, status
+                     FROM tasks WHERE id = ?1",
                     params![task],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    |r| Ok((lease_of(r, 0)?, r.get::<_, String>(4)?)),
                 )
                 .optional()?;
-            if let Some((Some(pid), Some(h), Some(at))) = row {
-                let pid = pid as u32;
-                let fresh = now_ms() - at < LEASE_STALE.as_millis() as i64;
-                let live = h != host || alive(pid);
-                if fresh && live && pid != me {
-                    return Ok(Some(Lease { pid, host: h, at }));
+            if let Some((Some(lease), status)) = row {
+                let now = now_ms();
+                match lease.gone(&host, now) {
+                    None if lease.pid == me && lease.host == host => {}
+                    None => return Ok(Some(lease)),
+                    Some(why) if status == TaskStatus::Running.as_str() => {
+                        self.conn.execute(
+                            "INSERT INTO decisions
+                             (task_id, subject, capability, detail, decision, reason, at)
+                             VALUES (?1, 'rawko', 'lease', ?2, 'interrupted', ?3, ?4)",
+                            params![task, format!("taken over by pid {me} on {host}"), why, now],
+                        )?;
+                    }
+                    Some(_) => {}
                 }
             }
             self.conn.execute(
-                "UPDATE tasks SET lease_pid = ?2, lease_host = ?3, lease_at = ?4 WHERE id = ?1",
-                params![task, me as i64, host, now_ms()],
+                "UPDATE tasks SET lease_pid = ?2, lease_host = ?3, lease_at = ?4, lease_start = ?5
+                 WHERE id = ?1",
+                params![task, me as i64, host, now_ms(), process_start(me)],
             )?;
             Ok(None)
         })();
@@ -719,14 +796,17 @@ impl TaskStore {
     /// Give up this process's lease on `task`.
     pub fn release_lease(&self, task: &str) -> Result<()> {
         self.conn.execute(
-            "UPDATE tasks SET lease_pid = NULL, lease_host = NULL, lease_at = NULL
+            "UPDATE tasks SET lease_pid = NULL, lease_host = NULL, lease_at = NULL,
+                              lease_start = NULL
              WHERE id = ?1 AND lease_pid = ?2",
             params![task, std::process::id() as i64],
         )?;
         Ok(())
     }
 
-    /// Take a cancelled task up again where it stopped (`rawko resume`).
+    /// Take a cancelled or interrupted task up again where it stopped (`rawko resume`). A task
+    /// that reads interrupted only because its runner is gone is still stored as running, and
+    /// stays so: [`TaskStore::acquire_lease`] takes it over.
     pub fn reopen(&self, task: &str) -> Result<bool> {
         let n = self.conn.execute(
             "UPDATE tasks SET status = 'running', summary = NULL, updated_at = ?2
@@ -736,6 +816,7 @@ impl TaskStore {
         Ok(n == 1)
     }
 
+    /// Set a task's status and closing summary (e.g. cancelled by the user).
     pub fn finish_task(&self, task: &str, status: TaskStatus, summary: &str) -> Result<()> {
         self.conn.execute(
             "UPDATE tasks SET status = ?2, summary = ?3, updated_at = ?4 WHERE id = ?1",
@@ -1015,10 +1096,11 @@ impl TaskStore {
     }
 }
 
+/// A task row (with its lease, columns 9 to 12), its status as it is now.
 fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
     let status: String = r.get(2)?;
     let options: String = r.get(4)?;
-    Ok(Task {
+    let mut task = Task {
         id: r.get(0)?,
         prompt: r.get(1)?,
         status: TaskStatus::parse(&status),
@@ -1028,6 +1110,30 @@ fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
         summary: r.get(6)?,
         created_at: r.get(7)?,
         updated_at: r.get(8)?,
+    };
+    if task.status == TaskStatus::Running
+        && let Some(lease) = lease_of(r, 9)?
+        && let Some(why) = lease.gone(&host_name(), now_ms())
+    {
+        task.status = TaskStatus::Interrupted;
+        task.summary = Some(why);
+    }
+    Ok(task)
+}
+
+/// The lease in columns `at..at + 4` (pid, host, heartbeat, start), if one is held.
+fn lease_of(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Option<Lease>> {
+    let pid: Option<i64> = r.get(at)?;
+    let host: Option<String> = r.get(at + 1)?;
+    let beat: Option<i64> = r.get(at + 2)?;
+    Ok(match (pid, host, beat) {
+        (Some(pid), Some(host), Some(at_ms)) => Some(Lease {
+            pid: u32::try_from(pid).unwrap_or(u32::MAX),
+            host,
+            at: at_ms,
+            start: r.get(at + 3)?,
+        }),
+        _ => None,
     })
 }
 
@@ -1113,10 +1219,12 @@ mod tests {
             Ok(()),
             "our own lease is ours again"
         );
+        // A lease as an older rawko took it, saying nothing of when its process started.
         let hold = |pid: i64, age_ms: i64| {
             s.conn
                 .execute(
-                    "UPDATE tasks SET lease_pid = ?2, lease_host = ?3, lease_at = ?4 WHERE id = ?1",
+                    "UPDATE tasks SET lease_pid = ?2, lease_host = ?3, lease_at = ?4,
+                     lease_start = NULL WHERE id = ?1",
                     params![id, pid, host_name(), now_ms() - age_ms],
                 )
                 .unwrap();
@@ -1133,6 +1241,147 @@ mod tests {
         assert!(s.renew_lease(&id).unwrap());
         s.release_lease(&id).unwrap();
         assert!(!s.renew_lease(&id).unwrap());
+    }
+
+    /// Hold `task`'s lease as `pid` on `host`, `age_ms` after its last heartbeat, its process
+    /// started as `start`.
+    fn hold(s: &TaskStore, task: &str, pid: i64, host: &str, age_ms: i64, start: Option<&str>) {
+        s.conn
+            .execute(
+                "UPDATE tasks SET lease_pid = ?2, lease_host = ?3, lease_at = ?4, lease_start = ?5
+                 WHERE id = ?1",
+                params![task, pid, host, now_ms() - age_ms, start],
+            )
+            .unwrap();
+    }
+
+    /// The task's status and summary as `task` and `tasks` give them (which must agree).
+    fn read(s: &TaskStore, id: &str) -> (TaskStatus, Option<String>) {
+        let one = s.task(id).unwrap();
+        let all = s.tasks().unwrap();
+        let listed = all.iter().find(|t| t.id == id).unwrap();
+        assert_eq!((one.status, &one.summary), (listed.status, &listed.summary));
+        (one.status, one.summary)
+    }
+
+    #[test]
+    fn a_task_whose_runner_is_gone_reads_interrupted_with_why() {
+        let (_d, s) = store();
+        let id = s
+            .create_task("t", "planner", &serde_json::json!({}))
+            .unwrap();
+        let here = host_name();
+        assert_eq!(read(&s, &id), (TaskStatus::Running, None), "no lease yet");
+        assert_eq!(s.acquire_lease(&id).unwrap(), Ok(()));
+        assert_eq!(read(&s, &id), (TaskStatus::Running, None), "our own lease");
+
+        // This machine, a pid no process has.
+        hold(&s, &id, i32::MAX as i64, &here, 0, Some("boot/1"));
+        let (status, why) = read(&s, &id);
+        assert_eq!(status, TaskStatus::Interrupted);
+        assert_eq!(
+            why.unwrap(),
+            format!("its runner (pid {} on {here}) is gone", i32::MAX)
+        );
+        // The store itself still says running: it is the reading that knows better.
+        let stored: String = s
+            .conn
+            .query_row("SELECT status FROM tasks WHERE id = ?1", [&id], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(stored, "running");
+
+        // Another machine: its heartbeat decides.
+        hold(&s, &id, i32::MAX as i64, "elsewhere", 1000, Some("boot/1"));
+        assert_eq!(read(&s, &id), (TaskStatus::Running, None));
+        hold(&s, &id, 7, "elsewhere", 95_000, None);
+        let (status, why) = read(&s, &id);
+        assert_eq!(status, TaskStatus::Interrupted);
+        assert_eq!(
+            why.unwrap(),
+            "its runner (pid 7 on elsewhere) has not renewed its lease for 95 s"
+        );
+
+        // A task that ended reads as it ended, whatever its lease says.
+        s.finish_task(&id, TaskStatus::Failed, "broke").unwrap();
+        assert_eq!(read(&s, &id), (TaskStatus::Failed, Some("broke".into())));
+    }
+
+    #[test]
+    fn a_pid_reused_by_another_process_is_not_taken_for_the_runner() {
+        let (_d, s) = store();
+        let id = s
+            .create_task("t", "planner", &serde_json::json!({}))
+            .unwrap();
+        let here = host_name();
+        // Pid 1 always exists; here it is not the process that took the lease.
+        let init = process_start(1).expect("pid 1 can be read");
+        assert_ne!(process_start(std::process::id()), Some(init.clone()));
+        hold(&s, &id, 1, &here, 0, Some("another-boot/12345"));
+        let (status, why) = read(&s, &id);
+        assert_eq!(status, TaskStatus::Interrupted);
+        assert!(why.unwrap().ends_with("is gone"));
+        // When it is the process that took it, it runs the task, even with a late heartbeat.
+        hold(
+            &s,
+            &id,
+            1,
+            &here,
+            LEASE_STALE.as_millis() as i64 * 10,
+            Some(&init),
+        );
+        assert_eq!(read(&s, &id), (TaskStatus::Running, None));
+        let holder = s.acquire_lease(&id).unwrap().unwrap_err();
+        assert_eq!((holder.pid, holder.start), (1, Some(init)));
+        // A lease that does not say when its process started: alive and on time, or gone.
+        hold(&s, &id, 1, &here, 1000, None);
+        assert_eq!(read(&s, &id), (TaskStatus::Running, None));
+        hold(
+            &s,
+            &id,
+            1,
+            &here,
+            LEASE_STALE.as_millis() as i64 + 5000,
+            None,
+        );
+        let (status, why) = read(&s, &id);
+        assert_eq!(status, TaskStatus::Interrupted);
+        assert!(why.unwrap().contains("has not renewed its lease for"));
+    }
+
+    #[test]
+    fn taking_over_from_a_runner_that_is_gone_records_the_interruption() {
+        let (_d, s) = store();
+        let id = s
+            .create_task("t", "planner", &serde_json::json!({}))
+            .unwrap();
+        let here = host_name();
+        hold(&s, &id, i32::MAX as i64, &here, 0, Some("boot/1"));
+        assert_eq!(s.acquire_lease(&id).unwrap(), Ok(()));
+        assert_eq!(read(&s, &id), (TaskStatus::Running, None));
+        let recorded: Vec<_> = s
+            .decisions(&id)
+            .unwrap()
+            .into_iter()
+            .filter(|d| d.capability == "lease")
+            .collect();
+        assert_eq!(recorded.len(), 1, "{recorded:?}");
+        assert_eq!(recorded[0].decision, "interrupted");
+        assert_eq!(
+            recorded[0].reason,
+            format!("its runner (pid {} on {here}) is gone", i32::MAX)
+        );
+        assert_eq!(
+            recorded[0].detail,
+            format!("taken over by pid {} on {here}", std::process::id())
+        );
+        // Our own lease again, or a lease left on a task that had stopped: nothing to record.
+        assert_eq!(s.acquire_lease(&id).unwrap(), Ok(()));
+        s.finish_task(&id, TaskStatus::Cancelled, "Ctrl-C").unwrap();
+        hold(&s, &id, i32::MAX as i64, &here, 0, Some("boot/1"));
+        assert_eq!(s.acquire_lease(&id).unwrap(), Ok(()));
+        assert_eq!(s.decisions(&id).unwrap().len(), 1);
     }
 
     #[test]

@@ -131,7 +131,14 @@ fn show(store: &TaskStore, id: &str, json: bool) -> anyhow::Result<()> {
     ));
     out.push_str(&format!("  {}\n", task.prompt.replace('\n', "\n  ")));
     if let Some(s) = &task.summary {
-        out.push_str(&format!("result: {s}\n"));
+        if task.status.is_resumable() {
+            out.push_str(&format!(
+                "stopped: {s} (`rawko resume {}` continues it)\n",
+                task.id
+            ));
+        } else {
+            out.push_str(&format!("result: {s}\n"));
+        }
     }
     out.push_str(&format!(
         "tokens: {} in, {} out\n",
@@ -179,7 +186,21 @@ fn show(store: &TaskStore, id: &str, json: bool) -> anyhow::Result<()> {
             t.reason
         ));
     }
-    let denied: Vec<_> = decisions.iter().filter(|d| d.decision != "allow").collect();
+    // A runner that was gone when another took the task over.
+    let interruptions: Vec<_> = decisions
+        .iter()
+        .filter(|d| d.capability == "lease")
+        .collect();
+    if !interruptions.is_empty() {
+        out.push_str("\ninterrupted:\n");
+        for d in interruptions {
+            out.push_str(&format!("  {}; {}\n", d.reason, d.detail));
+        }
+    }
+    let denied: Vec<_> = decisions
+        .iter()
+        .filter(|d| d.decision != "allow" && d.capability != "lease")
+        .collect();
     if !denied.is_empty() {
         out.push_str("\ndenied or overridden:\n");
         for d in denied {
