@@ -264,9 +264,20 @@ fn the_reference_server_over_streamable_http_needs_a_grant_for_loopback() {
     let server = HttpEverything::start();
     let url = format!("http://127.0.0.1:{}/mcp", server.port);
     let s = Setup::new(&format!("  web:\n    url: {url}\n"));
+    // Consent (--yes) is not enough for a server the user's own config defines: the refusal
+    // says which line to add, and where.
     let r = s.call("mcp__web__echo", r#"{"message":"x"}"#);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("allow_private_network"), "{r:?}");
+    let user_config = s.ws.config_home().join("rawko/config.yaml");
+    for said in [
+        "MCP server `web`",
+        "on a loopback address (127.0.0.1)",
+        &user_config.display().to_string(),
+        "allow_private_network: true",
+    ] {
+        assert!(r.stderr.contains(said), "`{said}` not said: {r:?}");
+    }
+    assert!(!r.stderr.contains("adapter"), "{r:?}");
 
     let s = Setup::new(&format!(
         "  web:\n    url: {url}\n    allow_private_network: true\n    headers: {{X-Trace: \"${{RAWKO_TEST_SECRET}}\"}}\n"
@@ -274,6 +285,93 @@ fn the_reference_server_over_streamable_http_needs_a_grant_for_loopback() {
     let r = s.call("mcp__web__echo", r#"{"message":"over http"}"#);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.stdout.trim(), "Echo: over http");
+}
+
+/// A trusted workspace's `.mcp.json` naming an HTTP server on loopback: refused until the user
+/// decides, with a refusal that names the server and says what to write where; consent (here
+/// `--yes`) shows the loopback address and records it with the consent, so the server is reached
+/// without asking from then on, until its address changes. An untrusted workspace's `.mcp.json`
+/// gets nothing.
+#[test]
+fn a_loopback_server_from_mcp_json_is_admitted_once_by_consent() {
+    let server = HttpEverything::start();
+    let s = Setup::new("  {}\n");
+    let user_config = s.ws.config_home().join("rawko/config.yaml");
+    std::fs::write(&user_config, "").unwrap();
+    let mcp_json = |port: u16| {
+        format!(
+            r#"{{"mcpServers": {{"web": {{"type": "http", "url": "http://127.0.0.1:{port}/mcp"}}}}}}"#
+        )
+    };
+    s.ws.write(".mcp.json", mcp_json(server.port));
+    let echo = |yes: bool| {
+        let mut args = vec!["tool", "call", "mcp__web__echo"];
+        if yes {
+            args.push("--yes");
+        }
+        args.extend(["--input", r#"{"message":"on loopback"}"#]);
+        s.rawko(&args)
+    };
+    let r = echo(true);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("no MCP server named `web`"), "{r:?}");
+    assert_eq!(s.rawko(&["trust"]).code, 0);
+
+    // Not decided yet: the refusal names the server and says what to do, and where.
+    let r = echo(false);
+    assert_eq!(r.code, 2, "{r:?}");
+    for said in [
+        "MCP server `web`",
+        "on a loopback address (127.0.0.1)",
+        "--yes",
+        &user_config.display().to_string(),
+        "mcp:\n    web:\n      allow_private_network: true",
+    ] {
+        assert!(r.stderr.contains(said), "`{said}` not said: {r:?}");
+    }
+    assert!(!r.stderr.contains("adapter"), "{r:?}");
+
+    // Consent shows the address, and is recorded with it.
+    let r = echo(true);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.stdout.trim(), "Echo: on loopback");
+    assert!(
+        r.stderr.contains("on a loopback address (127.0.0.1)"),
+        "{r:?}"
+    );
+    let consents =
+        std::fs::read_to_string(s.ws.path().join(".test-data/mcp-consent.json")).unwrap();
+    assert!(consents.contains("127.0.0.1"), "{consents}");
+    // Decided once: no --yes needed from then on.
+    let r = echo(false);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.stdout.trim(), "Echo: on loopback");
+
+    // Another address is another decision.
+    let other = HttpEverything::start();
+    s.ws.write(".mcp.json", mcp_json(other.port));
+    assert_eq!(s.rawko(&["trust"]).code, 0);
+    let r = echo(false);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("on a loopback address (127.0.0.1)"),
+        "{r:?}"
+    );
+    // What the refusal says to write is enough: the server itself stays the workspace's.
+    std::fs::write(
+        &user_config,
+        "mcp:\n  web:\n    allow_private_network: true\n",
+    )
+    .unwrap();
+    let r = echo(false);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("changed since you approved it") && !r.stderr.contains("loopback"),
+        "{r:?}"
+    );
+    let r = echo(true);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.stdout.trim(), "Echo: on loopback");
 }
 
 /// The hostile server, run from the workspace (as a repository's own server would be: the

@@ -10,6 +10,7 @@
 //! the tool's input schema before they are sent.
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -26,6 +27,8 @@ use rmcp::model::{
 };
 use rmcp::service::{RoleClient, RunningService};
 use tokio::io::{AsyncRead, ReadBuf};
+
+use crate::consent::PrivateEndpoint;
 
 /// The prefix of every MCP tool's name.
 pub const PREFIX: &str = "mcp__";
@@ -53,6 +56,21 @@ pub struct ServerSpec {
     pub transport: TransportSpec,
     /// Per call.
     pub timeout: Duration,
+    pub source: Source,
+    /// The loopback or private endpoint the user's consent admits this server at
+    /// ([`ServerSpec::admit`]); its host name is pinned to those addresses.
+    pub admitted: Option<PrivateEndpoint>,
+}
+
+/// Where a server is defined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The user's own config.
+    User,
+    /// A trusted workspace's `.rawko/config.yaml`.
+    Workspace,
+    /// A trusted workspace's `.mcp.json`.
+    McpJson,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -74,13 +92,14 @@ pub enum TransportSpec {
 }
 
 impl ServerSpec {
-    /// Check one server's config. `user_config`: it comes from the user's own config (only
-    /// that may ask for `sandbox: full`).
+    /// Check one server's config, from `source` (only the user's own config may ask for
+    /// `sandbox: full`).
     pub fn from_config(
         name: &str,
         cfg: &McpServerConfig,
-        user_config: bool,
+        source: Source,
     ) -> Result<ServerSpec, String> {
+        let user_config = source == Source::User;
         if name.is_empty()
             || name.len() > 64
             || !name
@@ -168,7 +187,61 @@ impl ServerSpec {
             name: name.to_string(),
             transport,
             timeout,
+            source,
+            admitted: None,
         })
+    }
+
+    /// Where an HTTP server's URL leads when that is loopback, private or link-local addresses
+    /// only, and its config does not allow them: what the user must decide on before rawko
+    /// reaches it. None for a stdio server, one allowed, one with a public address (only that
+    /// is used), or one whose name does not resolve (connecting says why).
+    pub async fn private_endpoint(&self) -> Option<PrivateEndpoint> {
+        use rawko_capability::http::grant::{AddrClass, classify};
+        let TransportSpec::Http {
+            url,
+            allow_private_network: false,
+            ..
+        } = &self.transport
+        else {
+            return None;
+        };
+        let origin = rawko_capability::http::Origin::of(url).ok()?;
+        let found: Vec<IpAddr> = match origin.ip() {
+            Some(ip) => vec![ip],
+            None => tokio::time::timeout(
+                Duration::from_secs(10),
+                tokio::net::lookup_host((origin.host(), origin.port())),
+            )
+            .await
+            .ok()?
+            .ok()?
+            .map(|a| a.ip())
+            .collect(),
+        };
+        let mut addresses: Vec<IpAddr> = Vec::new();
+        for ip in found {
+            match classify(ip) {
+                AddrClass::Public => return None,
+                // Never an MCP server's, whatever anyone says: connecting refuses them.
+                AddrClass::Reserved => {}
+                AddrClass::Loopback | AddrClass::Private | AddrClass::LinkLocal => {
+                    if !addresses.contains(&ip) {
+                        addresses.push(ip);
+                    }
+                }
+            }
+        }
+        (!addresses.is_empty()).then(|| PrivateEndpoint {
+            url: url.to_string(),
+            addresses,
+        })
+    }
+
+    /// Reach this server at `endpoint` (the user consented to it there): its private addresses
+    /// are admitted, and its host name leads to those addresses alone.
+    pub fn admit(&mut self, endpoint: PrivateEndpoint) {
+        self.admitted = Some(endpoint);
     }
 
     /// What the server is, for the consent record and messages: its command line or its URL
@@ -190,6 +263,42 @@ impl ServerSpec {
             TransportSpec::Http { url, .. } => format!("http: {url}"),
         }
     }
+}
+
+/// Whether `cfg`, a server entry of the user's config, only adjusts the server of that name a
+/// trusted workspace's `.mcp.json` defines: no `command` or `url`, only `allow_private_network`
+/// and `timeout`. So the user can allow a repository's server on loopback without copying its
+/// definition. An entry with neither that tries to set more is an error.
+pub fn is_adjustment(name: &str, cfg: &McpServerConfig) -> Result<bool, String> {
+    if cfg.command.is_some() || cfg.url.is_some() {
+        return Ok(false);
+    }
+    let bare = McpServerConfig {
+        allow_private_network: cfg.allow_private_network,
+        timeout: cfg.timeout,
+        ..McpServerConfig::default()
+    };
+    if *cfg == McpServerConfig::default() {
+        // Nothing at all: checked as a definition, which says what is missing.
+        return Ok(false);
+    }
+    if *cfg != bare {
+        return Err(format!(
+            "mcp.{name}: an entry without `command` or `url` only adjusts the server of that name \
+             in a trusted workspace's .mcp.json (allow_private_network, timeout); give `command` \
+             or `url` to define a server here"
+        ));
+    }
+    Ok(true)
+}
+
+/// `cfg`, from a `.mcp.json`, with the user's adjustment `by` ([`is_adjustment`]) applied.
+pub fn adjusted(mut cfg: McpServerConfig, by: &McpServerConfig) -> McpServerConfig {
+    cfg.allow_private_network |= by.allow_private_network;
+    if by.timeout.is_some() {
+        cfg.timeout = by.timeout;
+    }
+    cfg
 }
 
 /// `${VAR}` in `text` replaced by the variable's value; a variable that is not set is an
@@ -394,7 +503,8 @@ impl Connection {
                 allow_private_network,
             } => {
                 let transport =
-                    http_transport(url, headers, *allow_private_network).map_err(start)?;
+                    http_transport(url, headers, *allow_private_network, spec.admitted.as_ref())
+                        .map_err(start)?;
                 let service = tokio::time::timeout(deadline, client_info().serve(transport))
                     .await
                     .map_err(|_| late())?
@@ -708,30 +818,42 @@ fn spawn(spec: &ServerSpec, launch: &Launch, tmp: &Path) -> Result<tokio::proces
 }
 
 /// The streamable HTTP transport: a client whose name lookups are checked against a grant of
-/// the endpoint's origin alone (private addresses only when allowed), with no proxy and no
-/// redirects.
+/// the endpoint's origin alone (private addresses only when allowed, or at the `admitted`
+/// endpoint's addresses alone), with no proxy and no redirects.
 fn http_transport(
     url: &url::Url,
     headers: &[(String, String)],
     allow_private: bool,
+    admitted: Option<&PrivateEndpoint>,
 ) -> Result<rmcp::transport::StreamableHttpClientTransport<reqwest::Client>, String> {
+    use rawko_capability::http::grant::Denied;
     use rawko_capability::http::{HttpGrant, Origin};
     let origin = Origin::of(url).map_err(|e| e.to_string())?;
+    let admitted = admitted.filter(|a| a.url == url.as_str());
+    let private = allow_private || admitted.is_some();
     if let Some(ip) = origin.ip() {
-        rawko_capability::http::grant::check_addr(origin.host(), ip, allow_private).map_err(
-            |e| {
-                format!(
-                    "{e} (set allow_private_network: true for a server on this machine or the LAN)"
-                )
+        rawko_capability::http::grant::check_addr(origin.host(), ip, private).map_err(
+            |e| match e {
+                Denied::Address { host, addr, class } => format!(
+                    "{host} is {class} address {addr}, which rawko reaches only when your \
+                     config says allow_private_network or you approved the server there"
+                ),
+                other => other.to_string(),
             },
         )?;
     }
+    let mut pinned = HashMap::new();
+    if let Some(a) = admitted
+        && origin.ip().is_none()
+    {
+        pinned.insert(origin.host().to_ascii_lowercase(), a.addresses.clone());
+    }
     let mut grant = HttpGrant::none();
-    grant.allow(origin, allow_private);
+    grant.allow(origin, private);
     let client = reqwest::Client::builder()
         .dns_resolver(rawko_capability::http::resolve::CheckedResolver::new(
             Arc::new(grant),
-            HashMap::new(),
+            pinned,
         ))
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
@@ -819,8 +941,12 @@ mod tests {
 
     #[test]
     fn a_server_is_a_command_or_a_url_with_sane_settings() {
-        let s =
-            ServerSpec::from_config("fs", &cfg("command: npx\nargs: [-y, x]\n"), false).unwrap();
+        let s = ServerSpec::from_config(
+            "fs",
+            &cfg("command: npx\nargs: [-y, x]\n"),
+            Source::Workspace,
+        )
+        .unwrap();
         assert!(matches!(
             s.transport,
             TransportSpec::Stdio {
@@ -842,15 +968,59 @@ mod tests {
             ("url: ftp://x/\n", "only http and https"),
             ("command: a\ntimeout: 0\n", "at least 1 second"),
         ] {
-            let e = ServerSpec::from_config("s", &cfg(yaml), false).unwrap_err();
+            let e = ServerSpec::from_config("s", &cfg(yaml), Source::McpJson).unwrap_err();
             assert!(e.contains(why), "{yaml}: {e}");
         }
-        assert!(ServerSpec::from_config("s", &cfg("command: a\nsandbox: full\n"), true).is_ok());
+        assert!(
+            ServerSpec::from_config("s", &cfg("command: a\nsandbox: full\n"), Source::User).is_ok()
+        );
         for bad in ["", "a b", "x__y", "é"] {
             assert!(
-                ServerSpec::from_config(bad, &cfg("command: a"), true).is_err(),
+                ServerSpec::from_config(bad, &cfg("command: a"), Source::User).is_err(),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn a_users_entry_without_command_or_url_only_adjusts_a_workspaces_server() {
+        let by = cfg("allow_private_network: true\ntimeout: 9\n");
+        assert_eq!(is_adjustment("web", &by), Ok(true));
+        let theirs = cfg("url: http://127.0.0.1:9/mcp\n");
+        let both = adjusted(theirs.clone(), &by);
+        assert!(both.allow_private_network);
+        assert_eq!((&both.url, both.timeout), (&theirs.url, Some(9)));
+        assert_eq!(is_adjustment("web", &theirs), Ok(false));
+        assert_eq!(is_adjustment("web", &cfg("{}")), Ok(false));
+        let more = is_adjustment("web", &cfg("allow_private_network: true\nargs: [x]\n"));
+        assert!(more.unwrap_err().contains("only adjusts"));
+    }
+
+    #[tokio::test]
+    async fn only_an_http_server_on_private_addresses_alone_needs_a_decision() {
+        let spec =
+            |yaml: &str| ServerSpec::from_config("web", &cfg(yaml), Source::McpJson).unwrap();
+        let found = spec("url: http://127.0.0.1:8123/mcp\n")
+            .private_endpoint()
+            .await
+            .unwrap();
+        assert_eq!(found.url, "http://127.0.0.1:8123/mcp");
+        assert_eq!(found.addresses, ["127.0.0.1".parse::<IpAddr>().unwrap()]);
+        let by_name = spec("url: http://localhost:8123/mcp\n")
+            .private_endpoint()
+            .await
+            .unwrap();
+        assert!(
+            by_name.addresses.iter().all(|a| a.is_loopback()),
+            "{by_name:?}"
+        );
+        for decided in [
+            "url: http://127.0.0.1:8123/mcp\nallow_private_network: true\n",
+            "url: http://93.184.216.34/mcp\n",
+            "url: http://0.0.0.0/mcp\n",
+            "command: a\n",
+        ] {
+            assert_eq!(spec(decided).private_endpoint().await, None, "{decided}");
         }
     }
 

@@ -14,8 +14,8 @@ use crate::cli::{BadInput, Context, print_err};
 use rawko_adapters::Trust;
 use rawko_fsm::session::SessionTools;
 use rawko_fsm::tools::ToolHost;
-use rawko_mcp::client::{Connection, Launch as McpLaunch, ServerSpec, Servers};
-use rawko_mcp::consent::Consents;
+use rawko_mcp::client::{Connection, Launch as McpLaunch, ServerSpec, Servers, Source};
+use rawko_mcp::consent::{Consents, PrivateEndpoint};
 use rawko_mcp::serve::{CallReply, CallRequest, HttpListener, HttpOptions, ServedTool, Server};
 use rawko_runtime::Budget;
 use rawko_store::{TaskStatus, TaskStore, ToolCall, now_ms};
@@ -332,19 +332,27 @@ impl Served {
 }
 
 /// The MCP servers in effect: the user's config, then, once the workspace is trusted, its
-/// config and Claude Code's `.mcp.json` (a name the user's config has stays the user's). A
-/// server whose config is wrong is bad input.
+/// config and Claude Code's `.mcp.json` (a name the user's config defines stays the user's; an
+/// entry of the user's without `command` or `url` adjusts the `.mcp.json` server of its name).
+/// A server whose config is wrong is bad input.
 pub(crate) fn configured_servers(cx: &Context) -> anyhow::Result<Vec<ServerSpec>> {
     let layers = cx.config_layers()?;
     let user = layers.user_only().mcp;
     let mut specs = Vec::new();
+    let mut adjustments = std::collections::BTreeMap::new();
     for (name, cfg) in &user {
-        specs.push(ServerSpec::from_config(name, cfg, true).map_err(BadInput::new)?);
+        if rawko_mcp::client::is_adjustment(name, cfg).map_err(BadInput::new)? {
+            adjustments.insert(name.clone(), cfg.clone());
+            continue;
+        }
+        specs.push(ServerSpec::from_config(name, cfg, Source::User).map_err(BadInput::new)?);
     }
     if let Some((_, ws)) = &layers.workspace {
         // What `effective` kept of the workspace's servers: only there when trusted.
         for (name, cfg) in &ws.mcp {
-            specs.push(ServerSpec::from_config(name, cfg, false).map_err(BadInput::new)?);
+            specs.push(
+                ServerSpec::from_config(name, cfg, Source::Workspace).map_err(BadInput::new)?,
+            );
         }
     }
     let dot_mcp = cx.workspace().join(".mcp.json");
@@ -356,7 +364,13 @@ pub(crate) fn configured_servers(cx: &Context) -> anyhow::Result<Vec<ServerSpec>
             if specs.iter().any(|s| s.name == name) {
                 continue;
             }
-            specs.push(ServerSpec::from_config(&name, &cfg, false).map_err(BadInput::new)?);
+            let cfg = match adjustments.get(&name) {
+                Some(by) => rawko_mcp::client::adjusted(cfg, by),
+                None => cfg,
+            };
+            specs.push(
+                ServerSpec::from_config(&name, &cfg, Source::McpJson).map_err(BadInput::new)?,
+            );
         }
     } else if dot_mcp.is_file() {
         tracing::info!(".mcp.json is ignored until you trust the workspace (`rawko trust`)");
@@ -390,20 +404,44 @@ pub(crate) async fn connect_servers(
              your home directory, use the network and write anywhere you can",
         )?;
     }
-    let note = crate::cli::output::SlowNote::after_a_second("starting the MCP servers…");
-    let mut servers = Servers::connect(specs, &launch).await;
-    drop(note);
     let mut consents = Consents::load(&cx.dirs.data).map_err(BadInput::new)?;
+    // Servers on loopback or private addresses are decided on before anything reaches them.
+    let mut reachable = Vec::new();
+    let mut left_out = Vec::new();
+    for spec in specs {
+        let mut spec = spec.clone();
+        if let Some(endpoint) = spec.private_endpoint().await {
+            match decide_private(cx, &spec, &endpoint, &consents, yes)? {
+                Ok(admitted) => spec.admit(admitted),
+                Err(why) => {
+                    left_out.push((spec.name.clone(), why));
+                    continue;
+                }
+            }
+        }
+        reachable.push(spec);
+    }
+    let note = crate::cli::output::SlowNote::after_a_second("starting the MCP servers…");
+    let mut servers = Servers::connect(&reachable, &launch).await;
+    drop(note);
+    servers.failed.extend(left_out);
     let mut refused = Vec::new();
     for c in &servers.connected {
         let fp = c.fingerprint();
+        let private = c.spec.admitted.as_ref();
         if consents.given(&c.spec.name, &fp) {
+            // Approved before; an address decided on just now is kept with it.
+            if private.is_some() && consents.private(&c.spec.name) != private {
+                consents
+                    .give(&c.spec.name, &fp, private)
+                    .map_err(|e| anyhow::anyhow!(e))?;
+            }
             continue;
         }
         let changed = consents.changed(&c.spec.name, &fp);
         if yes || ask(c, changed)? {
             consents
-                .give(&c.spec.name, &fp)
+                .give(&c.spec.name, &fp, private)
                 .map_err(|e| anyhow::anyhow!(e))?;
         } else {
             refused.push((
@@ -432,17 +470,103 @@ pub(crate) async fn connect_servers(
     Ok(servers)
 }
 
-/// Ask on the terminal whether to use server `c`, showing what it is and its tools; `false`
-/// without a terminal.
+/// Whether server `spec`, whose URL leads to the loopback or private `endpoint` alone, may be
+/// reached there: `Ok(endpoint admitted)`, or `Err(why not, and what to do)`. The user's own
+/// servers say so in the user's config; a server a trusted workspace brings is reached where
+/// the user's consent admitted it before, or is asked about (on a terminal; `--yes` approves),
+/// the answer kept with the consent to its tools.
+fn decide_private(
+    cx: &Context,
+    spec: &ServerSpec,
+    endpoint: &PrivateEndpoint,
+    consents: &Consents,
+    yes: bool,
+) -> anyhow::Result<Result<PrivateEndpoint, String>> {
+    let name = rawko_text::line(&spec.name, 64);
+    let url = rawko_text::line(&endpoint.url, 200);
+    let where_ = endpoint.describe();
+    let user_config = cx.dirs.config.join(rawko_config::FILE_NAME);
+    let snippet = format!("  mcp:\n    {name}:\n      allow_private_network: true");
+    let reached_only = format!("{url} is {where_}, which rawko reaches only when you say so");
+    if spec.source == Source::User {
+        return Ok(Err(format!(
+            "{reached_only}: add `allow_private_network: true` to it in your config, {}:\n{snippet}",
+            user_config.display()
+        )));
+    }
+    if let Some(before) = consents.private(&spec.name)
+        && before.covers(endpoint)
+    {
+        return Ok(Ok(before.clone()));
+    }
+    let from = match spec.source {
+        Source::McpJson => "the workspace's .mcp.json",
+        _ => "the workspace's .rawko/config.yaml",
+    };
+    if yes {
+        print_err(&format!(
+            "MCP server `{name}`: {reached_only}; it comes from {from}, and --yes approves it \
+             there (remembered with your consent, until its address changes)"
+        ))?;
+        return Ok(Ok(endpoint.clone()));
+    }
+    if ask_private(&format!("MCP server `{name}`: {reached_only}"), from)? {
+        return Ok(Ok(endpoint.clone()));
+    }
+    let instead = match spec.source {
+        Source::McpJson => format!(
+            "or allow it for good in your config, {}:\n{snippet}",
+            user_config.display()
+        ),
+        _ => format!(
+            "or add `allow_private_network: true` to it in {}",
+            cx.workspace()
+                .join(".rawko")
+                .join(rawko_config::FILE_NAME)
+                .display()
+        ),
+    };
+    Ok(Err(format!(
+        "{reached_only}, and it comes from {from}: approve it on a terminal or with --yes \
+         (remembered with your consent, until its address changes), {instead}"
+    )))
+}
+
+/// Ask on the terminal whether to reach a server at a loopback or private address
+/// (`question` says which); `false` without a terminal.
+fn ask_private(question: &str, from: &str) -> anyhow::Result<bool> {
+    use std::io::{BufRead, IsTerminal, Write};
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return Ok(false);
+    }
+    let mut err = std::io::stderr().lock();
+    write!(
+        err,
+        "{question}; it comes from {from}. Reach it there, to see its tools? [y/N] "
+    )?;
+    err.flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
+/// Ask on the terminal whether to use server `c`, showing what it is, where (when that is a
+/// loopback or private address) and its tools; `false` without a terminal.
 fn ask(c: &Connection, changed: bool) -> anyhow::Result<bool> {
     use std::io::{BufRead, IsTerminal, Write};
     if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
         return Ok(false);
     }
     let mut err = std::io::stderr().lock();
+    let at = c
+        .spec
+        .admitted
+        .as_ref()
+        .map(|p| format!(", {}", p.describe()))
+        .unwrap_or_default();
     writeln!(
         err,
-        "MCP server `{}` ({}) {} {} tool(s):",
+        "MCP server `{}` ({}{at}) {} {} tool(s):",
         rawko_text::line(&c.spec.name, 64),
         rawko_text::line(&c.spec.identity(), 200),
         if changed {
