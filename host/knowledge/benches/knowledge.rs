@@ -1,6 +1,6 @@
 //! The knowledge index on a tree of 10,000 source files (about 20 MB of Rust-like code and
-//! Markdown): the first sync, a resync with nothing changed, a resync after ten edits, and
-//! query latency, each beside its native reference (reading and hashing every file with no
+//! Markdown): the first sync, a resync with nothing changed, a resync after ten edits, the
+//! check before a query on a settled tree, and query latency, each beside its native reference (reading and hashing every file with no
 //! index; a substring scan of every file for the query's rarest word).
 //!
 //! ```sh
@@ -101,6 +101,52 @@ fn first_sync(bencher: divan::Bencher) {
                 .sync(&KnowledgeConfig::defaults(), None, &mut Quiet)
                 .unwrap()
         });
+}
+
+/// The synced tree once its stamps are older than the file system's clock granularity, as a
+/// repository is between edits.
+fn settled() -> &'static Path {
+    static DONE: OnceLock<()> = OnceLock::new();
+    let root = synced();
+    DONE.get_or_init(|| {
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+        let mut index = Index::open(root).unwrap();
+        index
+            .refresh(&KnowledgeConfig::defaults(), &mut Quiet)
+            .unwrap();
+    });
+    root
+}
+
+/// What every query does first: open the index and check it is fresh. Nothing changed, so no
+/// directory is read and no file either, only stat'ed.
+#[divan::bench(sample_count = 20, sample_size = 1)]
+fn refresh_unchanged(bencher: divan::Bencher) {
+    let root = settled();
+    let config = KnowledgeConfig::defaults();
+    bencher.bench_local(|| {
+        let mut index = Index::open(root).unwrap();
+        let r = index.refresh(&config, &mut Quiet).unwrap();
+        assert!(!r.walked && r.new + r.changed + r.removed == 0);
+        r
+    });
+}
+
+/// The native floor of that check: a stat of every file, one thread.
+#[divan::bench(sample_count = 20, sample_size = 1)]
+fn reference_stat_every_file(bencher: divan::Bencher) {
+    let files: Vec<PathBuf> = ignore::WalkBuilder::new(tree())
+        .build()
+        .flatten()
+        .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+        .map(|e| e.into_path())
+        .collect();
+    bencher.bench_local(|| {
+        files
+            .iter()
+            .filter(|p| std::fs::symlink_metadata(p).is_ok())
+            .count()
+    });
 }
 
 #[divan::bench(sample_count = 5, sample_size = 1)]

@@ -54,6 +54,21 @@ impl Stamp {
         }
     }
 
+    #[cfg(unix)]
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "the field types of `struct stat` differ between architectures"
+    )]
+    fn of_stat(st: &rustix::fs::Stat) -> Stamp {
+        let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
+        Stamp {
+            size: st.st_size as i64,
+            mtime: ns(st.st_mtime as i64, st.st_mtime_nsec as i64),
+            ctime: ns(st.st_ctime as i64, st.st_ctime_nsec as i64),
+            inode: st.st_ino as i64,
+        }
+    }
+
     #[cfg(not(unix))]
     fn of(m: &std::fs::Metadata) -> Stamp {
         let ns = |t: std::io::Result<SystemTime>| {
@@ -93,14 +108,14 @@ pub fn now_ns() -> i64 {
 
 /// A full walk's result.
 pub struct Walked {
-    /// The selected files, relative and `/`-separated, sorted, with their stamps (`None` when the
+    /// The selected files, relative and `/`-separated, sorted by bytes, with their stamps (`None` when the
     /// file went away or stopped being a regular file since the directory was read).
     pub files: Vec<(String, Option<Stamp>)>,
     /// The directories entered and the ignore files that exist, with their stamps.
     pub watched: Vec<(String, Stamp)>,
 }
 
-/// The files under `root` that `config` selects, with stamps. The walk respects `.gitignore`,
+/// The files under `root` that `config` selects, with stamps, sorted by path. The walk respects `.gitignore`,
 /// follows no symlink, skips hidden entries, `.git/` and `.rawko/`, and stops at [`MAX_DEPTH`].
 pub fn walk(root: &Path, config: &KnowledgeConfig) -> Walked {
     let mut files = Vec::new();
@@ -158,13 +173,15 @@ pub fn walk(root: &Path, config: &KnowledgeConfig) -> Walked {
     } else if git.is_dir() {
         candidates.push(".git".to_string());
     }
-    let stamps = stat_all(root, &candidates, |m| m.is_dir() || m.is_file());
+    let stamps = stat_all(root, &candidates, Want::FileOrDir);
     let watched = candidates
         .into_iter()
         .zip(stamps)
         .filter_map(|(p, s)| Some((p, s?)))
         .collect();
-    let stamps = stat_all(root, &files, std::fs::Metadata::is_file);
+    // Sorted as the index keeps them (the walk's order puts `a/b/x` before `a/b.rs`).
+    files.sort_unstable();
+    let stamps = stat_all(root, &files, Want::File);
     Walked {
         files: files.into_iter().zip(stamps).collect(),
         watched,
@@ -182,8 +199,8 @@ fn join(dir: &str, name: &str) -> String {
 /// Whether every entry of `watched` still has its stamp: then no directory gained, lost or
 /// renamed an entry and no ignore rule changed since the walk that recorded them.
 pub fn unchanged(root: &Path, watched: &[(String, Stamp)]) -> bool {
-    let paths: Vec<String> = watched.iter().map(|(p, _)| p.clone()).collect();
-    let now = stat_all(root, &paths, |m| m.is_dir() || m.is_file());
+    let paths: Vec<&str> = watched.iter().map(|(p, _)| p.as_str()).collect();
+    let now = stat_all(root, &paths, Want::FileOrDir);
     !watched.is_empty()
         && watched
             .iter()
@@ -191,42 +208,90 @@ pub fn unchanged(root: &Path, watched: &[(String, Stamp)]) -> bool {
             .all(|((_, then), now)| now == Some(*then))
 }
 
+/// What a stat must find for a stamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    File,
+    FileOrDir,
+}
+
 /// The stamp of each of `rels` under `root` (not following symlinks), `None` where there is
-/// nothing `keep` accepts. Long lists are stat'ed on several threads.
-pub fn stat_all(
-    root: &Path,
-    rels: &[String],
-    keep: fn(&std::fs::Metadata) -> bool,
-) -> Vec<Option<Stamp>> {
-    let one = |rel: &String| {
-        std::fs::symlink_metadata(root.join(rel))
-            .ok()
-            .filter(keep)
-            .map(|m| Stamp::of(&m))
-    };
+/// nothing of the kind wanted. Long lists are stat'ed on several threads.
+pub fn stat_all<S: AsRef<str> + Sync>(root: &Path, rels: &[S], want: Want) -> Vec<Option<Stamp>> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(rels.len().div_ceil(STATS_PER_THREAD))
         .min(8);
     if threads < 2 {
-        return rels.iter().map(one).collect();
+        return stat_part(root, rels, want);
     }
-    let one = &one;
+    let per = rels.len().div_ceil(threads);
     std::thread::scope(|s| {
         let parts: Vec<_> = rels
-            .chunks(rels.len().div_ceil(threads))
-            .map(|part| s.spawn(move || part.iter().map(one).collect::<Vec<_>>()))
+            .chunks(per)
+            .map(|part| (part, s.spawn(move || stat_part(root, part, want))))
             .collect();
         let mut out = Vec::with_capacity(rels.len());
-        for (part, handle) in rels.chunks(rels.len().div_ceil(threads)).zip(parts) {
+        for (part, handle) in parts {
             match handle.join() {
                 Ok(stamps) => out.extend(stamps),
                 // A thread that died stat'ed nothing: do its share here.
-                Err(_) => out.extend(part.iter().map(one)),
+                Err(_) => out.extend(stat_part(root, part, want)),
             }
         }
         out
     })
+}
+
+/// [`stat_all`] on this thread. Each directory is opened once (a path descriptor) and its
+/// files stat'ed by name, so the kernel resolves one component per file, not the whole path.
+#[cfg(unix)]
+fn stat_part<S: AsRef<str>>(root: &Path, rels: &[S], want: Want) -> Vec<Option<Stamp>> {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    let mut out = Vec::with_capacity(rels.len());
+    let mut dir: Option<(&str, Option<rustix::fd::OwnedFd>)> = None;
+    for rel in rels {
+        let rel = rel.as_ref();
+        let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+        if name.is_empty() {
+            out.push(stat_path(&root.join(rel), want));
+            continue;
+        }
+        if dir.as_ref().is_none_or(|(d, _)| *d != parent) {
+            let fd = rustix::fs::open(
+                root.join(parent),
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .ok();
+            dir = Some((parent, fd));
+        }
+        let stamp = dir
+            .as_ref()
+            .and_then(|(_, fd)| fd.as_ref())
+            .and_then(|fd| rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW).ok())
+            .filter(|st| {
+                let kind = FileType::from_raw_mode(st.st_mode);
+                kind.is_file() || (want == Want::FileOrDir && kind.is_dir())
+            })
+            .map(|st| Stamp::of_stat(&st));
+        out.push(stamp);
+    }
+    out
+}
+
+#[cfg(not(unix))]
+fn stat_part<S: AsRef<str>>(root: &Path, rels: &[S], want: Want) -> Vec<Option<Stamp>> {
+    rels.iter()
+        .map(|rel| stat_path(&root.join(rel.as_ref()), want))
+        .collect()
+}
+
+fn stat_path(path: &Path, want: Want) -> Option<Stamp> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| m.is_file() || (want == Want::FileOrDir && m.is_dir()))
+        .map(|m| Stamp::of(&m))
 }
 
 #[cfg(test)]
@@ -287,7 +352,7 @@ mod tests {
         for r in rels.iter().step_by(2) {
             std::fs::write(dir.path().join(r), r).unwrap();
         }
-        let stamps = stat_all(dir.path(), &rels, std::fs::Metadata::is_file);
+        let stamps = stat_all(dir.path(), &rels, Want::File);
         assert_eq!(stamps.len(), rels.len());
         for (i, (r, s)) in rels.iter().zip(&stamps).enumerate() {
             assert_eq!(s.is_some(), i % 2 == 0, "{r}");

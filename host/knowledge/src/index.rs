@@ -1,7 +1,7 @@
 //! `.rawko/knowledge.db`: files with their content hashes, chunks, the FTS5 index over them
 //! and embeddings cached by chunk hash and model.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use crate::chunk::{Kind, chunk, identifier_words, split_identifier};
 use crate::config::KnowledgeConfig;
-use crate::fresh::{self, Stamp};
+use crate::fresh::{self, Stamp, Want};
 use crate::{Embedder, KnowledgeError, Progress};
 
 /// The index, relative to the repository root.
@@ -342,80 +342,84 @@ impl Index {
         let previous = self.meta("config")?;
         let rechunk = previous.as_deref() != Some(fingerprint.as_str());
         let complete = self.meta("state")?.as_deref() == Some("complete");
-        let mut stored_files: HashMap<String, Stamp> = self.stamps("files")?;
-        let stored_skipped: HashMap<String, (String, Stamp)> = {
-            let mut stmt = self
-                .conn
-                .prepare("SELECT path, why, size, mtime, ctime, inode FROM skipped")
-                .map_err(|e| self.db_err(e))?;
-            stmt.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, stamp_at(r, 2)?))))
-                .and_then(|rows| rows.collect())
-                .map_err(|e| self.db_err(e))?
-        };
-        let stored_watched: Vec<(String, Stamp)> = {
-            let mut stmt = self
-                .conn
-                .prepare("SELECT path, size, mtime, ctime, inode FROM watched ORDER BY path")
-                .map_err(|e| self.db_err(e))?;
-            stmt.query_map([], |r| Ok((r.get(0)?, stamp_at(r, 1)?)))
-                .and_then(|rows| rows.collect())
-                .map_err(|e| self.db_err(e))?
-        };
+        // What the index knows, sorted by path, with a mark for each path still there.
+        let mut stored_files: Vec<(String, Stamp)> = self.rows(
+            "SELECT path, size, mtime, ctime, inode FROM files ORDER BY path",
+            |r| Ok((r.get(0)?, stamp_at(r, 1)?)),
+        )?;
+        let mut files_seen = vec![false; stored_files.len()];
+        let stored_skipped: Vec<(String, (String, Stamp))> = self.rows(
+            "SELECT path, why, size, mtime, ctime, inode FROM skipped ORDER BY path",
+            |r| Ok((r.get(0)?, (r.get(1)?, stamp_at(r, 2)?))),
+        )?;
+        let mut skipped_seen = vec![false; stored_skipped.len()];
+        let stored_watched: Vec<(String, Stamp)> = self.rows(
+            "SELECT path, size, mtime, ctime, inode FROM watched ORDER BY path",
+            |r| Ok((r.get(0)?, stamp_at(r, 1)?)),
+        )?;
         if rechunk {
             // What is indexed or how it is cut changed: every file counts as changed.
             report.rechunked = previous.is_some();
-            for s in stored_files.values_mut() {
+            for (_, s) in &mut stored_files {
                 s.mtime = fresh::UNSETTLED;
             }
         }
 
         // What is there: the last listing when no directory or ignore file moved, else a walk.
-        let (listing, watched) =
-            if complete && !rechunk && fresh::unchanged(&self.root, &stored_watched) {
-                let mut known: Vec<String> = stored_files
-                    .keys()
-                    .chain(stored_skipped.keys())
-                    .cloned()
+        let listed = complete && !rechunk && fresh::unchanged(&self.root, &stored_watched);
+        let walked = (!listed).then(|| fresh::walk(&self.root, config));
+        report.walked = walked.is_some();
+        let listing: Vec<(&str, Option<Stamp>)> = match &walked {
+            Some(w) => w.files.iter().map(|(p, s)| (p.as_str(), *s)).collect(),
+            None => {
+                let mut known: Vec<&str> = stored_files
+                    .iter()
+                    .map(|(p, _)| p.as_str())
+                    .chain(stored_skipped.iter().map(|(p, _)| p.as_str()))
                     .collect();
                 known.sort_unstable();
-                let stamps = fresh::stat_all(&self.root, &known, std::fs::Metadata::is_file);
-                (known.into_iter().zip(stamps).collect::<Vec<_>>(), None)
-            } else {
-                report.walked = true;
-                let walked = fresh::walk(&self.root, config);
-                let mut watched: Vec<(String, Stamp)> = walked
-                    .watched
-                    .into_iter()
-                    .map(|(p, s)| (p, s.settled(since)))
-                    .collect();
-                watched.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-                (walked.files, Some(watched))
-            };
+                let stamps = fresh::stat_all(&self.root, &known, Want::File);
+                known.into_iter().zip(stamps).collect()
+            }
+        };
+        let watched: Option<Vec<(String, Stamp)>> = walked.as_ref().map(|w| {
+            let mut watched: Vec<(String, Stamp)> = w
+                .watched
+                .iter()
+                .map(|(p, s)| (p.clone(), s.settled(since)))
+                .collect();
+            watched.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            watched
+        });
 
-        let mut seen: HashSet<&str> = HashSet::with_capacity(listing.len());
-        let mut skipped_now: HashSet<&str> = HashSet::new();
         let mut to_read: Vec<(&str, Stamp)> = Vec::new();
         let mut ops: Vec<Op> = Vec::new();
-        for (rel, stamp) in &listing {
-            let Some(stamp) = *stamp else { continue };
-            if stored_files.get(rel.as_str()) == Some(&stamp) {
-                seen.insert(rel);
+        for &(rel, stamp) in &listing {
+            let Some(stamp) = stamp else { continue };
+            let file = find(&stored_files, rel);
+            if let Some(i) = file
+                && stored_files[i].1 == stamp
+            {
+                files_seen[i] = true;
                 report.unchanged += 1;
                 continue;
             }
-            if let Some((why, s)) = stored_skipped.get(rel.as_str())
-                && *s == stamp
+            let skipped = find(&stored_skipped, rel);
+            if let Some(i) = skipped
+                && stored_skipped[i].1.1 == stamp
                 && !rechunk
             {
-                skipped_now.insert(rel);
-                report.count_skip(why);
+                skipped_seen[i] = true;
+                report.count_skip(&stored_skipped[i].1.0);
                 continue;
             }
             if stamp.size as u64 > config.max_file_bytes {
-                skipped_now.insert(rel);
+                if let Some(i) = skipped {
+                    skipped_seen[i] = true;
+                }
                 report.skipped_large += 1;
                 ops.push(Op::Skip {
-                    path: rel.clone(),
+                    path: rel.to_string(),
                     why: Skip::Large,
                     stamp: stamp.settled(since),
                 });
@@ -441,12 +445,14 @@ impl Index {
                         _ => Skip::Unreadable,
                     };
                     report.count_skip(why.as_str());
-                    if why == Skip::Unreadable && stored_files.contains_key(rel) {
+                    if let (Skip::Unreadable, Some(i)) = (why, find(&stored_files, rel)) {
                         // Keep what was indexed: the file may be back next time.
-                        seen.insert(rel);
+                        files_seen[i] = true;
                         continue;
                     }
-                    skipped_now.insert(rel);
+                    if let Some(i) = find(&stored_skipped, rel) {
+                        skipped_seen[i] = true;
+                    }
                     ops.push(Op::Skip {
                         path: rel.to_string(),
                         why,
@@ -455,16 +461,19 @@ impl Index {
                     continue;
                 }
             };
-            seen.insert(rel);
             let hash = format!("{:x}", Sha256::digest(content));
-            let old = match stored_files.get(rel) {
-                Some(_) => self.stored_hash(rel)?,
+            let file = find(&stored_files, rel);
+            let old = match file {
+                Some(i) => {
+                    files_seen[i] = true;
+                    self.stored_hash(rel)?
+                }
                 None => None,
             };
             match old {
                 Some(h) if h == hash && !rechunk => {
                     report.unchanged += 1;
-                    if stored_files.get(rel) != Some(&settled) {
+                    if file.is_some_and(|i| stored_files[i].1 != settled) {
                         ops.push(Op::Restamp {
                             path: rel.to_string(),
                             stamp: settled,
@@ -493,12 +502,16 @@ impl Index {
         }
 
         let gone: Vec<&String> = stored_files
-            .keys()
-            .filter(|p| !seen.contains(p.as_str()))
+            .iter()
+            .zip(&files_seen)
+            .filter(|(_, seen)| !**seen)
+            .map(|((p, _), _)| p)
             .collect();
         let unskipped: Vec<&String> = stored_skipped
-            .keys()
-            .filter(|p| !skipped_now.contains(p.as_str()))
+            .iter()
+            .zip(&skipped_seen)
+            .filter(|(_, seen)| !**seen)
+            .map(|((p, _), _)| p)
             .collect();
         let watched = watched.filter(|w| *w != stored_watched);
         report.removed = gone.len();
@@ -568,15 +581,14 @@ impl Index {
         Ok(())
     }
 
-    /// Path and stamp of every row of `table`.
-    fn stamps(&self, table: &str) -> Result<HashMap<String, Stamp>, KnowledgeError> {
-        let mut stmt = self
-            .conn
-            .prepare(&format!(
-                "SELECT path, size, mtime, ctime, inode FROM {table}"
-            ))
-            .map_err(|e| self.db_err(e))?;
-        stmt.query_map([], |r| Ok((r.get(0)?, stamp_at(r, 1)?)))
+    /// Every row `sql` selects, as `row` makes it.
+    fn rows<T>(
+        &self,
+        sql: &str,
+        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, KnowledgeError> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.db_err(e))?;
+        stmt.query_map([], row)
             .and_then(|rows| rows.collect())
             .map_err(|e| self.db_err(e))
     }
@@ -981,6 +993,11 @@ impl Skip {
             Skip::Unreadable => "unreadable",
         }
     }
+}
+
+/// Where `rel` is in `rows`, sorted by path.
+fn find<T>(rows: &[(String, T)], rel: &str) -> Option<usize> {
+    rows.binary_search_by(|(p, _)| p.as_str().cmp(rel)).ok()
 }
 
 /// The stamp in columns `at..at + 4` (size, mtime, ctime, inode).
