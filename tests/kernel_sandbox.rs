@@ -384,3 +384,268 @@ fn a_command_cannot_add_git_hooks_where_the_repository_had_none() {
     assert_eq!(s.ws.read(".git/config"), config);
     assert!(r.stdout.contains("created .git/hooks"), "{r:?}");
 }
+
+/// A Makefile that forks until the kernel says no (or 3,000 times, so a missing limit cannot
+/// take the machine down), each child a `sleep` that ends by itself, and prints how many it held.
+const FORK_BOMB: &str = "all:\n\tpython3 bomb.py\n";
+const FORK_BOMB_PY: &str = r#"import os, signal
+kids = []
+try:
+    for _ in range(3000):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.execv("/bin/sleep", ["sleep", "60"])
+            finally:
+                os._exit(1)
+        kids.append(pid)
+except OSError as e:
+    print("fork refused:", e.strerror)
+print("held", len(kids), flush=True)
+for k in kids:
+    os.kill(k, signal.SIGKILL)
+for k in kids:
+    os.waitpid(k, 0)
+"#;
+
+/// How many processes the bomb held, from its output.
+fn held(r: &Run) -> usize {
+    r.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("held "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the bomb did not report: {r:?}"))
+}
+
+/// An agent allowed only `make` held 2,000 processes at once as root, where `RLIMIT_NPROC`
+/// binds nobody: a command tree is held to 512 processes (its group's limit) in both modes.
+#[test]
+fn a_fork_bomb_is_held_to_the_process_limit_as_root_too() {
+    let s = Setup::new();
+    s.ws.write("Makefile", FORK_BOMB);
+    s.ws.write("bomb.py", FORK_BOMB_PY);
+    for agent in ["builder", "looker"] {
+        let r = s.bash_at_real_home(agent, "make");
+        let n = held(&r);
+        assert!(n <= 512, "{agent}: the command held {n} processes: {r:?}");
+        assert!(r.stdout.contains("fork refused"), "{agent}: {r:?}");
+        assert!(
+            n >= 400,
+            "{agent}: the limit is far below its setting ({n}): {r:?}"
+        );
+    }
+}
+
+/// An agent's own `limits.processes` narrows its commands further.
+#[test]
+fn an_agent_sets_its_own_process_limit() {
+    let s = Setup::new();
+    std::fs::write(
+        s.config().join("rawko/agents/frugal.yaml"),
+        "name: frugal\nsystemPrompt: Build.\ntools:\n  allowed: [Bash]\n  \
+         bashFilter:\n    allowedCommands: [make]\nlimits: {processes: 64}\ntransitions: {onSuccess: done}\n",
+    )
+    .unwrap();
+    s.ws.write("Makefile", FORK_BOMB);
+    s.ws.write("bomb.py", FORK_BOMB_PY);
+    let r = s.bash_at_real_home("frugal", "make");
+    let n = held(&r);
+    assert!(n <= 64, "the command held {n} processes: {r:?}");
+    assert!(n >= 40, "{n}: {r:?}");
+}
+
+/// `make -j` (no job limit) of a real C project: 64 compilations at once, each a few
+/// processes, pass at the default limit.
+#[test]
+fn make_j_of_a_real_project_passes_at_the_default_limit() {
+    let s = Setup::new();
+    let mut objects = Vec::new();
+    let mut main = String::new();
+    for i in 0..64 {
+        s.ws.write(
+            &format!("src/f{i}.c"),
+            format!("int f{i}(int x) {{ return x + {i}; }}\n"),
+        );
+        objects.push(format!("src/f{i}.o"));
+        main.push_str(&format!("int f{i}(int);\n"));
+    }
+    main.push_str("int main(void) { return f0(0) + f63(-63); }\n");
+    s.ws.write("src/main.c", &main);
+    objects.push("src/main.o".into());
+    s.ws.write(
+        "Makefile",
+        format!(
+            "app: {objs}\n\tcc -o app {objs}\n%.o: %.c\n\tcc -c -o $@ $<\n",
+            objs = objects.join(" ")
+        ),
+    );
+    let r = s.bash_at_real_home("builder", "make -j");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(s.ws.path().join("app").exists(), "{r:?}");
+}
+
+/// Where rawko bounds processes with cgroups, the groups it made are gone once it is killed with
+/// SIGKILL in the middle of a command (nothing of its own can run then).
+#[test]
+fn no_process_group_is_left_behind_when_rawko_is_killed() {
+    let s = Setup::new();
+    let doctor = s.rawko(&["doctor", "--json"]).json();
+    let limit = &doctor["process_limit"];
+    let Some(root) = limit["groups"].as_str() else {
+        assert_ne!(
+            unsafe { libc::geteuid() },
+            0,
+            "root, yet no cgroup for the process limit: {doctor}"
+        );
+        eprintln!("no cgroup here ({limit}); nothing to leave behind");
+        return;
+    };
+    s.ws.write("Makefile", "all:\n\tsleep 37\n");
+    let input = serde_json::json!({ "command": "make" }).to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rawko"))
+        .current_dir(s.ws.path())
+        .args([
+            "tool", "call", "Bash", "--agent", "builder", "--input", &input,
+        ])
+        .env("HOME", s.home())
+        .env("XDG_CONFIG_HOME", s.config())
+        .env("RAWKO_DATA_DIR", s.outside.path().join("data"))
+        .env("RAWKO_CACHE_DIR", cache_dir())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let group = Path::new(root).join(format!("rawko-{}", child.id()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !group.join("pids.max").exists() && !group.join("cgroup.procs").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never appeared",
+            group.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The command is running inside it.
+    while processes_with("sleep 37").is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while group.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} is still there 5 s after rawko was killed",
+            group.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A repository's own drivers, named per repository where no fixed override list reaches them:
+/// `.gitattributes` names `filter=tidy`, `diff=tidy` and `merge=tidy`, and `.git/config` (and a
+/// file it includes) defines programs for them, for signing, and a shell alias. An agent allowed
+/// only `git` ran them with `git status`; none of them may run, whatever git command it uses.
+#[test]
+fn a_repositorys_git_drivers_and_aliases_do_not_run_under_an_agents_git() {
+    let s = Setup::new();
+    let ws = s.ws.path();
+    let marker = ws.join("marker.sh");
+    std::fs::write(&marker, "mkdir -p markers; touch \"markers/$1\"; cat\n").unwrap();
+    let run = |what: &str| format!("sh {} {what}", marker.display());
+    let config = format!(
+        "[filter \"tidy\"]\n\tclean = {}\n\tsmudge = {}\n\trequired = true\n\
+         [filter \"proc\"]\n\tprocess = {}\n\
+         [diff \"tidy\"]\n\ttextconv = {}\n\tcommand = {}\n\
+         [merge \"tidy\"]\n\tdriver = {}\n\
+         [gpg]\n\tprogram = {}\n[gpg \"ssh\"]\n\tprogram = {}\n\tdefaultKeyCommand = {}\n\
+         [gpg \"x509\"]\n\tprogram = {}\n\
+         [log]\n\tshowSignature = true\n[commit]\n\tgpgSign = true\n\
+         [alias]\n\tst = !{}\n\tlg = log -p\n\
+         [include]\n\tpath = more.config\n\
+         [user]\n\tname = t\n\temail = t@example.com\n",
+        run("filter-clean"),
+        run("filter-smudge"),
+        run("filter-process"),
+        run("textconv"),
+        run("diff-command"),
+        run("merge-driver"),
+        run("gpg"),
+        run("gpg-ssh"),
+        run("gpg-ssh-key"),
+        run("gpg-x509"),
+        run("alias"),
+    );
+    let git_config = ws.join(".git/config");
+    let mut text = std::fs::read_to_string(&git_config).unwrap();
+    text.push_str(&config);
+    std::fs::write(&git_config, text).unwrap();
+    std::fs::write(
+        ws.join(".git/more.config"),
+        format!(
+            "[filter.old]\n\tclean = {}\n[diff \"other\"]\n\ttextconv = {}\n",
+            run("included-filter"),
+            run("included-textconv")
+        ),
+    )
+    .unwrap();
+    s.ws.write(
+        ".gitattributes",
+        "*.txt filter=tidy diff=tidy merge=tidy\n*.md filter=old diff=other\n*.dat filter=proc\n",
+    );
+    s.ws.write("a.txt", "one\n");
+    s.ws.write("b.md", "# one\n");
+    s.ws.write("c.dat", "data\n");
+    let commands = [
+        "git status",
+        "git add .",
+        "git commit -q -m first",
+        "git checkout -q -b side",
+        "git log --show-signature -p",
+        "git show",
+    ];
+    for command in commands {
+        let r = s.bash("builder", command);
+        assert_eq!(r.code, 0, "{command}: {r:?}");
+    }
+    // A change on each branch, then a merge that needs the merge driver, and the rest.
+    s.ws.write("a.txt", "side\n");
+    s.ws.write("b.md", "# side\n");
+    for command in [
+        "git diff",
+        "git commit -q -am side",
+        "git checkout -q -",
+        "git stash list",
+    ] {
+        let r = s.bash("builder", command);
+        assert_eq!(r.code, 0, "{command}: {r:?}");
+    }
+    s.ws.write("a.txt", "main\n");
+    for command in [
+        "git stash",
+        "git stash pop",
+        "git commit -q -am main",
+        "git merge side",
+        "git diff HEAD~1",
+        // Denied by the filter already (an alias could run anything); the override holds
+        // where a filter lets it through.
+        "git st",
+    ] {
+        let _ = s.bash("builder", command);
+    }
+    let ran: Vec<String> = std::fs::read_dir(ws.join("markers"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(ran.is_empty(), "the repository's programs ran: {ran:?}");
+    // The work itself went on: the merge ran git's own three-way merge.
+    let log = s.bash("builder", "git log --oneline");
+    assert!(log.stdout.contains("first"), "{log:?}");
+}

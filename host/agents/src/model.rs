@@ -639,6 +639,10 @@ pub struct Limits {
     pub max_iterations: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// Processes one native command of the agent may hold at once (the sandbox's default when
+    /// unset).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
 }
 
 impl Limits {

@@ -161,11 +161,16 @@ pub struct LimitsSection {
     /// Wall-clock limit for the state, in milliseconds.
     #[schemars(range(min = 1, max = 86400000))]
     pub timeout: Option<u64>,
+    /// Processes one of the agent's native commands may hold at once (default 512).
+    #[schemars(range(min = 1, max = 65536))]
+    pub processes: Option<u64>,
 }
 
 /// Longest per-state timeout: a day, in milliseconds.
 const MAX_TIMEOUT_MS: u64 = 86_400_000;
 const MAX_ITERATIONS: u64 = 10_000;
+/// Most processes an agent may give its commands.
+const MAX_PROCESSES: u64 = 65_536;
 
 /// The JSON Schema of [`AgentFile`], as committed.
 pub fn schema_json() -> String {
@@ -487,6 +492,7 @@ fn decode_limits(node: &Node, p: &mut Problems) -> Option<LimitsSection> {
         .uint("maxIterations", 1, MAX_ITERATIONS, p)
         .map(|s| s.value as u32);
     let timeout = f.uint("timeout", 1, MAX_TIMEOUT_MS, p);
+    let processes = f.uint("processes", 1, MAX_PROCESSES, p).map(|s| s.value);
     if let Some(t) = &timeout
         && t.value < 1000
     {
@@ -500,6 +506,7 @@ fn decode_limits(node: &Node, p: &mut Problems) -> Option<LimitsSection> {
     Some(LimitsSection {
         max_iterations,
         timeout: timeout.map(|t| t.value),
+        processes,
     })
 }
 
@@ -572,6 +579,7 @@ fn finish(
         limits: Limits {
             max_iterations: limits.max_iterations,
             timeout_ms: limits.timeout,
+            processes: limits.processes,
         },
         sandbox,
         network: network.unwrap_or(false),

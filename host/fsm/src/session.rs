@@ -211,6 +211,7 @@ impl SessionTools {
                         })
                         .as_ref()
                         .map(|t| t.path().to_path_buf()),
+                    processes: agent.limits.processes,
                 },
             },
             Launch::Unconfined { reaper } => Launch::Unconfined {
@@ -652,6 +653,7 @@ impl ToolHost for SessionTools {
                 mode,
                 network,
                 tmp,
+                ..
             } => (
                 launcher,
                 false,
@@ -687,6 +689,7 @@ impl ToolHost for SessionTools {
             workspace: &self.workspace,
             tmp: &tmp,
             path_dirs: self.resolver.path_dirs(),
+            processes: agent.limits.processes,
         };
         let mut command = tokio::process::Command::from(program.command()?);
         command

@@ -807,6 +807,7 @@ fn spawn(spec: &ServerSpec, launch: &Launch, tmp: &Path) -> Result<tokio::proces
         workspace: &launch.workspace,
         tmp,
         path_dirs: &launch.path_dirs,
+        processes: None,
     }
     .command()?;
     let mut cmd = tokio::process::Command::from(std_cmd);

@@ -16,6 +16,10 @@ fn main() -> std::process::ExitCode {
         if first.is_some_and(|a| a == rawko_sandbox::reaper::REAPER_ARG) {
             rawko_sandbox::reaper::main(&args[2..]);
         }
+        // And the keeper that removes a task's process-limit cgroup once rawko is gone.
+        if first.is_some_and(|a| a == rawko_sandbox::pids::KEEPER_ARG) {
+            rawko_sandbox::pids::keeper_main(&args[2..]);
+        }
     }
     // The installer's compiler (`rawko __compile CACHE_DIR FILE`), limited by its parent.
     if first.is_some_and(|a| a == cli::COMPILE_ARG) {

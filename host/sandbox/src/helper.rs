@@ -75,7 +75,14 @@ fn run(args: &[OsString]) -> Result<i32, String> {
                 })
             }
         }
-        child => wait_for(child),
+        child => {
+            let status = wait_for(child);
+            // Everything in the command's PID namespace ended with its first process.
+            if let Some(group) = &policy.process_group {
+                crate::pids::remove(group);
+            }
+            status
+        }
     }
 }
 
@@ -165,6 +172,10 @@ fn confine_and_exec(policy: &Policy, program: &Path, argv: &[OsString]) -> Strin
 
 fn confine(policy: &Policy) -> Result<(), String> {
     prctl_death_signal()?;
+    // First, so that nothing the command starts is outside the group.
+    if let Some(group) = &policy.process_group {
+        crate::pids::join(group)?;
+    }
     mounts(policy)?;
     limits(policy)?;
     landlock(policy)
@@ -289,14 +300,20 @@ fn statvfs_flags(p: &Path) -> libc::c_ulong {
 
 fn limits(policy: &Policy) -> Result<(), String> {
     let l = policy.limits;
-    for (resource, value, name) in [
+    let mut limits = vec![
         (libc::RLIMIT_CPU, l.cpu_secs, "CPU time"),
         (libc::RLIMIT_DATA, l.memory, "memory"),
         (libc::RLIMIT_FSIZE, l.file_size, "file size"),
         (libc::RLIMIT_NOFILE, l.open_files, "open files"),
-        (libc::RLIMIT_NPROC, l.processes, "processes"),
         (libc::RLIMIT_CORE, 0, "core dumps"),
-    ] {
+    ];
+    // Without a group, the one bound left: it counts every process of the user, so the
+    // command may start `processes` more than the user already has.
+    if policy.process_group.is_none() {
+        let nproc = crate::pids::user_processes().saturating_add(l.processes);
+        limits.push((libc::RLIMIT_NPROC, nproc, "processes"));
+    }
+    for (resource, value, name) in limits {
         let mut cur = libc::rlimit {
             rlim_cur: 0,
             rlim_max: 0,

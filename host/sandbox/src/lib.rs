@@ -8,8 +8,10 @@
 //! commands (for the files rawko itself opens for their redirections), and whole process groups
 //! killed when their time is up.
 
+pub mod gitconfig;
 #[cfg(target_os = "linux")]
 pub mod helper;
+pub mod pids;
 pub mod policy;
 pub mod probe;
 pub mod program;
@@ -56,9 +58,9 @@ pub enum Confinement {
 
 /// Settings every git process gets whatever the repository's `.git/config` says, because that
 /// file belongs to whoever wrote the repository: no fsmonitor program, no hooks, no pager, no
-/// external diff, no ssh command, no credential helper or askpass program, no `ext::` transport.
-/// Filter and diff-driver names are the repository's choice and cannot all be listed; the kernel
-/// sandbox around every native command is the boundary for those.
+/// external diff, no ssh command, no credential helper or askpass program, no `ext::` transport,
+/// no signing or signature checking program. Drivers and aliases the repository names itself
+/// are read from its config for each command ([`gitconfig`]).
 pub const GIT_OVERRIDES: &[(&str, &str)] = &[
     ("core.fsmonitor", "false"),
     ("core.hooksPath", "/dev/null"),
@@ -71,28 +73,46 @@ pub const GIT_OVERRIDES: &[(&str, &str)] = &[
     ("credential.helper", ""),
     ("protocol.ext.allow", "never"),
     ("sequence.editor", "false"),
+    ("gpg.program", "false"),
+    ("gpg.openpgp.program", "false"),
+    ("gpg.x509.program", "false"),
+    ("gpg.ssh.program", "false"),
+    ("gpg.ssh.defaultKeyCommand", "false"),
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("push.gpgSign", "false"),
+    ("log.showSignature", "false"),
 ];
 
-/// [`GIT_OVERRIDES`] as `GIT_CONFIG_COUNT` / `GIT_CONFIG_KEY_n` / `GIT_CONFIG_VALUE_n`, which git
-/// reads after every config file, plus `GIT_PAGER`.
-pub fn git_env() -> Vec<(OsString, OsString)> {
+/// [`GIT_OVERRIDES`], and the overrides of what the repository around `workspace` names itself,
+/// as `GIT_CONFIG_COUNT` / `GIT_CONFIG_KEY_n` / `GIT_CONFIG_VALUE_n`, which git reads after every
+/// config file, plus `GIT_PAGER`.
+pub fn git_env(workspace: Option<&Path>) -> Vec<(OsString, OsString)> {
+    let mut all: Vec<(String, String)> = GIT_OVERRIDES
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+        .collect();
+    if let Some(ws) = workspace {
+        all.extend(gitconfig::overrides(ws));
+    }
     let mut env: Vec<(OsString, OsString)> = vec![
-        (
-            "GIT_CONFIG_COUNT".into(),
-            GIT_OVERRIDES.len().to_string().into(),
-        ),
+        ("GIT_CONFIG_COUNT".into(), all.len().to_string().into()),
         ("GIT_PAGER".into(), "cat".into()),
         ("GIT_TERMINAL_PROMPT".into(), "0".into()),
     ];
-    for (i, (k, v)) in GIT_OVERRIDES.iter().enumerate() {
-        env.push((format!("GIT_CONFIG_KEY_{i}").into(), (*k).into()));
-        env.push((format!("GIT_CONFIG_VALUE_{i}").into(), (*v).into()));
+    for (i, (k, v)) in all.into_iter().enumerate() {
+        env.push((format!("GIT_CONFIG_KEY_{i}").into(), k.into()));
+        env.push((format!("GIT_CONFIG_VALUE_{i}").into(), v.into()));
     }
     env
 }
 
-/// The environment every command starts from.
-pub fn base_env(path_dirs: &[PathBuf], tmpdir: Option<&Path>) -> Vec<(OsString, OsString)> {
+/// The environment every command run in `workspace` starts from.
+pub fn base_env(
+    path_dirs: &[PathBuf],
+    tmpdir: Option<&Path>,
+    workspace: Option<&Path>,
+) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = Vec::new();
     for (k, v) in std::env::vars_os() {
         let Some(name) = k.to_str() else { continue };
@@ -104,7 +124,7 @@ pub fn base_env(path_dirs: &[PathBuf], tmpdir: Option<&Path>) -> Vec<(OsString, 
         env.push(("PATH".into(), path));
     }
     env.push(("TERM".into(), "dumb".into()));
-    env.extend(git_env());
+    env.extend(git_env(workspace));
     if let Some(t) = tmpdir {
         env.push(("TMPDIR".into(), t.into()));
     }
@@ -222,7 +242,11 @@ mod tests {
 
     #[test]
     fn the_environment_is_reduced_to_the_allow_list() {
-        let env = base_env(&[PathBuf::from("/usr/bin")], Some(Path::new("/tmp/x")));
+        let env = base_env(
+            &[PathBuf::from("/usr/bin")],
+            Some(Path::new("/tmp/x")),
+            None,
+        );
         let names: Vec<String> = env
             .iter()
             .map(|(k, _)| k.to_string_lossy().into_owned())
@@ -232,7 +256,7 @@ mod tests {
                 ENV_ALLOWLIST.contains(&name.as_str())
                     || name.starts_with("LC_")
                     || ["PATH", "TERM", "TMPDIR"].contains(&name.as_str())
-                    || git_env().iter().any(|(k, _)| k == name.as_str()),
+                    || git_env(None).iter().any(|(k, _)| k == name.as_str()),
                 "{name} passed through"
             );
         }

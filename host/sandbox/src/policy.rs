@@ -63,7 +63,7 @@ pub struct Limits {
     pub file_size: u64,
     /// Open file descriptors.
     pub open_files: u64,
-    /// Processes of the user (enforced by the kernel for unprivileged users only).
+    /// Processes the command tree may hold at once (bounded as [`Policy::processes_by`] says).
     pub processes: u64,
 }
 
@@ -74,7 +74,7 @@ impl Default for Limits {
             memory: 8 << 30,
             file_size: 4 << 30,
             open_files: 4096,
-            processes: 4096,
+            processes: crate::pids::DEFAULT_MAX,
         }
     }
 }
@@ -87,6 +87,9 @@ pub struct Policy {
     /// Whether it may use the network; without it the command gets a network namespace of its
     /// own with nothing in it.
     pub network: bool,
+    /// What holds the command tree to `limits.processes`.
+    #[serde(default = "rlimit")]
+    pub processes_by: crate::pids::Mechanism,
     pub limits: Limits,
     /// Directories it may write.
     pub write: Vec<PathBuf>,
@@ -95,6 +98,13 @@ pub struct Policy {
     pub read_only: Vec<PathBuf>,
     /// Directories and files it may read (and run from).
     pub read: Vec<PathBuf>,
+    /// The command's own cgroup, made when the command is started ([`Policy::command`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_group: Option<PathBuf>,
+}
+
+fn rlimit() -> crate::pids::Mechanism {
+    crate::pids::Mechanism::Rlimit
 }
 
 /// Entries under `/etc` no sandboxed command reads: password hashes, sudo rules, host keys,
@@ -239,16 +249,29 @@ impl Policy {
             write,
             read_only,
             network: false,
+            processes_by: crate::pids::mechanism(),
             limits: Limits::default(),
+            process_group: None,
         }
     }
 
     /// The command that runs `program` with `args` under this policy: `launcher` (the `rawko`
     /// binary) as the sandbox helper, which confines itself and then runs the program.
+    ///
+    /// The command's cgroup is made here, when the policy says to bound its processes by one; the
+    /// helper joins it and removes it when the command ends. Where it cannot be made, the helper
+    /// is told to bound them by `RLIMIT_NPROC` instead.
     pub fn command(&self, launcher: &Path, program: &Path, arg0: &str, args: &[&str]) -> Command {
+        let mut policy = self.clone();
+        if policy.processes_by != crate::pids::Mechanism::Rlimit {
+            policy.process_group = crate::pids::command_group(launcher, policy.limits.processes);
+            if policy.process_group.is_none() {
+                policy.processes_by = crate::pids::Mechanism::Rlimit;
+            }
+        }
         let mut c = Command::new(launcher);
         c.arg(HELPER_ARG)
-            .arg(serde_json::to_string(self).expect("a policy serializes"))
+            .arg(serde_json::to_string(&policy).expect("a policy serializes"))
             .arg(program)
             .arg(arg0)
             .args(args);

@@ -46,6 +46,8 @@ pub struct Program<'a> {
     /// The program's private temporary directory (its `TMPDIR`).
     pub tmp: &'a Path,
     pub path_dirs: &'a [PathBuf],
+    /// Processes it may hold at once; the sandbox's default when `None`.
+    pub processes: Option<u64>,
 }
 
 impl Program<'_> {
@@ -65,10 +67,17 @@ impl Program<'_> {
             let mut policy =
                 crate::Policy::new(self.mode, self.workspace, self.tmp, home.as_deref());
             policy.network = self.network;
+            if let Some(n) = self.processes {
+                policy.limits.processes = n;
+            }
             policy.command(self.launcher, &program, &arg0, &args)
         };
         cmd.env_clear()
-            .envs(crate::base_env(self.path_dirs, Some(self.tmp)))
+            .envs(crate::base_env(
+                self.path_dirs,
+                Some(self.tmp),
+                Some(self.workspace),
+            ))
             .current_dir(self.workspace);
         for name in self.pass_env {
             if let Some(v) = std::env::var_os(name) {

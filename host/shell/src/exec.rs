@@ -66,6 +66,9 @@ pub enum Launch {
         /// The task's private temporary directory ([`TaskTmp`]), shared by its commands; each
         /// run gets a fresh one of its own when `None`.
         tmp: Option<PathBuf>,
+        /// Processes a command may hold at once (the agent's `limits.processes`); the
+        /// sandbox's default when `None`.
+        processes: Option<u64>,
     },
     /// Without kernel confinement beyond the write limits of the starting thread: mode `full`,
     /// `--no-sandbox`, or tests of the executor itself. Each program starts under the reaper
@@ -314,6 +317,7 @@ fn run_blocking(
                 launcher,
                 mode,
                 network,
+                processes,
                 ..
             },
             Some(tmp),
@@ -335,6 +339,9 @@ fn run_blocking(
                 }
             }
             policy.network = *network;
+            if let Some(n) = processes {
+                policy.limits.processes = *n;
+            }
             Some((launcher.clone(), policy))
         }
         _ => None,
@@ -353,7 +360,7 @@ fn run_blocking(
         },
         cmds: &parsed.commands,
         protected: &protected,
-        env: base_env(&opts.path_dirs, tmp),
+        env: base_env(&opts.path_dirs, tmp, Some(&opts.workspace)),
         out: out_w,
         err: err_w,
         cwd: opts.workspace.clone(),

@@ -162,6 +162,7 @@ impl Context {
             mode: None,
             network: false,
             tmp: None,
+            processes: None,
         })
     }
 

@@ -7,7 +7,7 @@ use clap::Args;
 
 use crate::cli::{Context, print_json, print_out};
 use rawko_sandbox::probe::{Support, probe};
-use rawko_sandbox::{Limits, Mode};
+use rawko_sandbox::{Limits, Mode, pids};
 
 /// Show what the kernel supports and what each sandbox mode enforces on this machine
 #[derive(Debug, Args)]
@@ -49,6 +49,7 @@ impl DoctorCmd {
                 "max_user_namespaces": support.max_user_namespaces,
                 "helper": support.helper.as_ref().err(),
                 "limits": Limits::default(),
+                "process_limit": process_limit(),
                 "modes": modes,
             }))?;
         } else {
@@ -85,6 +86,13 @@ fn report(kernel: &str, s: &Support) -> String {
         Ok(()) => "sandbox helper: works\n".into(),
         Err(e) => format!("sandbox helper: fails: {e}\n"),
     });
+    let (mechanism, _, failed) = pids::in_force();
+    out.push_str(&format!(
+        "processes: at most {} at once per command and per task, by {}{}\n",
+        pids::DEFAULT_MAX,
+        mechanism.describe(),
+        failed.map(|e| format!(" ({e})")).unwrap_or_default()
+    ));
     out.push_str("\nmodes:\n");
     for m in Mode::ALL {
         let state = match s.missing_for(m) {
@@ -96,10 +104,21 @@ fn report(kernel: &str, s: &Support) -> String {
     out
 }
 
+/// What bounds the processes of a command here, after the probe has run one.
+fn process_limit() -> serde_json::Value {
+    let (mechanism, groups, failed) = pids::in_force();
+    serde_json::json!({
+        "mechanism": mechanism,
+        "max": pids::DEFAULT_MAX,
+        "groups": groups,
+        "why_not_cgroup": failed,
+    })
+}
+
 fn summary(mode: Mode) -> String {
     let l = Limits::default();
     let limits = format!(
-        "limits: {} s of CPU, {} GiB of memory, files up to {} GiB, {} open files, {} processes",
+        "limits: {} s of CPU, {} GiB of memory, files up to {} GiB, {} open files, {} processes at once",
         l.cpu_secs,
         l.memory >> 30,
         l.file_size >> 30,
