@@ -461,6 +461,86 @@ fn regression_fd_number_over_32_bits_panicked_the_parser() {
     }
 }
 
+/// `rawko args...` with backtraces asked for, so that any panic message would be loud.
+fn with_backtraces(ws: &Workspace, args: &[&str]) -> Run {
+    let out = rawko(ws).args(args).env("RUST_BACKTRACE", "1").output();
+    Run::of(out.expect("run rawko"))
+}
+
+/// The parser's panics on numbers too large for it were caught and turned into a deny, but the
+/// panic message and a backtrace still reached the terminal first, as if rawko had crashed. They
+/// are refused before the parser sees them, quietly, naming the number; wherever the number
+/// sits (a command, a substitution the parser reads on its worker thread, an assignment).
+#[test]
+fn regression_caught_parser_panics_printed_a_crash_report() {
+    let ws = Workspace::new();
+    for (command, names) in [
+        ("4294967296>", "file-descriptor number"),
+        ("2147483648<&-", "file-descriptor number"),
+        ("9999999999999999999999999<(", "file-descriptor number"),
+        ("echo $(4294967296>x)", "file-descriptor number"),
+        (" ~9999999999999999999999999", "directory-stack"),
+        ("a=~-99999999999999999999", "directory-stack"),
+        ("echo ${x:-~+99999999999999999999}", "directory-stack"),
+    ] {
+        for json in [true, false] {
+            let mut flags = vec!["--agent", "developer"];
+            if json {
+                flags.push("--json");
+            }
+            let r = with_backtraces(
+                &ws,
+                &[&["bash", "check"][..], &flags, &["--", command]].concat(),
+            );
+            assert!(!r.stderr.contains("panicked"), "{command}: {r:?}");
+            assert!(!r.stderr.contains("backtrace"), "{command}: {r:?}");
+            assert_eq!(r.code, 1, "{command}: {r:?}");
+            if json {
+                let v = r.json();
+                assert_eq!(v["decision"], "deny", "{command}: {v}");
+                assert_eq!(v["decided_by"], "parser", "{command}: {v}");
+                let reason = v["reason"].as_str().unwrap_or_default();
+                assert!(reason.contains(names), "{command}: {v}");
+            } else {
+                assert!(r.stdout.starts_with("deny: "), "{command}: {r:?}");
+                assert!(r.stdout.contains(names), "{command}: {r:?}");
+            }
+        }
+        let input = serde_json::json!({ "command": command }).to_string();
+        let r = with_backtraces(
+            &ws,
+            &[
+                "tool",
+                "call",
+                "Bash",
+                "--agent",
+                "developer",
+                "--input",
+                &input,
+            ],
+        );
+        assert!(!r.stderr.contains("panicked"), "{command}: {r:?}");
+        assert_eq!(r.code, 1, "{command}: {r:?}");
+        assert!(r.stderr.contains("denied by parser"), "{command}: {r:?}");
+        assert!(r.stderr.contains(names), "{command}: {r:?}");
+    }
+    // Numbers a shell reads as words, not as descriptors or stack indexes, still parse.
+    for command in [
+        "echo 4294967296 > out",
+        "echo x4294967296>out",
+        "echo a:~99999999999999999999",
+        "echo '~99999999999999999999'",
+    ] {
+        let r = bash_check(
+            &ws,
+            &["--allow", "echo *", "--write", ".", "--json"],
+            command,
+        );
+        assert!(!r.stderr.contains("panicked"), "{command}: {r:?}");
+        assert_eq!(r.json()["decision"], "allow", "{command}: {r:?}");
+    }
+}
+
 /// Found by the `shell` fuzz target: a short command full of unclosed `(` kept the parser busy
 /// for seconds (and, a few `(` more, for hours), and a here-document with an empty delimiter
 /// made it allocate until rawko died. Both are denied by the parser's bounds at once.

@@ -49,8 +49,20 @@ pub enum ParseError {
     Empty,
     #[error("not valid shell syntax: {0}")]
     Syntax(String),
-    #[error("the shell parser failed on this command, so it is refused")]
-    ParserFailed,
+    #[error(
+        "`{0}>`: a file-descriptor number larger than {max} is refused (the shell parser cannot read it, and no shell has that many files open)",
+        max = i32::MAX
+    )]
+    FdNumberTooLarge(String),
+    #[error(
+        "`~{0}`: a directory-stack index larger than {max} is refused (the shell parser cannot read it); quote the word (`'~…'`) if it is meant as text",
+        max = usize::MAX
+    )]
+    DirStackIndexTooLarge(String),
+    #[error(
+        "the shell parser failed on this command (an internal error in it, {0}), so it is refused; write the command more plainly"
+    )]
+    ParserFailed(String),
     #[error(
         "the command is too complex to judge: the shell parser did not finish within {} s",
         .0.as_secs_f32()
@@ -109,6 +121,7 @@ pub fn parse(raw: &str, cwd: &Path, opts: &ParseOptions<'_>) -> Result<ParsedCom
     // brush-parser 0.4's tokenizer loops for ever on some malformed here-documents (`a <<'' x`,
     // `$(c<$<< l x`), allocating until the process dies; only well-formed ones reach it.
     check_here_documents(raw)?;
+    crate::parser_panics::check_numbers(raw)?;
     // Words, quotes, pipes, lists and redirections parse in linear time; the parser's
     // backtracking (the stalls the fuzzers found) comes with parentheses, `$` expansions,
     // backquotes and here-documents. Those parses run under a time budget, on owned copies of
@@ -146,14 +159,12 @@ fn parse_now(raw: &str, cwd: &Path, opts: &ParseOptions<'_>) -> Result<ParsedCom
         depth: 0,
     };
     let mut cwd = cwd.to_path_buf();
-    // brush-parser panics on some inputs (an `unwrap` on a file-descriptor number too large for
-    // 32 bits); a command a model sends must never take rawko down, so a panic inside the parser
-    // is a refusal like any syntax error.
-    let script = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        w.source(raw, &mut cwd, &[])
-    }))
-    .map_err(|_| ParseError::ParserFailed)?
-    .map_err(ParseError::Syntax)?;
+    // A command a model sends must never take rawko down: what brush-parser is known to panic
+    // on was refused above, and a panic no check foresaw is a refusal like any syntax error,
+    // kept off the terminal.
+    let script = crate::parser_panics::catch_quietly(|| w.source(raw, &mut cwd, &[]))
+        .map_err(ParseError::ParserFailed)?
+        .map_err(ParseError::Syntax)?;
     if w.commands.is_empty() && w.unsupported.is_empty() {
         return Err(ParseError::Empty);
     }
