@@ -1,20 +1,31 @@
 //! Writing results to stdout. A closed pipe (`rawko tools list | head -1`) is not an error.
+//!
+//! A tool's result can be many megabytes (a whole file read), so text goes out as it is made
+//! safe: the sanitiser writes the runs between escapes straight into one buffered, locked
+//! stdout, and JSON is serialised into the same kind of writer, never built as a string first.
 
-use std::io::Write;
+use std::io::{BufWriter, Write};
+
+/// Bytes gathered before a write to stdout: the pieces between escapes are often small.
+const BUFFER: usize = 64 << 10;
 
 /// Print `text` to stdout, made safe for a terminal ([`terminal_safe`]), adding a final newline
 /// if it lacks one. Everything rawko prints for people goes through here or [`print_err`].
 pub fn print_out(text: &str) -> std::io::Result<()> {
-    write_raw(&mut std::io::stdout().lock(), &terminal_safe(text))
+    let stdout = std::io::stdout();
+    write_safe(&mut BufWriter::with_capacity(BUFFER, stdout.lock()), text)
 }
 
 /// Print `text` to stderr like [`print_out`]: made safe for a terminal.
 pub fn print_err(text: &str) -> std::io::Result<()> {
-    write_raw(&mut std::io::stderr().lock(), &terminal_safe(text))
+    let stderr = std::io::stderr();
+    write_safe(&mut BufWriter::with_capacity(BUFFER, stderr.lock()), text)
 }
 
-fn write_raw(out: &mut dyn Write, text: &str) -> std::io::Result<()> {
-    let result = out.write_all(text.as_bytes()).and_then(|()| {
+/// `text` made safe as it is written (line breaks kept, so it ends with one exactly when
+/// `text` does), then a final newline if it lacks one, then flushed.
+fn write_safe(out: &mut impl Write, text: &str) -> std::io::Result<()> {
+    let result = rawko_text::write_block(out, text).and_then(|()| {
         if text.is_empty() || text.ends_with('\n') {
             Ok(())
         } else {
@@ -67,8 +78,13 @@ impl Drop for SlowNote {
 
 /// Print `value` as pretty JSON on stdout, exactly: JSON escaping keeps it safe.
 pub fn print_json(value: &serde_json::Value) -> std::io::Result<()> {
-    let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
-    write_raw(&mut std::io::stdout().lock(), &text)
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::with_capacity(BUFFER, stdout.lock());
+    let result = serde_json::to_writer_pretty(&mut out, value)
+        .map_err(std::io::Error::from)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+    ignore_broken_pipe(result)
 }
 
 fn ignore_broken_pipe(result: std::io::Result<()>) -> std::io::Result<()> {
