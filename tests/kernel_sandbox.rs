@@ -533,6 +533,11 @@ fn no_process_group_is_left_behind_when_rawko_is_killed() {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    // The small helper beside the binary set it up, not a second copy of rawko.
+    assert!(
+        !processes_with("rawko-sandbox __sandbox").is_empty(),
+        "no rawko-sandbox helper is running the command"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);

@@ -53,6 +53,7 @@ impl std::str::FromStr for Mode {
 
 /// Resource limits of a sandboxed command (`setrlimit`, inherited by everything it starts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Limits {
     /// CPU seconds.
     pub cpu_secs: u64,
@@ -79,8 +80,10 @@ impl Default for Limits {
     }
 }
 
-/// Everything the helper needs to confine one command.
+/// Everything the helper needs to confine one command. Unknown fields are refused, so that a
+/// helper older than its rawko fails rather than leave out what it does not know.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Policy {
     // The short fields first: the audit log keeps the start of the serialized policy.
     pub mode: Mode,
@@ -269,7 +272,7 @@ impl Policy {
                 policy.processes_by = crate::pids::Mechanism::Rlimit;
             }
         }
-        let mut c = Command::new(launcher);
+        let mut c = Command::new(crate::helper_program(launcher));
         c.arg(HELPER_ARG)
             .arg(serde_json::to_string(&policy).expect("a policy serializes"))
             .arg(program)
