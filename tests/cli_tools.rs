@@ -272,3 +272,203 @@ fn help_and_version() {
         "{r:?}"
     );
 }
+
+/// A Read result of several megabytes with terminal sequences, C1 controls, bidirectional
+/// overrides and carriage returns spread through it, some across the printer's buffer and
+/// chunk boundaries: what `rawko tool call` prints is exactly the sanitiser's view of the
+/// result `--json` gives, and nothing a terminal would obey gets through.
+#[test]
+fn a_large_result_is_printed_exactly_as_the_sanitiser_shows_it() {
+    let ws = Workspace::new();
+    let hostile = [
+        "\u{1b}[2J",
+        "\u{1b}]0;pwned\u{7}",
+        "\u{9b}31m",
+        "\u{202e}",
+        "\u{2066}",
+        "\u{feff}",
+        "\r",
+        "\u{7f}",
+    ];
+    let mut text = String::new();
+    let mut i = 0usize;
+    while text.len() < 3 << 20 {
+        // Mostly plain lines, some with a non-ASCII character, every 997th with an attack;
+        // lengths vary so the attacks land at every offset of a chunk.
+        text.push_str(&"x".repeat(i % 131));
+        if i.is_multiple_of(7) {
+            text.push_str(" é ✓");
+        }
+        if i.is_multiple_of(997) {
+            text.push_str(hostile[(i / 997) % hostile.len()]);
+            text.push_str("tail");
+        }
+        text.push('\n');
+        i += 1;
+    }
+    ws.write("big.txt", &text);
+    let args = |json: bool| {
+        let mut a = vec![
+            "tool",
+            "call",
+            "Read",
+            "--read",
+            ".",
+            "--max-output",
+            "67108864",
+            "--input",
+            r#"{"path":"big.txt","limit":100000000}"#,
+        ];
+        if json {
+            a.push("--json");
+        }
+        a
+    };
+    let r = run(&ws, &args(true));
+    assert_eq!(r.code, 0, "{:.300}", r.stderr);
+    let output = r.json()["output"].as_str().unwrap().to_string();
+    assert!(output.contains("\u{1b}[2J") && output.len() > 3 << 20);
+
+    let r = run(&ws, &args(false));
+    assert_eq!(r.code, 0, "{:.300}", r.stderr);
+    let mut expected = rawko_text::block(&output, usize::MAX).into_owned();
+    if !expected.ends_with('\n') {
+        expected.push('\n');
+    }
+    assert!(
+        r.stdout == expected,
+        "the printed result differs from the sanitiser's"
+    );
+    for obeyed in [
+        '\u{1b}', '\u{9b}', '\u{202e}', '\u{2066}', '\u{feff}', '\r', '\u{7f}',
+    ] {
+        assert!(!r.stdout.contains(obeyed), "{obeyed:?} was printed raw");
+    }
+    assert!(r.stdout.contains("\\u{1b}[2J") && r.stdout.contains("\\u{202e}tail"));
+}
+
+/// A reader that stops early (`| head -1`) is not an error, now that results are written
+/// through a buffer.
+#[test]
+fn a_closed_pipe_ends_a_large_result_quietly() {
+    use std::io::{BufRead, BufReader};
+    let ws = Workspace::new();
+    ws.write("big.txt", "a line of the file\n".repeat(200_000));
+    let mut child = crate::support::rawko(&ws)
+        .args([
+            "tool",
+            "call",
+            "Read",
+            "--read",
+            ".",
+            "--max-output",
+            "67108864",
+            "--input",
+            r#"{"path":"big.txt","limit":100000000}"#,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first, "     1\ta line of the file\n");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `rawko bench --quick --json` through the real binary: every group's rows, each with a
+/// figure, a reference and a ratio, or the reason it was skipped.
+#[test]
+fn bench_gives_every_row_a_ratio_or_a_reason() {
+    let ws = Workspace::new();
+    let r = run(&ws, &["bench", "--quick", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = r.json();
+    assert_eq!(v["quick"], true);
+    let rows = v["rows"].as_array().unwrap();
+    for group in ["call", "verdict", "read", "search", "discovery", "cli"] {
+        assert!(
+            rows.iter().any(|row| row["group"] == group),
+            "no {group} rows: {v:#}"
+        );
+    }
+    for row in rows {
+        assert!(
+            row["figure"].as_str().is_some_and(|s| !s.is_empty()),
+            "{row}"
+        );
+        assert!(
+            row["reference"].as_str().is_some_and(|s| !s.is_empty()),
+            "{row}"
+        );
+        match row["skipped"].as_str() {
+            Some(why) => assert!(!why.is_empty(), "{row}"),
+            None => {
+                assert!(row["ratio"].as_f64().is_some_and(|x| x > 0.0), "{row}");
+                assert!(
+                    row["rawko_seconds"].as_f64().is_some_and(|x| x > 0.0),
+                    "{row}"
+                );
+                assert!(row["reference_seconds"].as_f64().is_some(), "{row}");
+            }
+        }
+    }
+    // The rows a source checkout alone can give are not here, and the sandboxed Read has its
+    // native reference in the binary.
+    assert!(rows.iter().all(|row| row["group"] != "acp"));
+    assert!(
+        rows.iter()
+            .any(|row| row["reference"] == "same Read code, native" && row["ratio"].is_number()),
+        "{v:#}"
+    );
+
+    // The table says the same in words.
+    let r = run(&ws, &["bench", "--quick", "discovery"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("agent discovery, 1000 files"), "{r:?}");
+    assert!(r.stdout.contains("read the same files"), "{r:?}");
+}
+
+/// Without ripgrep on `PATH` its rows are skipped with the reason; the native rows still run.
+#[test]
+fn bench_without_rg_says_so() {
+    let ws = Workspace::new();
+    let empty = ws.path().join("empty-path");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = crate::support::rawko(&ws)
+        .args(["bench", "--quick", "--json", "search"])
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    let r = crate::support::Run::of(out);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = r.json();
+    let rows = v["rows"].as_array().unwrap();
+    let rg: Vec<_> = rows
+        .iter()
+        .filter(|row| row["reference"] == "rg -j1, subprocess")
+        .collect();
+    assert_eq!(rg.len(), 3, "{v:#}");
+    for row in rg {
+        assert_eq!(row["skipped"], "rg is not on PATH", "{row}");
+    }
+    assert!(
+        rows.iter()
+            .filter(|row| row["reference"] == "same Grep code, native")
+            .all(|row| row["ratio"].is_number()),
+        "{v:#}"
+    );
+}

@@ -20,6 +20,7 @@ const COMMANDS: &[&str] = &[
     "resume",
     "demo",
     "doctor",
+    "bench",
     "init",
     "trust",
     "tasks",

@@ -12,9 +12,7 @@ use divan::Bencher;
 use rawko_agents::registry::{Loader, Registry, Scan, SearchPath};
 use rawko_agents::{AgentOrigin, FileInfo, load_text};
 
-#[path = "common/agent_files.rs"]
-mod agent_files;
-use agent_files::FILES;
+use rawko::bench::agent_files::{self, FILES};
 
 fn main() {
     divan::main();
@@ -28,7 +26,7 @@ struct Fixture {
 
 static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
     let dir = tempfile::tempdir().unwrap();
-    let texts = agent_files::write(dir.path());
+    let texts = agent_files::write(dir.path()).unwrap();
     let search = SearchPath::standard(dir.path(), &dir.path().join("no-user-config"));
     let r = Registry::load(&search);
     assert!(

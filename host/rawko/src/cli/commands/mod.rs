@@ -4,6 +4,7 @@ pub mod acp;
 pub mod adapters;
 pub mod agents;
 pub mod ask;
+pub mod bench;
 pub mod bash;
 pub mod demo;
 pub mod doctor;

@@ -1,4 +1,5 @@
-//! 1,000 agent files in all five dialects: shared by the `agents` and `table` benchmarks.
+//! 1,000 agent files in all five dialects: what `rawko bench` and the `agents` and `table`
+//! benchmarks discover.
 
 /// Files in the benchmark's agent directory.
 pub const FILES: usize = 1000;
@@ -45,13 +46,15 @@ pub fn file(i: usize) -> (String, String) {
 }
 
 /// Write the 1,000 files under `dir/.rawko/agents`; returns each file's path and text.
-pub fn write(dir: &std::path::Path) -> Vec<(String, String)> {
+pub fn write(dir: &std::path::Path) -> std::io::Result<Vec<(String, String)>> {
     let agents = dir.join(".rawko/agents");
     let texts: Vec<_> = (0..FILES).map(file).collect();
     for (rel, text) in &texts {
         let p = agents.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(p, text)?;
     }
-    texts
+    Ok(texts)
 }
