@@ -320,7 +320,23 @@ fn decode_parameters(node: &Node, p: &mut Problems) -> Vec<Parameter> {
                 Some(n.value)
             }
         });
-        let kind = f.required_string("type", p).and_then(|t| {
+        let kind = match f.string("type", p) {
+            Some(t) => Some(t),
+            None if f.is_set("type") => None,
+            // DocLoom's own examples leave it out; text is what any value can be passed as.
+            None => {
+                p.warn(
+                    f.pos(),
+                    format!(
+                        "parameter '{}' has no 'type'; it is a string",
+                        name.as_deref().unwrap_or("?")
+                    ),
+                    Some("add 'type: string' (or integer, boolean)".into()),
+                );
+                Some(Spanned::new("string".to_string(), f.pos()))
+            }
+        };
+        let kind = kind.and_then(|t| {
             // DocLoom writes JSON Schema's names; rawko's are shorter.
             let k = match t.value.as_str() {
                 "boolean" => Some(ParamType::Bool),

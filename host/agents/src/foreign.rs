@@ -1,9 +1,10 @@
 //! Two more Markdown dialects, recognised by where the file is:
 //!
-//! - GitHub Copilot custom agents, `.github/agents/NAME.agent.md`: `name`, `description`,
-//!   `tools` (Copilot's aliases `read`, `edit`, `search`, `execute`, ..., and MCP tools as
+//! - GitHub Copilot custom agents, `.github/agents/NAME.agent.md`: `name` (a title; the agent
+//!   is called by its file), `description`, `tools` (Copilot's aliases `read`, `edit`, `search`, `execute`, ..., and MCP tools as
 //!   `server/tool`), `model`; the body is the prompt.
-//! - opencode agents, `.opencode/agent/NAME.md` or `.opencode/agents/NAME.md`: `description`,
+//! - opencode agents, `.opencode/agent/NAME.md` or `.opencode/agents/NAME.md`, also called by
+//!   their file: `description`,
 //!   `model` as `provider/model`, `tools` as a map of names to `true`/`false`, `permission`
 //!   (`edit`, `bash`: `allow`, `ask`, `deny`, or per-command rules); the body is the prompt.
 //!
@@ -21,7 +22,8 @@ use super::model::{Agent, BUILTIN_TOOLS, Dialect, ModelSettings, Provider, Spans
 use super::validate;
 use super::yaml::{Node, Resolved, Value};
 
-/// The dialect a Markdown file's location says it is written in, if any.
+/// The dialect a Markdown file's location says it is written in, if any (kodelet's recipes
+/// folder included, whose files need no field only kodelet has).
 pub fn dialect_of(path: &Path) -> Option<Dialect> {
     let parent = path.parent()?;
     let name = path.file_name()?.to_str()?;
@@ -29,39 +31,91 @@ pub fn dialect_of(path: &Path) -> Option<Dialect> {
         Some(Dialect::Copilot)
     } else if parent.ends_with(".opencode/agent") || parent.ends_with(".opencode/agents") {
         Some(Dialect::Opencode)
+    } else if super::kodelet::in_recipes_dir(path) {
+        Some(Dialect::Kodelet)
     } else {
         None
     }
 }
 
-/// The agent's name: `name`, else the file name (without `.agent`, for Copilot); display
-/// names ("Code Reviewer") become rawko names ("code-reviewer").
-fn name_of(
+/// The file name an agent of this file is called by: without `.agent` for Copilot's
+/// `NAME.agent.md`.
+pub(crate) fn agent_stem<'f>(file: &'f FileInfo<'_>) -> &'f str {
+    let stem = file.stem();
+    stem.strip_suffix(".agent").unwrap_or(stem)
+}
+
+/// The name an agent gets in a dialect that calls agents by their file (Copilot, opencode,
+/// kodelet's recipes), given its file name and its `name` field, with the title to show people
+/// when that field is one ("Backend Developer (后端开发者)"). With `field_first` (kodelet files
+/// other than recipes) a `name` that is a valid agent name wins. When neither is a valid
+/// name, the file name with what a name cannot have made `-`, and `true` to say so.
+pub(crate) fn by_file(
+    stem: &str,
+    given: Option<&str>,
+    field_first: bool,
+) -> (String, Option<String>, bool) {
+    let given = given.map(str::trim).filter(|g| !g.is_empty());
+    let title = |name: &str| given.filter(|g| *g != name).map(str::to_string);
+    match given {
+        Some(g) if field_first && validate::is_valid_name(g) => (g.to_string(), None, false),
+        _ if validate::is_valid_name(stem) => (stem.to_string(), title(stem), false),
+        Some(g) if validate::is_valid_name(g) => (g.to_string(), None, false),
+        _ => {
+            let fixed = ascii_name(stem);
+            let shown = title(&fixed);
+            (fixed, shown, true)
+        }
+    }
+}
+
+/// `s` with every character an agent name cannot have made `-`, lower case.
+fn ascii_name(s: &str) -> String {
+    s.trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// An agent's name and the title to show people, when it has one.
+pub(crate) type Named = (String, Option<String>);
+
+/// The agent's name and display name by [`by_file`], read from the `name` field; `None` when
+/// no usable name results (the problem is reported).
+pub(crate) fn file_named(
     f: &mut Fields<'_>,
-    file: &FileInfo<'_>,
+    stem: &str,
+    field_first: bool,
     spans: &mut Spans,
     p: &mut Problems,
-) -> Option<String> {
-    let stem = file.stem();
-    fixed_name(
-        f,
-        stem.strip_suffix(".agent").unwrap_or(stem),
-        spans,
-        p,
-        "has characters rawko's agent names cannot have (letters, digits, '-' and '_')",
-        |name| {
-            name.trim()
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                        c.to_ascii_lowercase()
-                    } else {
-                        '-'
-                    }
-                })
-                .collect()
-        },
-    )
+) -> Option<Named> {
+    let given = match f.string("name", p) {
+        Some(n) => Some(n),
+        None if f.is_set("name") => return None,
+        None => None,
+    };
+    let pos = given.as_ref().map_or(f.pos(), |g| g.pos);
+    spans.name = pos;
+    let (name, display, fixed) =
+        by_file(stem, given.as_ref().map(|g| g.value.as_str()), field_first);
+    if fixed {
+        p.warn(
+            pos,
+            format!(
+                "neither the file name '{}' nor 'name' is a valid agent name (letters, digits, \
+                 '-' and '_'); the agent is '{name}'",
+                stem.escape_debug()
+            ),
+            Some(format!("rename the file to '{name}'")),
+        );
+    }
+    validate::check_name(&Spanned::new(name.clone(), pos), p).then_some((name, display))
 }
 
 /// A foreign dialect's name (`name`, else `stem`) made a rawko name by `fix`, with a warning
@@ -99,10 +153,11 @@ fn preamble<'n>(
     root: &'n Node,
     file: &FileInfo<'_>,
     p: &mut Problems,
-) -> Option<(Fields<'n>, Spans, Option<String>, Option<String>)> {
+) -> Option<(Fields<'n>, Spans, Option<Named>, Option<String>)> {
     let mut f = Fields::of(root, "the frontmatter", p)?;
     let mut spans = Spans::default();
-    let name = name_of(&mut f, file, &mut spans, p);
+    // Copilot and opencode call an agent by its file; `name` is what people see.
+    let name = file_named(&mut f, agent_stem(file), false, &mut spans, p);
     let description = description_of(&mut f, p);
     Some((f, spans, name, description))
 }
@@ -243,15 +298,18 @@ pub fn decode_copilot(
         let _ = f.node(known);
     }
     let system_prompt = prompt(f, body, body_line, p)?;
-    Some(Agent::subagent(
-        name?,
+    let (name, display_name) = name?;
+    let mut agent = Agent::subagent(
+        name,
         description,
         system_prompt,
         model.unwrap_or_default(),
         tools,
         commands,
         file.source(Dialect::Copilot, spans),
-    ))
+    );
+    agent.display_name = display_name;
+    Some(agent)
 }
 
 /// Copilot names models for people ("Claude Sonnet 4.5 (copilot)"); providers want ids
@@ -355,8 +413,9 @@ pub fn decode_opencode(
         );
     }
     let system_prompt = prompt(f, body, body_line, p)?;
+    let (name, display_name) = name?;
     let mut agent = Agent::subagent(
-        name?,
+        name,
         description,
         system_prompt,
         model.unwrap_or_default(),
@@ -364,6 +423,7 @@ pub fn decode_opencode(
         None,
         file.source(Dialect::Opencode, spans),
     );
+    agent.display_name = display_name;
     agent.tools.blocked = blocked;
     agent.bash.blocked_patterns = blocked_patterns;
     Some(agent)

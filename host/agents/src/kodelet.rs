@@ -3,6 +3,13 @@
 //!
 //! A foreign dialect, read leniently: unknown fields are warnings, so files shared for kodelet
 //! load unchanged. kodelet's own tool names (`file_read`, `bash`, ...) are mapped to rawko's.
+//!
+//! kodelet's recipes (`.kodelet/recipes/NAME.md`, or any file with a recipe's `arguments`,
+//! `defaults` or `workflow`) are called by their file name; their `name` is a title ("GitHub
+//! Issue Resolver"), kept as the display name. Other files keep `name` when it is a valid agent
+//! name and fall back to the file name, with `name` as the title, when it is not.
+
+use std::path::Path;
 
 use super::FileInfo;
 use super::decode::{Fields, Spanned, Strictness};
@@ -22,7 +29,25 @@ pub const MARKERS: &[&str] = &[
     "allowed_tools",
     "allowed_commands",
     "openai",
+    "arguments",
+    "defaults",
+    "workflow",
 ];
+
+/// Frontmatter keys only kodelet's recipes have.
+pub const RECIPE_KEYS: &[&str] = &["arguments", "defaults", "workflow"];
+
+/// Whether `path` lies in a kodelet recipes folder (`.kodelet/recipes/`, at any depth).
+pub fn in_recipes_dir(path: &Path) -> bool {
+    path.ancestors()
+        .skip(1)
+        .any(|a| a.ends_with(".kodelet/recipes"))
+}
+
+/// Whether the file at `path` with frontmatter `root` is a kodelet recipe.
+pub fn is_recipe(path: &Path, root: &Node) -> bool {
+    in_recipes_dir(path) || RECIPE_KEYS.iter().any(|k| root.get(k).is_some())
+}
 
 const MAX_TOKENS: u64 = 1_000_000;
 /// kodelet's own default for `max_tokens`.
@@ -50,8 +75,23 @@ pub fn decode(
 ) -> Option<Agent> {
     let mut f = Fields::of(root, "the frontmatter", p)?;
     let mut spans = Spans::default();
-    let name = name_or_stem(&mut f, file, &mut spans, p);
+    let recipe = is_recipe(file.path, root);
+    let name = super::foreign::file_named(&mut f, file.stem(), !recipe, &mut spans, p);
     let description = f.string("description", p).map(|s| s.value);
+    // kodelet fills a recipe's arguments into its body (`{{.name}}`); rawko does not.
+    let template = ["arguments", "defaults"]
+        .into_iter()
+        .filter_map(|k| f.entry(k).map(|e| e.key_pos))
+        .min();
+    if let Some(pos) = template {
+        p.warn(
+            pos,
+            "kodelet fills a recipe's arguments into its body ({{.name}}); rawko sends the body \
+             as written",
+            Some("write the values into the prompt, or let the task give them".into()),
+        );
+    }
+    let _ = f.node("workflow");
 
     let provider = f.string("provider", p).and_then(|s| {
         let parsed = Provider::parse(&s.value);
@@ -176,8 +216,9 @@ pub fn decode(
     if p.has_errors() {
         return None;
     }
-    Some(Agent::subagent(
-        name?,
+    let (name, display_name) = name?;
+    let mut agent = Agent::subagent(
+        name,
         description,
         system_prompt,
         ModelSettings {
@@ -193,7 +234,9 @@ pub fn decode(
         allowed_tools,
         allowed_commands.map(|(_, c)| c),
         file.source(Dialect::Kodelet, spans),
-    ))
+    );
+    agent.display_name = display_name;
+    Some(agent)
 }
 
 fn decode_openai(node: &Node, p: &mut Problems) -> (Option<String>, Option<String>) {
@@ -235,34 +278,5 @@ fn hint_one_of(value: &str, names: &[&str]) -> String {
     match did_you_mean(value, names) {
         Some(s) => format!("did you mean '{s}'?"),
         None => format!("one of: {}", names.join(", ")),
-    }
-}
-
-/// The `name` field, or the file name when it is missing (as kodelet and Claude Code do).
-pub fn name_or_stem(
-    f: &mut Fields<'_>,
-    file: &FileInfo<'_>,
-    spans: &mut Spans,
-    p: &mut Problems,
-) -> Option<String> {
-    match f.string("name", p) {
-        Some(n) => {
-            spans.name = n.pos;
-            validate::check_name(&n, p).then_some(n.value)
-        }
-        None if f.is_set("name") => None,
-        None => {
-            let stem = file.stem();
-            if validate::is_valid_name(stem) {
-                Some(stem.to_string())
-            } else {
-                p.error(
-                    f.pos(),
-                    format!("no 'name', and the file name '{stem}' is not a valid agent name"),
-                    Some("add 'name:' with letters, digits, '-' and '_'".into()),
-                );
-                None
-            }
-        }
     }
 }

@@ -317,11 +317,15 @@ fn load_markdown(text: &str, info: FileInfo<'_>, stem: String, mut p: Problems) 
     let mut root = root;
     root.shift_lines(split.yaml_line_offset);
     let dialect = foreign::dialect_of(info.path).unwrap_or_else(|| detect_markdown(&root));
-    let name = root
-        .get("name")
-        .and_then(Node::as_str)
-        .map(str::to_string)
-        .unwrap_or(stem);
+    let given = root.get("name").and_then(Node::as_str);
+    // The name a broken file still claims, by the same rule its decoder names agents by.
+    let name = match dialect {
+        Dialect::Copilot | Dialect::Opencode => {
+            foreign::by_file(foreign::agent_stem(&info), given, false).0
+        }
+        Dialect::Kodelet => foreign::by_file(&stem, given, !kodelet::is_recipe(info.path, &root)).0,
+        _ => given.map(str::to_string).unwrap_or(stem),
+    };
     let (body, body_line) = (split.body, split.body_line);
     let agent = match dialect {
         Dialect::Kodelet => kodelet::decode(&root, body, body_line, &info, &mut p),
@@ -353,7 +357,7 @@ fn transitions_in(root: &Node) -> Vec<(&'static str, String, Pos)> {
 }
 
 /// Which Markdown dialect a frontmatter is written in: rawko's own fields win, then kodelet's
-/// provider fields; anything else is read as a Claude Code subagent.
+/// provider and recipe fields; anything else is read as a Claude Code subagent.
 fn detect_markdown(root: &Node) -> Dialect {
     const RAWKO: &[&str] = &[
         "displayName",

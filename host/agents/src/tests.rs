@@ -1005,7 +1005,9 @@ fn a_copilot_custom_agent_loads_into_the_agent_model() {
     let m = messages(&l);
     let a = l.agent.clone().unwrap_or_else(|| panic!("{m:#?}"));
     assert_eq!(a.source.dialect, Dialect::Copilot);
+    // Copilot calls it by its file; `name` is its title.
     assert_eq!(a.name, "security-reviewer");
+    assert_eq!(a.display_name.as_deref(), Some("Security Reviewer"));
     assert_eq!(
         a.tools.allowed.as_deref(),
         Some(
@@ -1025,10 +1027,147 @@ fn a_copilot_custom_agent_loads_into_the_agent_model() {
     for want in [
         "rawko has no tool for Copilot's 'web'",
         "'playwright/*' means every tool of the MCP server 'playwright'",
-        "agent name 'Security Reviewer' has characters rawko's agent names cannot have (letters, digits, '-' and '_'); it is 'security-reviewer' here",
     ] {
         assert!(m.iter().any(|x| x.contains(want)), "no {want:?} in {m:#?}");
     }
+    assert!(!m.iter().any(|x| x.contains("agent name")), "{m:#?}");
+}
+
+/// Copilot, opencode and kodelet's recipes call an agent by its file; a `name` that is a title
+/// is shown, not mangled into a name. Only a file name that is no name either is made one.
+#[test]
+fn agents_called_by_their_file_keep_their_name_as_a_title() {
+    let load_at = |rel: &str, text: &str| {
+        let path = Path::new("/w").join(rel);
+        load_text(
+            text,
+            FileInfo {
+                path: &path,
+                display: rel,
+                origin: AgentOrigin::File,
+            },
+        )
+    };
+    for (rel, text, name, title, dialect) in [
+        (
+            ".github/agents/backend-developer.agent.md",
+            "---\nname: Backend Developer (后端开发者)\ndescription: d\n---\nBuild.\n",
+            "backend-developer",
+            Some("Backend Developer (后端开发者)"),
+            Dialect::Copilot,
+        ),
+        (
+            ".github/agents/Code Reviewer.agent.md",
+            "---\nname: Code Reviewer\ndescription: d\n---\nReview.\n",
+            "code-reviewer",
+            Some("Code Reviewer"),
+            Dialect::Copilot,
+        ),
+        (
+            ".opencode/agents/writer.md",
+            "---\nname: writer\ndescription: d\n---\nWrite.\n",
+            "writer",
+            None,
+            Dialect::Opencode,
+        ),
+        // A recipe, by where it is (no field only kodelet has).
+        (
+            ".kodelet/recipes/github/issue.md",
+            "---\nname: GitHub Issue Resolver\ndescription: d\n---\nResolve {{.issue_url}}.\n",
+            "issue",
+            Some("GitHub Issue Resolver"),
+            Dialect::Kodelet,
+        ),
+        // A recipe, by its fields, even where `name` would do as a name.
+        (
+            ".rawko/agents/commit.md",
+            "---\nname: Commit\ndescription: d\narguments:\n  scope:\n    description: s\n---\nCommit.\n",
+            "commit",
+            Some("Commit"),
+            Dialect::Kodelet,
+        ),
+        // Any other kodelet file keeps a `name` that is a name, and falls back when it is not.
+        (
+            ".rawko/agents/review.md",
+            "---\nname: pr_review\nprovider: openai\n---\nReview.\n",
+            "pr_review",
+            None,
+            Dialect::Kodelet,
+        ),
+        (
+            ".rawko/agents/review.md",
+            "---\nname: PR Review\nprovider: openai\n---\nReview.\n",
+            "review",
+            Some("PR Review"),
+            Dialect::Kodelet,
+        ),
+    ] {
+        let l = load_at(rel, text);
+        let m = messages(&l);
+        let a = l.agent.clone().unwrap_or_else(|| panic!("{rel}: {m:#?}"));
+        assert_eq!(a.source.dialect, dialect, "{rel}");
+        assert_eq!(
+            (a.name.as_str(), a.display_name.as_deref()),
+            (name, title),
+            "{rel}"
+        );
+        let renamed = m
+            .iter()
+            .any(|x| x.contains("nor 'name' is a valid agent name"));
+        assert_eq!(renamed, rel.contains(' '), "{rel}: {m:#?}");
+    }
+    // A broken file claims the name its decoder would have given it.
+    let l = load_at(
+        ".github/agents/backend.agent.md",
+        "---\nname: Backend (后端)\ndescription: [a, {b: c}]\n---\nx\n",
+    );
+    assert!(l.has_errors(), "{:#?}", messages(&l));
+    assert_eq!(l.name, "backend");
+}
+
+/// DocLoom's examples leave a parameter's `type` out: a string, with a warning at the parameter.
+#[test]
+fn a_docloom_parameter_without_a_type_is_a_string() {
+    let l = load(
+        "d/agent.agent.yaml",
+        "apiVersion: v1\nkind: Agent\nmetadata: {name: d, description: d}\nspec:\n  tools:\n    - {name: t, description: t, command: echo, args: [\"${WORDS}\"]}\n  parameters:\n    - name: WORDS\n      description: w\n",
+    );
+    let m = messages(&l);
+    let a = l.agent.clone().unwrap_or_else(|| panic!("{m:#?}"));
+    assert_eq!(a.parameters[0].kind, ParamType::String);
+    assert_eq!(
+        m,
+        [
+            "d/agent.agent.yaml:8:7: warning: parameter 'WORDS' has no 'type'; it is a string (add 'type: string' (or integer, boolean))"
+        ]
+    );
+    // A type that is written must still be one.
+    broken(
+        &load(
+            "d/agent.agent.yaml",
+            "apiVersion: v1\nkind: Agent\nmetadata: {name: d, description: d}\nspec:\n  tools: []\n  parameters:\n    - {name: W, description: w, type: [string]}\n",
+        ),
+        "'type'",
+    );
+}
+
+/// kodelet fills a recipe's arguments into its body; rawko says it sends the body as written.
+#[test]
+fn a_kodelet_recipes_arguments_are_named_in_a_warning() {
+    let l = load(
+        "intro.md",
+        "---\nname: Personal Introduction\ndescription: d\narguments:\n  name:\n    description: n\n---\nIntroduce {{.name}}.\n",
+    );
+    let m = messages(&l);
+    let a = l.agent.clone().unwrap_or_else(|| panic!("{m:#?}"));
+    assert_eq!(a.name, "intro");
+    assert!(
+        m.iter().any(|x| x.starts_with(
+            "intro.md:4:1: warning: kodelet fills a recipe's arguments into its body ({{.name}})"
+        )),
+        "{m:#?}"
+    );
+    assert!(!m.iter().any(|x| x.contains("unknown field")), "{m:#?}");
 }
 
 /// An opencode agent: the file names it, `provider/model`, tools switched off by name, and
