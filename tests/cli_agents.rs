@@ -417,3 +417,32 @@ fn escape_sequences_in_agent_files_never_reach_the_terminal() {
     let r = run(&ws, &["agents", "show", "sly"]);
     assert!(r.stdout.contains("Hello \\u{1b}[31mred"), "{r:?}");
 }
+
+/// An agent allowed every tool is shown with the tools a run offers it, the same list
+/// `rawko tools list --agent` gives, not `["*"]`.
+#[test]
+fn agents_show_lists_the_tools_of_an_agent_allowed_every_tool() {
+    let ws = Workspace::new();
+    ws.write(
+        ".test-config/rawko/agents/anything.md",
+        "---\nname: anything\ndescription: Does anything.\n---\nDo what is asked.\n",
+    );
+    let r = run(&ws, &["tools", "list", "--agent", "anything", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let offered: Vec<serde_json::Value> = r
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].clone())
+        .collect();
+    for t in ["Read", "Write", "Bash", "Git"] {
+        assert!(offered.contains(&t.into()), "{offered:?}");
+    }
+    let v = run(&ws, &["agents", "show", "anything", "--json"]).json();
+    assert_eq!(
+        v["tools_effective"],
+        serde_json::Value::Array(offered),
+        "{v:#}"
+    );
+}

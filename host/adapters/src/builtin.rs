@@ -24,6 +24,9 @@ pub struct BuiltinAdapter {
     pub check: Option<(&'static str, &'static [(&'static str, &'static str)])>,
     /// Plays a recording instead of reaching the network.
     pub plays_recording: bool,
+    /// Model names agents use for this provider's models (Claude Code's `sonnet`, `opus`,
+    /// `haiku`) and the model id each means; a config's `model_aliases` entry wins.
+    pub model_aliases: &'static [(&'static str, &'static str)],
 }
 
 /// Every built-in adapter plugin.
@@ -37,6 +40,7 @@ pub fn all() -> Vec<BuiltinAdapter> {
             credential: CredentialScheme::Bearer,
             check: Some(("models", &[])),
             plays_recording: false,
+            model_aliases: &[],
         },
         BuiltinAdapter {
             plugin: rawko_builtins::ANTHROPIC,
@@ -46,6 +50,11 @@ pub fn all() -> Vec<BuiltinAdapter> {
             credential: CredentialScheme::Header(HeaderName::from_static("x-api-key")),
             check: Some(("models", &[("anthropic-version", "2023-06-01")])),
             plays_recording: false,
+            model_aliases: &[
+                ("sonnet", "claude-sonnet-4-5"),
+                ("opus", "claude-opus-4-1"),
+                ("haiku", "claude-haiku-4-5"),
+            ],
         },
         BuiltinAdapter {
             plugin: rawko_builtins::REPLAY,
@@ -55,6 +64,7 @@ pub fn all() -> Vec<BuiltinAdapter> {
             credential: CredentialScheme::Bearer,
             check: None,
             plays_recording: true,
+            model_aliases: &[],
         },
     ]
 }

@@ -206,6 +206,25 @@ pub struct AdapterInstance {
     pub context_window: u32,
 }
 
+impl AdapterInstance {
+    /// The model this instance is asked for when an agent names `model`: the config's alias
+    /// for it (`model_aliases`), else the alias the instance's built-in plugin ships (the
+    /// Anthropic adapter's `sonnet`, `opus`, `haiku`), else `model` as written.
+    pub fn model_for(&self, model: &str, config_aliases: &BTreeMap<String, String>) -> String {
+        if let Some(m) = config_aliases.get(model) {
+            return m.clone();
+        }
+        let shipped = match &self.plugin {
+            PluginRef::Builtin(b) => b.model_aliases,
+            PluginRef::Installed(_) => &[],
+        };
+        shipped
+            .iter()
+            .find(|(alias, _)| *alias == model)
+            .map_or_else(|| model.to_string(), |(_, id)| id.to_string())
+    }
+}
+
 /// The context window of `model` when the config does not give one: the known families', else
 /// a conservative 128,000 tokens.
 pub fn default_context_window(model: &str) -> u32 {
@@ -848,6 +867,33 @@ mod tests {
         )
         .unwrap();
         assert_eq!(all["openai"].model, "gpt-5");
+    }
+
+    /// The Anthropic adapter ships Claude Code's model names; the config's table wins, and an
+    /// instance of another provider keeps such a name as written.
+    #[test]
+    fn model_names_resolve_through_the_instances_aliases() {
+        let all = builtin_only(
+            "adapters:\n  claude:\n    plugin: anthropic\n  local:\n    plugin: openai\n    model: m\n",
+            "",
+            Trust::Untrusted,
+        )
+        .unwrap();
+        let none = BTreeMap::new();
+        let claude = &all["claude"];
+        assert_eq!(claude.model_for("haiku", &none), "claude-haiku-4-5");
+        assert_eq!(claude.model_for("sonnet", &none), "claude-sonnet-4-5");
+        assert_eq!(claude.model_for("opus", &none), "claude-opus-4-1");
+        assert_eq!(claude.model_for("claude-x", &none), "claude-x");
+        // The shipped default model is the one `sonnet` means.
+        assert_eq!(claude.model, claude.model_for("sonnet", &none));
+        assert_eq!(all["local"].model_for("haiku", &none), "haiku");
+        let mine = BTreeMap::from([("haiku".to_string(), "claude-haiku-pinned".to_string())]);
+        assert_eq!(claude.model_for("haiku", &mine), "claude-haiku-pinned");
+        assert_eq!(
+            all["local"].model_for("haiku", &mine),
+            "claude-haiku-pinned"
+        );
     }
 
     #[test]

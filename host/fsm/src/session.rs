@@ -793,25 +793,41 @@ pub struct AdapterLlm {
     thinking_budget: Option<u32>,
 }
 
-/// Model aliases rawko knows without configuration: Claude Code's families.
-pub const MODEL_ALIASES: &[(&str, &str)] = &[
-    ("sonnet", "claude-sonnet-4-5"),
-    ("opus", "claude-opus-4-1"),
-    ("haiku", "claude-haiku-4-5"),
-];
+/// The instance an agent's model comes from, before any is looked up: `forced` (`--adapter`),
+/// else the instance the agent names, else the built-in instance of the provider it names,
+/// else `default` (`defaults.adapter`). `None` when nothing names one.
+pub fn instance_name(agent: &Agent, forced: Option<&str>, default: Option<&str>) -> Option<String> {
+    if let Some(f) = forced {
+        return Some(f.to_string());
+    }
+    if let Some(a) = &agent.model.adapter {
+        return Some(a.clone());
+    }
+    if let Some(p) = agent.model.provider {
+        // Provider fields map onto the built-in instance of that provider.
+        let name = match p {
+            rawko_agents::model::Provider::OpenAi => "openai",
+            rawko_agents::model::Provider::Anthropic => "anthropic",
+        };
+        return Some(name.to_string());
+    }
+    default.map(str::to_string)
+}
 
-/// What an agent's `model` means: the config's alias, else rawko's, else the name itself.
-pub fn resolve_model(name: &str, aliases: &BTreeMap<String, String>) -> String {
-    aliases
-        .get(name)
-        .cloned()
-        .or_else(|| {
-            MODEL_ALIASES
-                .iter()
-                .find(|(a, _)| *a == name)
-                .map(|(_, m)| m.to_string())
-        })
-        .unwrap_or_else(|| name.to_string())
+/// The model `instance` is asked for on the agent's behalf: the agent's own `model` through
+/// the instance's aliases (`config_aliases`, then its plugin's), unless `--adapter` chose the
+/// instance (`forced`: then the instance's model is what the user asked for); else the
+/// instance's model.
+pub fn agent_model(
+    agent: &Agent,
+    instance: &AdapterInstance,
+    forced: bool,
+    config_aliases: &BTreeMap<String, String>,
+) -> String {
+    match (&agent.model.model, forced) {
+        (Some(m), false) => instance.model_for(m, config_aliases),
+        _ => instance.model.clone(),
+    }
 }
 
 impl Llm for AdapterLlm {
@@ -966,21 +982,7 @@ impl SessionLlms {
 
     /// The instance name an agent's model comes from.
     pub fn instance_for(&self, agent: &Agent) -> Result<String, String> {
-        if let Some(f) = &self.forced {
-            return Ok(f.clone());
-        }
-        if let Some(a) = &agent.model.adapter {
-            return Ok(a.clone());
-        }
-        if let Some(p) = agent.model.provider {
-            // Provider fields map onto the built-in instance of that provider.
-            let name = match p {
-                rawko_agents::model::Provider::OpenAi => "openai",
-                rawko_agents::model::Provider::Anthropic => "anthropic",
-            };
-            return Ok(name.to_string());
-        }
-        self.default.clone().ok_or_else(|| {
+        instance_name(agent, self.forced.as_deref(), self.default.as_deref()).ok_or_else(|| {
             let looked: Vec<String> = self
                 .config_files
                 .iter()
@@ -1060,12 +1062,14 @@ impl SessionLlms {
     }
 
     fn llm(&self, agent: &Agent, adapter: Rc<Adapter>) -> Rc<dyn Llm> {
-        // The agent's own model, through the alias table, unless `--adapter` chose the
-        // instance (then the instance's model is what the user asked for).
-        let model = match (&self.forced, &agent.model.model) {
-            (None, Some(m)) => Some(resolve_model(m, &self.model_aliases)),
-            _ => None,
-        };
+        let model = agent.model.model.is_some().then(|| {
+            agent_model(
+                agent,
+                adapter.instance(),
+                self.forced.is_some(),
+                &self.model_aliases,
+            )
+        });
         Rc::new(AdapterLlm {
             rt: self.rt.clone(),
             adapter,

@@ -9,12 +9,14 @@ use std::sync::{Arc, mpsc};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
+use crate::cli::commands::tools::offered_tools;
 use crate::cli::{BadInput, Context, Table, print_json, print_out};
 use rawko_adapters::Trust;
 use rawko_agents::diag::{did_you_mean, printable};
 use rawko_agents::registry::{Entry, Registry, SearchPath, discover};
 use rawko_agents::watch::{ChangeKind, Report, Watcher};
 use rawko_agents::{Agent, AgentOrigin, Diagnostic, Severity, load_file};
+use rawko_fsm::session::{agent_model, instance_name};
 use rawko_sandbox::Mode;
 
 /// Inspect, validate and watch agent definitions
@@ -57,7 +59,8 @@ struct ListArgs {
 struct ShowArgs {
     /// The agent's name
     name: String,
-    /// Print JSON: the agent model, with its status, shadows and problems
+    /// Print JSON: the agent model, with its status, shadows and problems, and the tools and
+    /// model a run gives it
     #[arg(long)]
     json: bool,
 }
@@ -82,7 +85,7 @@ impl AgentsCmd {
     pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
         match self.action {
             AgentsAction::List(a) => list(cx, a),
-            AgentsAction::Show(a) => show(cx, a),
+            AgentsAction::Show(a) => show(cx, a).await,
             AgentsAction::Validate(a) => validate(cx, a),
             AgentsAction::Watch(a) => watch(cx, a),
         }
@@ -170,6 +173,7 @@ fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
 fn entry_json(e: &Entry) -> serde_json::Value {
     json!({
         "name": e.name,
+        "display_name": e.agent.as_ref().and_then(|a| a.display_name.clone()),
         "status": e.status,
         "origin": e.file.origin,
         "dialect": e.file.dialect,
@@ -181,7 +185,49 @@ fn entry_json(e: &Entry) -> serde_json::Value {
     })
 }
 
-fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
+/// What a run gives an agent, worked out as the run does.
+struct Gets {
+    /// The tools it is offered.
+    tools: Vec<String>,
+    /// The adapter instance and the model it is asked for, or why there is none; `None` for an
+    /// external agent that needs no model.
+    model: Option<Result<(String, String), String>>,
+}
+
+impl Gets {
+    async fn of(cx: &Context, a: &Agent) -> anyhow::Result<Gets> {
+        let tools = offered_tools(cx, Some(a), false)
+            .await?
+            .into_iter()
+            .map(|o| o.name)
+            .collect();
+        // An external agent needs a model only to read its report, when it names one.
+        let model = (a.external.is_none() || a.model.adapter.is_some()).then(|| model_used(cx, a));
+        Ok(Gets { tools, model })
+    }
+}
+
+/// The instance a run (without `--adapter`) takes the agent's model from, and the model it
+/// asks that instance for, its aliases applied.
+fn model_used(cx: &Context, a: &Agent) -> Result<(String, String), String> {
+    let merged = cx.config_layers().map_err(|e| e.to_string())?.merged();
+    let instances = cx.adapter_instances().map_err(|e| e.to_string())?;
+    let default = merged.defaults.as_ref().and_then(|d| d.adapter.as_deref());
+    let name = instance_name(a, None, default).ok_or_else(|| {
+        "it names no adapter and no config sets `defaults.adapter` (or pass --adapter to run)"
+            .to_string()
+    })?;
+    let instance = instances.get(&name).ok_or_else(|| {
+        format!(
+            "no adapter named `{name}` (available: {})",
+            instances.keys().cloned().collect::<Vec<_>>().join(", ")
+        )
+    })?;
+    let model = agent_model(a, instance, false, &merged.model_aliases);
+    Ok((name, model))
+}
+
+async fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
     let registry = Registry::load(&search_path(cx));
     let Some(entry) = registry.entry(&args.name) else {
         return Err(unknown_agent(&registry, &args.name).into());
@@ -193,6 +239,10 @@ fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
         .collect();
     // What the agent gets (sandbox, network) depends on whether its workspace is trusted.
     let trusted = cx.workspace_trust() == Trust::Trusted;
+    let gets = match &entry.agent {
+        Some(a) => Some(Gets::of(cx, a).await?),
+        None => None,
+    };
     if args.json {
         let mut v = json!({
             "name": entry.name,
@@ -201,10 +251,15 @@ fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
             "shadows": entry.shadows,
             "diagnostics": problems,
         });
-        if let Some(a) = &entry.agent {
+        if let (Some(a), Some(gets)) = (&entry.agent, &gets) {
             v["agent"] = serde_json::to_value(a.as_ref())?;
             v["can_write"] = json!(a.can_write() && !a.is_untrusted(trusted));
-            v["tools_effective"] = json!(effective_tools(a, trusted));
+            v["tools_effective"] = json!(gets.tools);
+            v["model_effective"] = match &gets.model {
+                Some(Ok((adapter, model))) => json!({"adapter": adapter, "model": model}),
+                Some(Err(why)) => json!({"problem": why}),
+                None => serde_json::Value::Null,
+            };
             v["sandbox"] = json!(a.sandbox_mode(trusted));
             v["network"] = json!(a.network_allowed(trusted));
         }
@@ -232,8 +287,8 @@ fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
                 &format!("{} ({})", s.display, s.origin.as_str()),
             );
         }
-        if let Some(a) = &entry.agent {
-            describe(a, trusted, &mut line);
+        if let (Some(a), Some(gets)) = (&entry.agent, &gets) {
+            describe(a, gets, trusted, &mut line);
         }
         for d in &problems {
             out.push_str(&format!("problem:       {d}\n"));
@@ -260,7 +315,7 @@ fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn describe(a: &Agent, trusted: bool, line: &mut impl FnMut(&str, &str)) {
+fn describe(a: &Agent, gets: &Gets, trusted: bool, line: &mut impl FnMut(&str, &str)) {
     if let Some(d) = &a.display_name {
         line("display name:", d);
     }
@@ -330,21 +385,32 @@ fn describe(a: &Agent, trusted: bool, line: &mut impl FnMut(&str, &str)) {
             },
         );
     }
+    match &gets.model {
+        Some(Ok((adapter, model))) => line("model used:", &format!("{model} (adapter {adapter})")),
+        Some(Err(why)) => line("model used:", &format!("none: {why}")),
+        None => {}
+    }
     let tools = match &a.tools.allowed {
         None => "every tool".to_string(),
         Some(l) => l.join(", "),
     };
+    // What it will get, and what the file asks for when that is not the same list.
+    let offered = gets.tools.join(", ");
     if a.is_untrusted(trusted) {
-        // What it will get, not what the file asks for.
         line(
             "tools:",
-            &format!(
-                "{} (the workspace is not trusted; the file asks for: {tools})",
-                effective_tools(a, trusted).join(", ")
-            ),
+            &format!("{offered} (the workspace is not trusted; the file asks for: {tools})"),
         );
-    } else {
+    } else if a.tools.allowed.as_ref().is_some_and(|l| {
+        let mut asked: Vec<&String> = l.iter().collect();
+        let mut got: Vec<&String> = gets.tools.iter().collect();
+        asked.sort();
+        got.sort();
+        asked == got
+    }) {
         line("tools:", &tools);
+    } else {
+        line("tools:", &format!("{offered} (the file asks for: {tools})"));
     }
     if !a.tools.blocked.is_empty() {
         line("blocked:", &a.tools.blocked.join(", "));
@@ -414,22 +480,6 @@ fn describe(a: &Agent, trusted: bool, line: &mut impl FnMut(&str, &str)) {
     );
     if a.output_schema.is_some() {
         line("output:", "checked against its output schema (below)");
-    }
-}
-
-/// The tools an agent gets: an untrusted one only the read-only tools it asks for.
-fn effective_tools(a: &Agent, trusted: bool) -> Vec<String> {
-    if a.is_untrusted(trusted) {
-        rawko_agents::model::READ_TOOLS
-            .iter()
-            .filter(|t| a.may_call(t))
-            .map(|t| t.to_string())
-            .collect()
-    } else {
-        match &a.tools.allowed {
-            Some(l) => l.clone(),
-            None => vec!["*".to_string()],
-        }
     }
 }
 

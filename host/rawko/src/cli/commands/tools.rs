@@ -8,6 +8,7 @@ use crate::cli::commands::agents::usable_agent;
 use crate::cli::commands::mcp::{configured_servers, connect_servers};
 use crate::cli::{Context, Table, print_err, print_json, print_out};
 use rawko_adapters::Trust;
+use rawko_agents::Agent;
 use rawko_fsm::session::{READ_ONLY_TOOLS, command_tool_spec, untrusted_agent};
 use rawko_toolset::ToolSet;
 
@@ -46,74 +47,99 @@ impl ToolsCmd {
     }
 }
 
-async fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
+/// One tool as a run offers it: its name, who provides it, its description and input schema.
+pub(crate) struct Offered {
+    pub name: String,
+    pub plugin: String,
+    pub description: String,
+    pub input_schema: serde_json::Value,
+}
+
+/// The tools there are (the tool plugins', then the approved MCP servers'), or, for `agent`,
+/// the ones a run offers it: those it may call, only the read-only ones when it is untrusted,
+/// and its command tools. `approve` approves new or changed MCP servers. The one place both
+/// `tools list` and `agents show` learn an agent's tools from.
+pub(crate) async fn offered_tools(
+    cx: &Context,
+    agent: Option<&Agent>,
+    approve: bool,
+) -> anyhow::Result<Vec<Offered>> {
     let rt = cx.runtime()?;
     let note = crate::cli::output::SlowNote::after_a_second(
         "preparing the tool plugins (compiled once on first use, then cached)…",
     );
     let set = ToolSet::with_installed(&rt, &cx.dirs.data, cx.workspace()).await?;
     drop(note);
-    let mut tools: Vec<(String, String, String, serde_json::Value)> = set
+    let mut tools: Vec<Offered> = set
         .tools()
         .into_iter()
-        .map(|(p, t)| {
-            (
-                t.name.clone(),
-                p.name().to_string(),
-                t.description.clone(),
-                t.input_schema.clone(),
-            )
+        .map(|(p, t)| Offered {
+            name: t.name.clone(),
+            plugin: p.name().to_string(),
+            description: t.description.clone(),
+            input_schema: t.input_schema.clone(),
         })
         .collect();
     let specs = configured_servers(cx)?;
-    let servers = connect_servers(cx, &specs, args.yes).await?;
+    let servers = connect_servers(cx, &specs, approve).await?;
     for (conn, t) in servers.tools() {
-        if tools.iter().any(|(n, ..)| *n == t.name) {
+        if tools.iter().any(|o| o.name == t.name) {
             continue;
         }
-        tools.push((
-            t.name.clone(),
-            format!("mcp:{}", conn.spec.name),
-            t.description.clone(),
-            t.input_schema.clone(),
-        ));
+        tools.push(Offered {
+            name: t.name.clone(),
+            plugin: format!("mcp:{}", conn.spec.name),
+            description: t.description.clone(),
+            input_schema: t.input_schema.clone(),
+        });
     }
     servers.close().await;
-    if let Some(name) = &args.agent {
-        let agent = usable_agent(cx, name)?;
+    if let Some(agent) = agent {
         let trusted = cx.workspace_trust() == Trust::Trusted;
-        let restricted = untrusted_agent(&agent, trusted);
-        tools.retain(|(name, ..)| {
-            agent.may_call(name) && (!restricted || READ_ONLY_TOOLS.contains(&name.as_str()))
+        let restricted = untrusted_agent(agent, trusted);
+        tools.retain(|o| {
+            agent.may_call(&o.name) && (!restricted || READ_ONLY_TOOLS.contains(&o.name.as_str()))
         });
         if !restricted {
             for t in &agent.command_tools {
-                let spec = command_tool_spec(&agent, t);
-                tools.push((
-                    spec.name,
-                    "agent".into(),
-                    spec.description,
-                    spec.input_schema,
-                ));
+                let spec = command_tool_spec(agent, t);
+                tools.push(Offered {
+                    name: spec.name,
+                    plugin: "agent".into(),
+                    description: spec.description,
+                    input_schema: spec.input_schema,
+                });
             }
         }
-        if restricted && !args.json {
-            print_err(&format!(
-                "note: agent {} comes from this untrusted workspace: read-only tools only \
-                 (`rawko trust` to change that)",
-                agent.name
-            ))?;
-        }
+    }
+    Ok(tools)
+}
+
+async fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
+    let agent = match &args.agent {
+        Some(name) => Some(usable_agent(cx, name)?),
+        None => None,
+    };
+    let tools = offered_tools(cx, agent.as_deref(), args.yes).await?;
+    if let Some(agent) = &agent
+        && untrusted_agent(agent, cx.workspace_trust() == Trust::Trusted)
+        && !args.json
+    {
+        print_err(&format!(
+            "note: agent {} comes from this untrusted workspace: read-only tools only \
+             (`rawko trust` to change that)",
+            agent.name
+        ))?;
     }
     if args.json {
         let items: Vec<serde_json::Value> = tools
             .iter()
-            .map(|(name, plugin, description, schema)| {
+            .map(|o| {
                 serde_json::json!({
-                    "name": name,
-                    "plugin": plugin,
-                    "description": description,
-                    "input_schema": schema,
+                    "name": o.name,
+                    "plugin": o.plugin,
+                    "description": o.description,
+                    "input_schema": o.input_schema,
                 })
             })
             .collect();
@@ -121,8 +147,12 @@ async fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut table = Table::new(&["TOOL", "PLUGIN", "DESCRIPTION"]);
-    for (name, plugin, description, _) in &tools {
-        table.row([name.as_str(), plugin.as_ref(), &first_sentence(description)]);
+    for o in &tools {
+        table.row([
+            o.name.as_str(),
+            o.plugin.as_str(),
+            &first_sentence(&o.description),
+        ]);
     }
     let out = table.render();
     print_out(&out)?;
