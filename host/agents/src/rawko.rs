@@ -636,5 +636,5 @@ pub(crate) const KEYS: &[(&str, &[&str])] = &[
         "transitions",
         &["onSuccess", "onFailure", "onMaxIterations"],
     ),
-    ("limits", &["maxIterations", "timeout"]),
+    ("limits", &["maxIterations", "timeout", "processes"]),
 ];
