@@ -427,6 +427,7 @@ fn a_fork_bomb_is_held_to_the_process_limit_as_root_too() {
     for agent in ["builder", "looker"] {
         let r = s.bash_at_real_home(agent, "make");
         let n = held(&r);
+        eprintln!("{agent}: the bomb held {n} processes");
         assert!(n <= 512, "{agent}: the command held {n} processes: {r:?}");
         assert!(r.stdout.contains("fork refused"), "{agent}: {r:?}");
         assert!(
@@ -653,4 +654,80 @@ fn a_repositorys_git_drivers_and_aliases_do_not_run_under_an_agents_git() {
     // The work itself went on: the merge ran git's own three-way merge.
     let log = s.bash("builder", "git log --oneline");
     assert!(log.stdout.contains("first"), "{log:?}");
+}
+
+/// The same bomb from a user who may make no cgroup, where the bound is `RLIMIT_NPROC`: it counts
+/// every process of the user, so the command may start 512 more than the user already has.
+/// Runs as `nobody` when the tests run as root.
+#[test]
+fn a_fork_bomb_is_held_to_the_process_limit_as_a_user_without_cgroups() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid(2) cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: the bomb as this user is the root test's job elsewhere");
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    let top = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(top.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = |name: &str| {
+        let d = top.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::os::unix::fs::chown(&d, Some(NOBODY), Some(NOBODY)).unwrap();
+        d
+    };
+    let (ws, home, config, data, cache) = (
+        dir("ws"),
+        dir("home"),
+        dir("config"),
+        dir("data"),
+        dir("cache"),
+    );
+    let agents = config.join("rawko/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("builder.yaml"),
+        "name: builder\nsystemPrompt: Build.\ntools:\n  allowed: [Bash]\n  \
+         bashFilter:\n    allowedCommands: [make]\ntransitions: {onSuccess: done}\n",
+    )
+    .unwrap();
+    std::os::unix::fs::chown(config.join("rawko"), Some(NOBODY), Some(NOBODY)).unwrap();
+    std::os::unix::fs::chown(&agents, Some(NOBODY), Some(NOBODY)).unwrap();
+    std::fs::write(ws.join("Makefile"), "all:\n\t/usr/bin/python3 bomb.py\n").unwrap();
+    std::fs::write(ws.join("bomb.py"), FORK_BOMB_PY).unwrap();
+    let input = serde_json::json!({ "command": "make" }).to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_rawko"))
+        .current_dir(&ws)
+        .args([
+            "tool", "call", "Bash", "--agent", "builder", "--input", &input,
+        ])
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", &config)
+        .env("RAWKO_DATA_DIR", &data)
+        .env("RAWKO_CACHE_DIR", &cache)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .output()
+        .unwrap();
+    let r = Run::of(out);
+    let n = held(&r);
+    eprintln!("as nobody, the bomb held {n} processes");
+    assert!(n <= 512, "the command held {n} processes: {r:?}");
+    assert!(r.stdout.contains("fork refused"), "{r:?}");
+    let doctor = Command::new(env!("CARGO_BIN_EXE_rawko"))
+        .current_dir(&ws)
+        .args(["doctor", "--json"])
+        .env_clear()
+        .env("HOME", &home)
+        .env("RAWKO_DATA_DIR", &data)
+        .env("RAWKO_CACHE_DIR", &cache)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .output()
+        .unwrap();
+    let v = Run::of(doctor).json();
+    assert_eq!(v["process_limit"]["mechanism"], "rlimit", "{v}");
 }

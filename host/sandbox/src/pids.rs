@@ -386,22 +386,37 @@ fn keep(args: &[std::ffi::OsString]) -> Result<(), String> {
     Ok(())
 }
 
-/// The user's processes now (what `RLIMIT_NPROC` counts), from `/proc`.
+/// The user's tasks now (what `RLIMIT_NPROC` counts: every thread of every process), from
+/// `/proc`.
 pub fn user_processes() -> u64 {
     use std::os::unix::fs::MetadataExt;
     // SAFETY: getuid(2) cannot fail.
     let uid = unsafe { libc::getuid() };
-    std::fs::read_dir("/proc").map_or(0, |entries| {
-        entries
-            .flatten()
-            .filter(|e| {
-                e.file_name()
-                    .to_str()
-                    .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
-            })
-            .filter(|e| e.metadata().is_ok_and(|m| m.uid() == uid))
-            .count() as u64
-    })
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter(|e| e.metadata().is_ok_and(|m| m.uid() == uid))
+        .map(|e| {
+            std::fs::read_to_string(e.path().join("stat"))
+                .ok()
+                .and_then(|s| threads_of(&s))
+                .unwrap_or(1)
+        })
+        .sum()
+}
+
+/// `num_threads` from a `/proc/PID/stat` line: the 20th field, the 18th after the command name
+/// (which may itself hold spaces and parentheses, so it is found by the last `)`).
+fn threads_of(stat: &str) -> Option<u64> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(17)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -434,6 +449,19 @@ mod tests {
             (Some("/user.slice/s.scope".into()), Some("/a/b".into()))
         );
         assert_eq!(own_groups("0::/\n"), (Some("/".into()), None));
+    }
+
+    #[test]
+    fn the_rlimit_fallback_counts_threads_as_the_kernel_does() {
+        let stat = "42 (a) b (c)) S 1 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 7 0 1 2 3";
+        assert_eq!(threads_of(stat), Some(7));
+        assert_eq!(threads_of("garbage"), None);
+        // This test process has several threads (the harness's), all counted.
+        let here = std::thread::scope(|s| {
+            s.spawn(|| user_processes());
+            s.spawn(|| user_processes()).join().unwrap()
+        });
+        assert!(here >= 3, "{here}");
     }
 
     #[test]
