@@ -458,8 +458,8 @@ mod tests {
         assert_eq!(threads_of("garbage"), None);
         // This test process has several threads (the harness's), all counted.
         let here = std::thread::scope(|s| {
-            s.spawn(|| user_processes());
-            s.spawn(|| user_processes()).join().unwrap()
+            s.spawn(user_processes);
+            s.spawn(user_processes).join().unwrap()
         });
         assert!(here >= 3, "{here}");
     }
