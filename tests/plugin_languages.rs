@@ -227,3 +227,124 @@ fn the_javascript_project_template_builds_on_the_first_try() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.stdout.trim(), "Hello, world!");
 }
+
+/// The componentize-js version `.ci/run` installs, which every build command must pin.
+fn pinned_componentize_js() -> String {
+    let ci = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.ci/run"))
+        .unwrap();
+    let at = "@bytecodealliance/componentize-js@";
+    let start = ci.find(at).expect("`.ci/run` installs componentize-js") + at.len();
+    ci[start..]
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '-'))
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// Run `script` (shell lines exactly as a reader would paste them) in `dir`, `sh -e`, as on a
+/// machine where nothing of JavaScript's is installed but node and npm: npm's cache and its
+/// global prefix are new empty directories, and no directory on `PATH` has a `componentize-js`.
+/// `rawko` is the binary under test, with the workspace's private directories.
+fn run_as_written(ws: &Workspace, dir: &Path, script: &str) -> crate::support::Run {
+    let npm = tempfile::tempdir().unwrap();
+    let rawko = crate::support::rawko(ws);
+    let mut sh = Command::new("sh");
+    sh.arg("-ec").arg(script).current_dir(dir);
+    for (k, v) in rawko.get_envs() {
+        match v {
+            Some(v) => sh.env(k, v),
+            None => sh.env_remove(k),
+        };
+    }
+    let bin = Path::new(env!("CARGO_BIN_EXE_rawko")).parent().unwrap();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::iter::once(bin.to_path_buf())
+        .chain(std::env::split_paths(&path).filter(|d| !d.join("componentize-js").exists()));
+    sh.env("PATH", std::env::join_paths(dirs).unwrap())
+        .env("npm_config_cache", npm.path().join("cache"))
+        .env("npm_config_prefix", npm.path().join("global"))
+        .env("npm_config_update_notifier", "false")
+        .stdin(std::process::Stdio::null());
+    crate::support::Run::of(sh.output().unwrap())
+}
+
+/// The first fenced ```sh block of `markdown`.
+fn sh_block(markdown: &str) -> &str {
+    let start = markdown.find("```sh\n").expect("a ```sh block") + "```sh\n".len();
+    let len = markdown[start..].find("```").expect("the block's end");
+    &markdown[start..start + len]
+}
+
+/// Every place that tells how to build a JavaScript tool (the hint `rawko plugin new --lang js`
+/// prints, the project's README, the JavaScript part of README's "Writing a plugin") gives
+/// commands that work when pasted as they are on a machine where componentize-js was never
+/// installed and npm's cache is empty: the block installs what it needs, pinned to the version
+/// CI tests with, builds, packs and installs the plugin, which then answers.
+#[test]
+fn the_javascript_build_commands_work_as_written_from_nothing() {
+    let version = pinned_componentize_js();
+    let check = |ws: &Workspace, what: &str, dir: &Path, block: &str, tool: &str| {
+        let r = run_as_written(ws, dir, block);
+        assert_eq!(r.code, 0, "{what}, run as written:\n{block}\n{r:?}");
+        let r = run(
+            ws,
+            &["tool", "call", tool, "--input", r#"{"name": "world"}"#],
+        );
+        assert_eq!(r.code, 0, "{what}: {r:?}");
+        assert_eq!(r.stdout.trim(), "Hello, world!", "{what}");
+        assert!(
+            block.contains(&format!("@bytecodealliance/componentize-js@{version}")),
+            "{what} does not pin componentize-js {version} as .ci/run does:\n{block}"
+        );
+    };
+    std::thread::scope(|s| {
+        // The hint: the indented lines after the first blank one, run where rawko was.
+        s.spawn(|| {
+            let ws = Workspace::new();
+            let r = run(&ws, &["plugin", "new", "tool", "hint-js", "--lang", "js"]);
+            assert_eq!(r.code, 0, "{r:?}");
+            let (_, hint) = r.stdout.split_once("\n\n").expect("the hint's commands");
+            let block: String = hint.lines().map(|l| format!("{}\n", l.trim())).collect();
+            check(&ws, "the hint", ws.path(), &block, "HintJs");
+        });
+        // The project's README, in the project.
+        s.spawn(|| {
+            let ws = Workspace::new();
+            let r = run(&ws, &["plugin", "new", "tool", "readme-js", "--lang", "js"]);
+            assert_eq!(r.code, 0, "{r:?}");
+            let dir = ws.path().join("readme-js");
+            let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+            check(
+                &ws,
+                "the project's README",
+                &dir,
+                sh_block(&readme),
+                "ReadmeJs",
+            );
+        });
+        // rawko's README: the paragraph of the "Writing a plugin" block that makes a
+        // JavaScript project, from where the reader stands.
+        s.spawn(|| {
+            let ws = Workspace::new();
+            let readme = std::fs::read_to_string(
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"),
+            )
+            .unwrap();
+            let section = &readme[readme.find("\n## Writing a plugin").unwrap()..];
+            let block = section
+                .split("```sh\n")
+                .skip(1)
+                .map(|b| &b[..b.find("```").unwrap()])
+                .flat_map(|b| b.split("\n\n"))
+                .find(|p| p.contains("--lang js"))
+                .expect("a JavaScript block in \"Writing a plugin\"");
+            check(
+                &ws,
+                "README's \"Writing a plugin\"",
+                ws.path(),
+                block,
+                "Greet",
+            );
+        });
+    });
+}

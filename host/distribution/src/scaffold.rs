@@ -108,6 +108,12 @@ pub fn create_python(
     create_script(Script::Python, name, dir, wit_dir)
 }
 
+/// The command that builds a JavaScript tool (in its project, the output file to follow): npx
+/// fetches componentize-js itself, the version rawko is tested with, so it works pasted as it is
+/// on a machine where it was never installed. (`npx componentize-js` alone would ask the
+/// registry for a package of that name, which does not exist.)
+pub const JS_BUILD: &str = "npx -y -p @bytecodealliance/componentize-js@0.23.0 componentize-js app.js --wit wit -n tool -o";
+
 /// Write a new tool plugin in JavaScript called `name` into `dir`, as [`create_python`] does,
 /// to be built with componentize-js.
 pub fn create_js(name: &str, dir: &Path, wit_dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
@@ -175,7 +181,10 @@ fn create_script(
         ),
         (
             "README.md",
-            readme.replace("{name}", name).replace("{tool}", &tool),
+            readme
+                .replace("{build}", JS_BUILD)
+                .replace("{name}", name)
+                .replace("{tool}", &tool),
         ),
         (".gitignore", ignore.to_string()),
     ];
@@ -310,11 +319,11 @@ const JS_README: &str = r#"# {name}
 A rawko tool plugin in JavaScript. `app.js` exports the `tools` interface of the
 `rawko:plugin` WIT in `wit/`; `rawko-plugin.yaml` is its manifest.
 
-Build it with componentize-js (`npm install @bytecodealliance/componentize-js`), then embed the
-manifest and install it:
+Build it with componentize-js (npx fetches `@bytecodealliance/componentize-js` the first time,
+about a minute), then embed the manifest and install it:
 
 ```sh
-npx componentize-js app.js --wit wit -n tool -o {name}.component.wasm
+{build} {name}.component.wasm
 rawko plugin pack {name}.component.wasm --manifest rawko-plugin.yaml -o {name}.wasm && rawko plugin install {name}.wasm
 ```
 

@@ -66,10 +66,7 @@ pub fn new(cx: &Context, args: NewArgs) -> anyhow::Result<ExitCode> {
                     "componentize-py -d wit -w tool componentize app -o",
                 )
             } else {
-                (
-                    "JavaScript",
-                    "npx componentize-js app.js --wit wit -n tool -o",
-                )
+                ("JavaScript", scaffold::JS_BUILD)
             };
             print_out(&format!(
                 "created {language} tool plugin `{name}` in {d}\n\n  cd {d}\n  {build} {name}.component.wasm\n  \
