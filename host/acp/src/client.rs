@@ -17,13 +17,13 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, ContentChunk, CreateTerminalRequest,
     CreateTerminalResponse, FileSystemCapabilities, Implementation, InitializeRequest,
-    KillTerminalRequest, KillTerminalResponse, NewSessionRequest, PermissionOptionKind,
-    PromptRequest, ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest,
-    ReleaseTerminalResponse, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SelectedPermissionOutcome, SessionId, SessionNotification,
-    SessionUpdate, StopReason, TerminalExitStatus, TerminalOutputRequest, TerminalOutputResponse,
-    TextContent, ToolCallStatus, WaitForTerminalExitRequest, WaitForTerminalExitResponse,
-    WriteTextFileRequest, WriteTextFileResponse,
+    KillTerminalRequest, KillTerminalResponse, NewSessionRequest, PermissionOption,
+    PermissionOptionKind, PromptRequest, ReadTextFileRequest, ReadTextFileResponse,
+    ReleaseTerminalRequest, ReleaseTerminalResponse, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, SessionId,
+    SessionNotification, SessionUpdate, StopReason, TerminalExitStatus, TerminalOutputRequest,
+    TerminalOutputResponse, TextContent, ToolCallStatus, WaitForTerminalExitRequest,
+    WaitForTerminalExitResponse, WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::{Agent, Client};
 use tokio::sync::{mpsc, oneshot};
@@ -415,29 +415,7 @@ impl Connection {
                         reply,
                     });
                     let allow = answer.await.unwrap_or(false);
-                    let wanted: &[PermissionOptionKind] = if allow {
-                        &[
-                            PermissionOptionKind::AllowOnce,
-                            PermissionOptionKind::AllowAlways,
-                        ]
-                    } else {
-                        &[
-                            PermissionOptionKind::RejectOnce,
-                            PermissionOptionKind::RejectAlways,
-                        ]
-                    };
-                    let chosen = wanted.iter().find_map(|kind| {
-                        r.options
-                            .iter()
-                            .find(|o| o.kind == *kind)
-                            .map(|o| o.option_id.clone())
-                    });
-                    let outcome = match chosen {
-                        Some(id) => {
-                            RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id))
-                        }
-                        None => RequestPermissionOutcome::Cancelled,
-                    };
+                    let outcome = permission_outcome(&r.options, allow);
                     responder.respond(RequestPermissionResponse::new(outcome))
                 },
                 agent_client_protocol::on_receive_request!(),
@@ -648,8 +626,35 @@ fn chunk_text(c: &ContentChunk) -> Option<String> {
     }
 }
 
-/// The parts of an update rawko shows and records.
-fn reduce(update: SessionUpdate) -> Option<Update> {
+/// The answer to an agent's permission request: the first of its options that allows (once,
+/// then always) when `allow`, else the first that rejects; cancelled when it offered none of
+/// that kind.
+pub fn permission_outcome(options: &[PermissionOption], allow: bool) -> RequestPermissionOutcome {
+    let wanted: &[PermissionOptionKind] = if allow {
+        &[
+            PermissionOptionKind::AllowOnce,
+            PermissionOptionKind::AllowAlways,
+        ]
+    } else {
+        &[
+            PermissionOptionKind::RejectOnce,
+            PermissionOptionKind::RejectAlways,
+        ]
+    };
+    let chosen = wanted.iter().find_map(|kind| {
+        options
+            .iter()
+            .find(|o| o.kind == *kind)
+            .map(|o| o.option_id.clone())
+    });
+    match chosen {
+        Some(id) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id)),
+        None => RequestPermissionOutcome::Cancelled,
+    }
+}
+
+/// The parts of an update (`session/update`, as the agent sent it) rawko shows and records.
+pub fn reduce(update: SessionUpdate) -> Option<Update> {
     Some(match update {
         SessionUpdate::AgentMessageChunk(c) => Update::Text(chunk_text(&c)?),
         SessionUpdate::AgentThoughtChunk(c) => Update::Thought(chunk_text(&c)?),

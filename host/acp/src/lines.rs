@@ -66,8 +66,9 @@ where
     Lines::new(Box::pin(sink), Box::pin(lines))
 }
 
-/// The next non-empty line without its end, `None` at the end of the stream.
-async fn read_line<R: AsyncRead + Unpin>(
+/// The next non-empty line without its end, `None` at the end of the stream; an error for a
+/// line past `max` bytes or one that is not UTF-8. Every message a peer sends is read here.
+pub async fn read_line<R: AsyncRead + Unpin>(
     reader: &mut BufReader<R>,
     max: usize,
 ) -> std::io::Result<Option<String>> {

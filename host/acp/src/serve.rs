@@ -221,7 +221,7 @@ fn to_session_update(u: &Update) -> Option<SessionUpdate> {
 }
 
 /// The text of a prompt: text blocks as they are, links to resources by URI.
-fn prompt_text(blocks: &[ContentBlock]) -> String {
+pub fn prompt_text(blocks: &[ContentBlock]) -> String {
     let mut out = String::new();
     for b in blocks {
         match b {

@@ -22,8 +22,8 @@ use rawko_sandbox::Mode;
 use rawko_sandbox::program::StderrTail;
 use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ContentBlock, Implementation,
-    InitializeRequestParams, PaginatedRequestParams,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ContentBlock, Implementation,
+    InitializeRequestParams, PaginatedRequestParams, Tool,
 };
 use rmcp::service::{RoleClient, RunningService};
 use tokio::io::{AsyncRead, ReadBuf};
@@ -424,6 +424,41 @@ pub struct RemoteTool {
     validator: Arc<jsonschema::Validator>,
 }
 
+impl RemoteTool {
+    /// A call's arguments (`input`, JSON text from the model; empty is `{}`) checked against the
+    /// tool's input schema, as the object the server is sent.
+    pub fn arguments(
+        &self,
+        input: &str,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, McpError> {
+        let args: serde_json::Value =
+            serde_json::from_str(if input.trim().is_empty() { "{}" } else { input }).map_err(
+                |e| McpError::BadInput(format!("invalid input for {}: not JSON: {e}", self.name)),
+            )?;
+        if let Some(e) = self.validator.iter_errors(&args).next() {
+            let at = e.instance_path().to_string();
+            return Err(McpError::BadInput(format!(
+                "invalid input for {}: {}{}",
+                self.name,
+                if at.is_empty() {
+                    String::new()
+                } else {
+                    format!("at {at}: ")
+                },
+                rawko_text::line(&e.to_string(), 300)
+            )));
+        }
+        // Every MCP input schema is an object schema, but the server's may not say so.
+        let serde_json::Value::Object(map) = args else {
+            return Err(McpError::BadInput(format!(
+                "invalid input for {}: arguments must be a JSON object",
+                self.name
+            )));
+        };
+        Ok(map)
+    }
+}
+
 /// How stdio servers are started.
 #[derive(Debug, Clone)]
 pub struct Launch {
@@ -461,6 +496,99 @@ fn client_info() -> InitializeRequestParams {
         ClientCapabilities::default(),
         Implementation::new("rawko", env!("CARGO_PKG_VERSION")),
     )
+}
+
+/// The tools of a server's list (`tools/list`, every page, as the server sent them) rawko offers,
+/// and why each other one is left out: a name that is empty, long or not `[A-Za-z0-9_.-]`, a
+/// name listed twice, an input schema over [`MAX_SCHEMA`] bytes or that is no usable JSON Schema.
+/// Descriptions are cut to [`MAX_DESCRIPTION`] bytes with control characters escaped.
+pub fn admit_tools(server: &str, listed: Vec<Tool>) -> (Vec<RemoteTool>, Vec<String>) {
+    let (mut tools, mut dropped) = (Vec::new(), Vec::new());
+    let mut seen = std::collections::HashSet::new();
+    for t in listed {
+        let remote = t.name.to_string();
+        let shown = rawko_text::line(&remote, 64).into_owned();
+        if remote.is_empty()
+            || remote.len() > 64
+            || !remote
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        {
+            dropped.push(format!("`{shown}`: not a usable tool name"));
+            continue;
+        }
+        if !seen.insert(remote.clone()) {
+            dropped.push(format!("`{shown}`: listed twice"));
+            continue;
+        }
+        let schema = serde_json::Value::Object((*t.input_schema).clone());
+        if schema.to_string().len() > MAX_SCHEMA {
+            dropped.push(format!(
+                "`{shown}`: its input schema is over {MAX_SCHEMA} bytes"
+            ));
+            continue;
+        }
+        let validator = match jsonschema::validator_for(&schema) {
+            Ok(v) => v,
+            Err(e) => {
+                dropped.push(format!(
+                    "`{shown}`: its input schema is not a usable JSON Schema ({})",
+                    rawko_text::line(&e.to_string(), 200)
+                ));
+                continue;
+            }
+        };
+        let description = t.description.as_deref().unwrap_or("");
+        tools.push(RemoteTool {
+            name: format!("{PREFIX}{server}__{remote}"),
+            remote,
+            description: rawko_text::block(description, MAX_DESCRIPTION).into_owned(),
+            input_schema: schema,
+            validator: Arc::new(validator),
+        });
+    }
+    (tools, dropped)
+}
+
+/// A tool call's result (`tools/call`, as the server sent it) as rawko hands it on: its content
+/// blocks as text (text as it is, other blocks named), or its structured content when there is
+/// no text, cut to [`MAX_RESULT`] bytes with control characters escaped; and whether the server
+/// says it is an error.
+pub fn result_text(result: &CallToolResult) -> (String, bool) {
+    let mut text = String::new();
+    for block in &result.content {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        match block {
+            ContentBlock::Text(t) => text.push_str(&t.text),
+            ContentBlock::Image(i) => text.push_str(&format!(
+                "[image, {}, not shown]",
+                rawko_text::line(&i.mime_type, 64)
+            )),
+            ContentBlock::Audio(a) => text.push_str(&format!(
+                "[audio, {}, not shown]",
+                rawko_text::line(&a.mime_type, 64)
+            )),
+            ContentBlock::ResourceLink(l) => {
+                text.push_str(&format!("[resource {}]", rawko_text::line(&l.uri, 500)))
+            }
+            other => text.push_str(&format!(
+                "[{} content, not shown]",
+                serde_json::to_value(other)
+                    .ok()
+                    .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_string))
+                    .unwrap_or_else(|| "other".into())
+            )),
+        }
+    }
+    if text.is_empty()
+        && let Some(s) = &result.structured_content
+    {
+        text = s.to_string();
+    }
+    let capped = rawko_text::block(&text, MAX_RESULT).into_owned();
+    (capped, result.is_error.unwrap_or(false))
 }
 
 impl Connection {
@@ -561,50 +689,9 @@ impl Connection {
                 None => break,
             }
         }
-        let mut seen = std::collections::HashSet::new();
-        for t in listed {
-            let remote = t.name.to_string();
-            let shown = rawko_text::line(&remote, 64).into_owned();
-            if remote.is_empty()
-                || remote.len() > 64
-                || !remote
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-            {
-                self.dropped
-                    .push(format!("`{shown}`: not a usable tool name"));
-                continue;
-            }
-            if !seen.insert(remote.clone()) {
-                self.dropped.push(format!("`{shown}`: listed twice"));
-                continue;
-            }
-            let schema = serde_json::Value::Object((*t.input_schema).clone());
-            if schema.to_string().len() > MAX_SCHEMA {
-                self.dropped.push(format!(
-                    "`{shown}`: its input schema is over {MAX_SCHEMA} bytes"
-                ));
-                continue;
-            }
-            let validator = match jsonschema::validator_for(&schema) {
-                Ok(v) => v,
-                Err(e) => {
-                    self.dropped.push(format!(
-                        "`{shown}`: its input schema is not a usable JSON Schema ({})",
-                        rawko_text::line(&e.to_string(), 200)
-                    ));
-                    continue;
-                }
-            };
-            let description = t.description.as_deref().unwrap_or("");
-            self.tools.push(RemoteTool {
-                name: format!("{PREFIX}{}__{remote}", self.spec.name),
-                remote,
-                description: rawko_text::block(description, MAX_DESCRIPTION).into_owned(),
-                input_schema: schema,
-                validator: Arc::new(validator),
-            });
-        }
+        let (tools, dropped) = admit_tools(&self.spec.name, listed);
+        self.tools.extend(tools);
+        self.dropped.extend(dropped);
         for d in &self.dropped {
             tracing::warn!("MCP server `{}`: left out {d}", self.spec.name);
         }
@@ -640,28 +727,7 @@ impl Connection {
         let Some(t) = self.tools.iter().find(|t| t.name == tool) else {
             return Err(McpError::BadInput(format!("no tool named `{tool}`")));
         };
-        let args: serde_json::Value =
-            serde_json::from_str(if input.trim().is_empty() { "{}" } else { input }).map_err(
-                |e| McpError::BadInput(format!("invalid input for {tool}: not JSON: {e}")),
-            )?;
-        if let Some(e) = t.validator.iter_errors(&args).next() {
-            let at = e.instance_path().to_string();
-            return Err(McpError::BadInput(format!(
-                "invalid input for {tool}: {}{}",
-                if at.is_empty() {
-                    String::new()
-                } else {
-                    format!("at {at}: ")
-                },
-                rawko_text::line(&e.to_string(), 300)
-            )));
-        }
-        // Every MCP input schema is an object schema, but the server's may not say so.
-        let serde_json::Value::Object(map) = args else {
-            return Err(McpError::BadInput(format!(
-                "invalid input for {tool}: arguments must be a JSON object"
-            )));
-        };
+        let map = t.arguments(input)?;
         let timeout = timeout.unwrap_or(self.spec.timeout);
         let params = CallToolRequestParams::new(t.remote.clone()).with_arguments(map);
         let result = tokio::time::timeout(timeout, self.service.peer().call_tool(params))
@@ -674,40 +740,7 @@ impl Connection {
                 server: self.spec.name.clone(),
                 message: self.stderr.with(format!("tools/call {}: {e}", t.remote)),
             })?;
-        let mut text = String::new();
-        for block in &result.content {
-            if !text.is_empty() && !text.ends_with('\n') {
-                text.push('\n');
-            }
-            match block {
-                ContentBlock::Text(t) => text.push_str(&t.text),
-                ContentBlock::Image(i) => text.push_str(&format!(
-                    "[image, {}, not shown]",
-                    rawko_text::line(&i.mime_type, 64)
-                )),
-                ContentBlock::Audio(a) => text.push_str(&format!(
-                    "[audio, {}, not shown]",
-                    rawko_text::line(&a.mime_type, 64)
-                )),
-                ContentBlock::ResourceLink(l) => {
-                    text.push_str(&format!("[resource {}]", rawko_text::line(&l.uri, 500)))
-                }
-                other => text.push_str(&format!(
-                    "[{} content, not shown]",
-                    serde_json::to_value(other)
-                        .ok()
-                        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_string))
-                        .unwrap_or_else(|| "other".into())
-                )),
-            }
-        }
-        if text.is_empty()
-            && let Some(s) = &result.structured_content
-        {
-            text = s.to_string();
-        }
-        let capped = rawko_text::block(&text, MAX_RESULT).into_owned();
-        Ok((capped, result.is_error.unwrap_or(false)))
+        Ok(result_text(&result))
     }
 
     /// Close the session and stop the server (its whole sandbox).
@@ -881,15 +914,16 @@ fn http_transport(
 }
 
 /// A reader that fails once a line runs past `max` bytes, so a server that never ends its
-/// message cannot make rawko buffer without bound.
-struct Capped<R> {
+/// message cannot make rawko buffer without bound. Every byte a stdio server sends is read
+/// through it.
+pub struct Capped<R> {
     inner: R,
     max: usize,
     line: usize,
 }
 
 impl<R> Capped<R> {
-    fn new(inner: R, max: usize) -> Self {
+    pub fn new(inner: R, max: usize) -> Self {
         Capped {
             inner,
             max,
