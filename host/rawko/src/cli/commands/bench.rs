@@ -20,7 +20,7 @@ use rawko::bench::{self, Bench, GROUPS, Inputs};
     natively, a program such as `cat -n` or `rg` (a row whose program is not on PATH is skipped, \
     with the reason), or starting /bin/true. The ratio is rawko's time over the reference's, or \
     for throughputs rawko's share of the reference's. Inputs are generated in a temporary \
-    directory and removed afterwards; the whole run takes about a minute. Other work on the \
+    directory and removed afterwards; the whole run takes some seconds. Other work on the \
     machine slows the figures down.\n\n\
     Examples:\n  rawko bench\n  rawko bench read search\n  rawko bench --quick --json"
 )]
