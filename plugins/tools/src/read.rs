@@ -72,10 +72,12 @@ pub fn read(input: &ReadInput, cx: &Context) -> Result<String, ToolError> {
     let mut window = Window {
         first: offset,
         end: offset.saturating_add(limit),
-        // About 8 bytes of numbering per line on top of the text, capped by the budget.
+        // About 8 bytes of numbering per line on top of the text: half as much again covers
+        // lines down to 16 bytes (source code's are short) without the buffer doubling, and
+        // reserved pages cost nothing until written. Capped by the budget.
         out: Budget::with_capacity(
             cx.max_output_bytes(),
-            usize::try_from(meta.len).unwrap_or(0).saturating_mul(9) / 8,
+            usize::try_from(meta.len).unwrap_or(0).saturating_mul(3) / 2,
         ),
         line_no: 0,
         last_shown: offset - 1,
