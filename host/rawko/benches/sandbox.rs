@@ -1,6 +1,7 @@
 //! What the kernel sandbox costs per command: `/bin/true` started directly, under the reaper
-//! alone (mode `full`), and through the sandbox helper (a second exec of `rawko`, namespaces, a
-//! fresh `/proc`, landlock), in the read-only and workspace-write modes. Prints a table with the ratio and the extra time.
+//! alone (mode `full`), and through the sandbox helper (`rawko-sandbox`, or `rawko` itself where
+//! it is not installed; namespaces, a fresh `/proc`, landlock), in the read-only and
+//! workspace-write modes. Prints a table with the ratio and the extra time.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -65,14 +66,27 @@ fn main() {
     ] {
         let mut policy = Policy::new(mode, ws.path(), tmp.path(), home.as_deref());
         policy.network = network;
-        let (med, p90) = time(|| policy.command(launcher, program, "true", &[]));
-        println!(
-            "| sandboxed, {mode}, network {} | {} | {} | {:.1}x | {} |",
-            if network { "on" } else { "off (own namespace)" },
-            ms(med),
-            ms(p90),
-            med.as_secs_f64() / base.as_secs_f64(),
-            ms(med.saturating_sub(base))
-        );
+        // The small helper beside the binary (what rawko uses), then `rawko` itself in its
+        // place (where the helper is not installed).
+        let helper = rawko_sandbox::helper_program(launcher);
+        for (by, exe) in [
+            ("rawko-sandbox", helper.as_path()),
+            ("rawko itself", launcher),
+        ] {
+            let (med, p90) = time(|| {
+                let via = policy.command(launcher, program, "true", &[]);
+                let mut c = Command::new(exe);
+                c.args(via.get_args());
+                c
+            });
+            println!(
+                "| sandboxed by {by}, {mode}, network {} | {} | {} | {:.1}x | {} |",
+                if network { "on" } else { "off (own namespace)" },
+                ms(med),
+                ms(p90),
+                med.as_secs_f64() / base.as_secs_f64(),
+                ms(med.saturating_sub(base))
+            );
+        }
     }
 }
