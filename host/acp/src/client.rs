@@ -18,12 +18,13 @@ use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, ContentChunk, CreateTerminalRequest,
     CreateTerminalResponse, FileSystemCapabilities, Implementation, InitializeRequest,
     KillTerminalRequest, KillTerminalResponse, NewSessionRequest, PermissionOption,
-    PermissionOptionKind, PromptRequest, ReadTextFileRequest, ReadTextFileResponse,
-    ReleaseTerminalRequest, ReleaseTerminalResponse, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, SessionId,
-    SessionNotification, SessionUpdate, StopReason, TerminalExitStatus, TerminalOutputRequest,
-    TerminalOutputResponse, TextContent, ToolCallStatus, WaitForTerminalExitRequest,
-    WaitForTerminalExitResponse, WriteTextFileRequest, WriteTextFileResponse,
+    PermissionOptionId, PermissionOptionKind, PromptRequest, ReadTextFileRequest,
+    ReadTextFileResponse, ReleaseTerminalRequest, ReleaseTerminalResponse,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, SessionId, SessionNotification, SessionUpdate, StopReason,
+    TerminalExitStatus, TerminalOutputRequest, TerminalOutputResponse, TextContent, ToolCallStatus,
+    WaitForTerminalExitRequest, WaitForTerminalExitResponse, WriteTextFileRequest,
+    WriteTextFileResponse,
 };
 use agent_client_protocol::{Agent, Client};
 use tokio::sync::{mpsc, oneshot};
@@ -628,8 +629,29 @@ fn chunk_text(c: &ContentChunk) -> Option<String> {
 
 /// The answer to an agent's permission request: the first of its options that allows (once,
 /// then always) when `allow`, else the first that rejects; cancelled when it offered none of
-/// that kind.
+/// that kind. An agent reads an answer's id as the first option that has it, so an id that
+/// some option of the other kind also has is never chosen: an agent offering `r` as both
+/// "reject" and "allow always" is cancelled, not told `r`.
 pub fn permission_outcome(options: &[PermissionOption], allow: bool) -> RequestPermissionOutcome {
+    let allows = |kind: PermissionOptionKind| match kind {
+        PermissionOptionKind::AllowOnce | PermissionOptionKind::AllowAlways => Some(true),
+        PermissionOptionKind::RejectOnce | PermissionOptionKind::RejectAlways => Some(false),
+        _ => None,
+    };
+    // Per id, whether every option under it says the same (and what), in one pass: an agent's
+    // list can be long.
+    let mut says: std::collections::HashMap<&PermissionOptionId, Option<bool>> =
+        std::collections::HashMap::new();
+    for o in options {
+        let this = allows(o.kind);
+        says.entry(&o.option_id)
+            .and_modify(|s| {
+                if *s != this {
+                    *s = None;
+                }
+            })
+            .or_insert(this);
+    }
     let wanted: &[PermissionOptionKind] = if allow {
         &[
             PermissionOptionKind::AllowOnce,
@@ -644,7 +666,7 @@ pub fn permission_outcome(options: &[PermissionOption], allow: bool) -> RequestP
     let chosen = wanted.iter().find_map(|kind| {
         options
             .iter()
-            .find(|o| o.kind == *kind)
+            .find(|o| o.kind == *kind && says.get(&o.option_id) == Some(&Some(allow)))
             .map(|o| o.option_id.clone())
     });
     match chosen {
@@ -691,4 +713,65 @@ pub fn reduce(update: SessionUpdate) -> Option<Update> {
 /// Whether a tool call status means it is over.
 pub fn is_final(status: &str) -> bool {
     status == enum_name(&ToolCallStatus::Completed) || status == enum_name(&ToolCallStatus::Failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn option(id: &'static str, kind: PermissionOptionKind) -> PermissionOption {
+        PermissionOption::new(id, id, kind)
+    }
+
+    fn selected(outcome: RequestPermissionOutcome) -> Option<String> {
+        match outcome {
+            RequestPermissionOutcome::Selected(s) => Some(s.option_id.0.to_string()),
+            _ => None,
+        }
+    }
+
+    /// Found by the `acp` fuzz target: an agent that offers two options under one id, one
+    /// allowing and one rejecting, was answered with that id when rawko refused, and an agent
+    /// reads an id as the first option that has it: rawko's refusal became "allow always". An id
+    /// is chosen only when every option under it says the same as rawko; otherwise rawko
+    /// cancels, which allows nothing.
+    #[test]
+    fn regression_fuzz_acp_a_shared_option_id_turned_a_refusal_into_allow_always() {
+        use PermissionOptionKind::*;
+        let options = [
+            option("a", AllowOnce),
+            option("r", AllowAlways),
+            option("r", RejectOnce),
+        ];
+        assert_eq!(selected(permission_outcome(&options, false)), None);
+        assert_eq!(
+            selected(permission_outcome(&options, true)).as_deref(),
+            Some("a")
+        );
+        // An unambiguous option of the kind is still found past an ambiguous one.
+        let options = [
+            option("x", RejectOnce),
+            option("x", AllowOnce),
+            option("no", RejectAlways),
+        ];
+        assert_eq!(
+            selected(permission_outcome(&options, false)).as_deref(),
+            Some("no")
+        );
+        assert_eq!(selected(permission_outcome(&options, true)), None);
+        // Options an agent offers as they should be: once before always.
+        let options = [
+            option("aa", AllowAlways),
+            option("a", AllowOnce),
+            option("r", RejectOnce),
+        ];
+        assert_eq!(
+            selected(permission_outcome(&options, true)).as_deref(),
+            Some("a")
+        );
+        assert_eq!(
+            selected(permission_outcome(&options, false)).as_deref(),
+            Some("r")
+        );
+    }
 }
