@@ -9,7 +9,10 @@
 //! ```
 //!
 //! `RAWKO_BENCH_BIN` measures another build of rawko on the same repository (an older one, to
-//! compare). Under `cargo test --benches` every row runs once on 300 files.
+//! compare); `RAWKO_BENCH_REPO` writes the repository there and keeps it, to profile a query by
+//! hand. Beside each median, the CPU time (user and system, over all threads) a run took on
+//! average, which other work on the machine disturbs less than wall time. Under `cargo test
+//! --benches` every row runs once on 300 files.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -24,7 +27,10 @@ fn main() {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rawko")));
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    let repo = root.join("repo");
+    // RAWKO_BENCH_REPO: the repository is written there and kept, to profile one query.
+    let repo = std::env::var_os("RAWKO_BENCH_REPO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("repo"));
     let bytes = generate(&repo, files);
     let rawko = |args: &[&str]| {
         let mut c = Command::new(&bin);
@@ -64,7 +70,7 @@ fn main() {
     let top: serde_json::Value = serde_json::from_str(&top).unwrap();
     let ledger_first = top["hits"][0]["path"] == "src/billing/ledger.rs";
 
-    let mut rows: Vec<(String, Duration)> = Vec::new();
+    let mut rows: Vec<(String, (Duration, Duration))> = Vec::new();
     for q in [planted, "worker retry backoff", "parseConfigToken"] {
         rows.push((format!("query {q:?}"), median(samples, query(q))));
     }
@@ -112,10 +118,13 @@ fn main() {
         "{planted:?}: src/billing/ledger.rs {}",
         if ledger_first { "first" } else { "NOT first" }
     );
-    println!("| {:<46} | {:>9} |", "figure (wall, whole command)", "p50");
-    println!("|{:-<48}|{:->11}|", "", "");
-    for (what, d) in &rows {
-        println!("| {what:<46} | {:>9} |", ms(*d));
+    println!(
+        "| {:<46} | {:>9} | {:>9} |",
+        "figure (whole command)", "wall p50", "CPU mean"
+    );
+    println!("|{:-<48}|{:->11}|{:->11}|", "", "", "");
+    for (what, (wall, cpu)) in &rows {
+        println!("| {what:<46} | {:>9} | {:>9} |", ms(*wall), ms(*cpu));
     }
 }
 
@@ -123,18 +132,40 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
-/// The median of `samples` runs of `f`, after one run to warm caches.
-fn median(samples: usize, mut f: impl FnMut()) -> Duration {
+/// The median wall time of `samples` runs of `f` (after one run to warm caches), and the mean
+/// CPU time of the processes they ran.
+fn median(samples: usize, mut f: impl FnMut()) -> (Duration, Duration) {
     f();
-    let mut d: Vec<Duration> = (0..samples.max(1))
+    let samples = samples.max(1);
+    let cpu = children_cpu();
+    let mut d: Vec<Duration> = (0..samples)
         .map(|_| {
             let t = Instant::now();
             f();
             t.elapsed()
         })
         .collect();
+    let cpu = children_cpu().saturating_sub(cpu) / samples as u32;
     d.sort();
-    d[d.len() / 2]
+    (d[d.len() / 2], cpu)
+}
+
+/// User and system time of this process's finished children, from `/proc/self/stat` (in
+/// ticks of 10 ms: meaningful as a sum over many runs); zero where there is no such file.
+fn children_cpu() -> Duration {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return Duration::ZERO;
+    };
+    // Fields after the command name (which may hold spaces), from the state on: the 14th and
+    // 15th of those are cutime and cstime.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<u64> = rest
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    let ticks = fields.get(12).copied().unwrap_or(0) + fields.get(13).copied().unwrap_or(0);
+    Duration::from_millis(ticks * 10)
 }
 
 /// Run a command to the end; its stdout, or a panic when it fails.
