@@ -798,6 +798,22 @@ impl Index {
     /// less than the text). The score is the number of words held plus BM25 mapped into
     /// `[0, 1)`, so it orders hits the same way across indexes.
     fn bm25(&self, terms: &[String], limit: usize) -> Result<Vec<(i64, f64)>, KnowledgeError> {
+        // Chunks holding every word come first, and FTS5 finds those by intersecting the
+        // words' lists, without scoring every chunk that holds any one of them: when there are
+        // `limit` of them, they are the answer (their BM25 is the same under AND as under OR,
+        // the query's phrases being the same words).
+        if terms.len() > 1 {
+            let all = self.ranked(&terms.join(" AND "), limit)?;
+            if all.len() >= limit {
+                let n = terms.len() as f64;
+                return Ok(all.into_iter().map(|(id, s)| (id, n + s)).collect());
+            }
+        }
+        self.covered(terms, limit)
+    }
+
+    /// [`Self::bm25`]'s order computed over every chunk holding any of the words.
+    fn covered(&self, terms: &[String], limit: usize) -> Result<Vec<(i64, f64)>, KnowledgeError> {
         let expr = terms.join(" OR ");
         let mut sql = String::from("SELECT rowid, bm25(chunks_fts, 1.0, 0.5, 0.5) AS r, ");
         // With one word, every match holds all of it.
@@ -827,6 +843,24 @@ impl Index {
             let s = (-r.get::<_, f64>(1)?).max(0.0);
             let cover: i64 = r.get(2)?;
             Ok((r.get::<_, i64>(0)?, cover as f64 + s / (1.0 + s)))
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(|e| self.db_err(e))
+    }
+
+    /// Chunk ids matching the FTS5 expression `expr`, best BM25 first, with BM25 mapped into
+    /// `[0, 1)` (higher is better).
+    fn ranked(&self, expr: &str, limit: usize) -> Result<Vec<(i64, f64)>, KnowledgeError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT rowid, bm25(chunks_fts, 1.0, 0.5, 0.5) AS r FROM chunks_fts
+                 WHERE chunks_fts MATCH ?1 ORDER BY r, rowid LIMIT ?2",
+            )
+            .map_err(|e| self.db_err(e))?;
+        stmt.query_map(rusqlite::params![expr, limit as i64], |r| {
+            let s = (-r.get::<_, f64>(1)?).max(0.0);
+            Ok((r.get::<_, i64>(0)?, s / (1.0 + s)))
         })
         .and_then(|rows| rows.collect())
         .map_err(|e| self.db_err(e))
@@ -1528,6 +1562,34 @@ mod tests {
             query_terms("the reconcileLedger \"x\" of"),
             ["(\"reconcileledger\" OR \"reconcile ledger\")", "\"x\""]
         );
+    }
+
+    /// Where enough chunks hold every word, they are found without scoring the others, and
+    /// the answer is the one the scoring of every chunk gives.
+    #[test]
+    fn chunks_holding_every_word_are_found_as_scoring_all_would_find_them() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..40 {
+            let text = match i % 4 {
+                0 => format!("# N{i}\nalpha beta gamma {}\n", "filler ".repeat(i)),
+                1 => format!("# N{i}\nalpha beta alpha beta {}\n", "filler ".repeat(i)),
+                2 => format!("# N{i}\ngamma {}\n", "alpha ".repeat(i)),
+                _ => format!("# N{i}\nnothing here {i}\n"),
+            };
+            std::fs::write(dir.path().join(format!("n{i:02}.md")), text).unwrap();
+        }
+        sync(dir.path());
+        let index = Index::open(dir.path()).unwrap();
+        let terms = query_terms("alpha beta gamma");
+        for limit in [1, 5, 10, 11, 30] {
+            let fast = index.bm25(&terms, limit).unwrap();
+            let all = index.covered(&terms, limit).unwrap();
+            assert_eq!(fast, all, "limit {limit}");
+        }
+        // Ten chunks hold all three words: asked for more, the rest come by how many they hold.
+        let hits = index.bm25(&terms, 30).unwrap();
+        assert!(hits[..10].iter().all(|h| h.1 >= 3.0), "{hits:?}");
+        assert!(hits[10..].iter().all(|h| h.1 < 3.0), "{hits:?}");
     }
 
     struct Letters;
