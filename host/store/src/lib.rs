@@ -18,10 +18,17 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, params};
-use serde::Serialize;
 use sha2::{Digest, Sha256};
+
+mod lease;
+mod records;
+mod schema;
+
+pub use lease::{LEASE_HEARTBEAT, LEASE_STALE, Lease, host_name, process_start};
+pub use records::{AuditEntry, Message, Task, TaskStatus, ToolCall, Transition, Turn, Usage};
+use records::{lease_of, task_row, tool_call_row, turn_row};
+use schema::{MIGRATIONS, SchemaCheck, check_schema, defend, retry_busy};
 
 /// The file name of a workspace's store, in its folder of the state directory.
 pub const FILE_NAME: &str = "state.db";
@@ -52,252 +59,6 @@ pub fn path_for(state_dir: &Path, workspace: &Path) -> PathBuf {
         format!("{name}-{hash}")
     };
     state_dir.join("workspaces").join(folder).join(FILE_NAME)
-}
-
-/// Schema migrations, in order. Never edit a released entry; append a new one.
-const MIGRATIONS: &[&str] = &[
-    r#"
-CREATE TABLE tasks (
-    id          TEXT PRIMARY KEY,
-    prompt      TEXT NOT NULL,
-    status      TEXT NOT NULL,
-    state       TEXT NOT NULL,
-    options     TEXT NOT NULL,
-    steps       INTEGER NOT NULL DEFAULT 0,
-    summary     TEXT,
-    created_at  INTEGER NOT NULL,
-    updated_at  INTEGER NOT NULL
-);
-CREATE TABLE transitions (
-    id          INTEGER PRIMARY KEY,
-    task_id     TEXT NOT NULL REFERENCES tasks(id),
-    from_state  TEXT,
-    to_state    TEXT NOT NULL,
-    event       TEXT NOT NULL,
-    mode        TEXT NOT NULL,
-    reason      TEXT NOT NULL,
-    at          INTEGER NOT NULL
-);
-CREATE INDEX transitions_task ON transitions(task_id, id);
-CREATE TABLE turns (
-    id          INTEGER PRIMARY KEY,
-    task_id     TEXT NOT NULL REFERENCES tasks(id),
-    parent_id   INTEGER REFERENCES turns(id),
-    agent       TEXT NOT NULL,
-    started_at  INTEGER NOT NULL,
-    ended_at    INTEGER,
-    outcome     TEXT,
-    summary     TEXT,
-    output      TEXT,
-    iterations  INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX turns_task ON turns(task_id, id);
-CREATE TABLE messages (
-    id          INTEGER PRIMARY KEY,
-    turn_id     INTEGER NOT NULL REFERENCES turns(id),
-    role        TEXT NOT NULL,
-    content     TEXT NOT NULL,
-    at          INTEGER NOT NULL
-);
-CREATE INDEX messages_turn ON messages(turn_id, id);
-CREATE TABLE tool_calls (
-    id          INTEGER PRIMARY KEY,
-    turn_id     INTEGER NOT NULL REFERENCES turns(id),
-    call_id     TEXT NOT NULL,
-    tool        TEXT NOT NULL,
-    input       TEXT NOT NULL,
-    output      TEXT NOT NULL,
-    is_error    INTEGER NOT NULL,
-    verdict     TEXT NOT NULL,
-    duration_us INTEGER NOT NULL,
-    at          INTEGER NOT NULL,
-    UNIQUE (turn_id, call_id)
-);
-CREATE TABLE decisions (
-    id          INTEGER PRIMARY KEY,
-    task_id     TEXT NOT NULL REFERENCES tasks(id),
-    turn_id     INTEGER REFERENCES turns(id),
-    subject     TEXT NOT NULL,
-    capability  TEXT NOT NULL,
-    detail      TEXT NOT NULL,
-    decision    TEXT NOT NULL,
-    reason      TEXT NOT NULL,
-    at          INTEGER NOT NULL
-);
-CREATE INDEX decisions_task ON decisions(task_id, id);
-CREATE TABLE usage (
-    id            INTEGER PRIMARY KEY,
-    turn_id       INTEGER NOT NULL REFERENCES turns(id),
-    adapter       TEXT NOT NULL,
-    model         TEXT NOT NULL,
-    input_tokens  INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL,
-    cache_read    INTEGER NOT NULL,
-    cache_write   INTEGER NOT NULL,
-    at            INTEGER NOT NULL
-);
-CREATE INDEX usage_turn ON usage(turn_id);
-"#,
-    r#"
-ALTER TABLE tasks ADD COLUMN lease_pid INTEGER;
-ALTER TABLE tasks ADD COLUMN lease_host TEXT;
-ALTER TABLE tasks ADD COLUMN lease_at INTEGER;
-"#,
-    r#"
-ALTER TABLE tasks ADD COLUMN lease_start TEXT;
-"#,
-];
-
-/// How long a runner's lease holds without a heartbeat before another runner may take the task.
-pub const LEASE_STALE: Duration = Duration::from_secs(30);
-/// How often a runner renews its lease.
-pub const LEASE_HEARTBEAT: Duration = Duration::from_secs(10);
-
-/// Who runs a task now.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lease {
-    pub pid: u32,
-    pub host: String,
-    /// Milliseconds since the Unix epoch, of the last heartbeat.
-    pub at: i64,
-    /// The holder's process as it started ([`process_start`]), so that a pid the system has
-    /// since given to another process is not taken for the runner. None in a lease an older
-    /// rawko took, or where it could not be read.
-    pub start: Option<String>,
-}
-
-impl Lease {
-    /// Why the holder of this lease no longer runs the task, judged from machine `host` at `now`
-    /// (milliseconds since the Unix epoch); None while it still does. On the holder's own
-    /// machine its process decides: the same process (pid and start) still there is the runner,
-    /// however late its heartbeat (a stopped or busy process may come back and go on). From
-    /// another machine, or for a lease that does not say when its process started, only a
-    /// heartbeat younger than [`LEASE_STALE`] shows it is alive.
-    pub fn gone(&self, host: &str, now: i64) -> Option<String> {
-        let age = now - self.at;
-        let fresh = age < LEASE_STALE.as_millis() as i64;
-        let who = format!("its runner (pid {} on {})", self.pid, self.host);
-        let late = || {
-            format!(
-                "{who} has not renewed its lease for {} s",
-                age.max(0) / 1000
-            )
-        };
-        if self.host != host {
-            return (!fresh).then(late);
-        }
-        // Whether this machine's processes can be told apart at all (a `/proc` to read).
-        static IDENTIFIED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        let identified = *IDENTIFIED.get_or_init(|| process_start(std::process::id()).is_some());
-        match (&self.start, process_start(self.pid)) {
-            (Some(recorded), Some(found)) if *recorded == found => None,
-            (Some(_), _) if identified => Some(format!("{who} is gone")),
-            _ if !alive(self.pid) => Some(format!("{who} is gone")),
-            _ if !fresh => Some(late()),
-            _ => None,
-        }
-    }
-}
-
-/// This machine's name, for leases.
-pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into())
-}
-
-/// Whether process `pid` exists on this machine.
-fn alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// Process `pid` of this machine as it started: the boot's id and the process's start time in
-/// clock ticks since boot. A pid is reused once its process is gone; the pair is not, within a
-/// boot or across boots. None when there is no such process (or no `/proc` to ask).
-pub fn process_start(pid: u32) -> Option<String> {
-    static BOOT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    let boot = BOOT.get_or_init(|| {
-        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-            .ok()
-            .map(|b| b.trim().to_string())
-    });
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Field 2, the command's name, is in parentheses and may itself hold spaces and
-    // parentheses: count from the last `)`, after which field 3 comes. The start time is
-    // field 22.
-    let after = &stat[stat.rfind(')')? + 1..];
-    let ticks = after.split_whitespace().nth(19)?;
-    Some(format!("{}/{ticks}", boot.as_deref()?))
-}
-
-/// Run `op` again while SQLite says the database is busy or locked, for up to five seconds.
-fn retry_busy<T>(mut op: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        match op() {
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if matches!(
-                    e.code,
-                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-                ) && std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(Duration::from_millis(10 + fastrand::u64(0..20)));
-            }
-            other => return other,
-        }
-    }
-}
-
-/// SQLite's own hardening for a file that may have been written by someone else: defensive
-/// mode (no writes to the schema or to shadow tables through SQL), no functions with side
-/// effects called from schema objects, and no triggers or views at all (rawko uses neither).
-fn defend(conn: &Connection) -> rusqlite::Result<()> {
-    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
-    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA, false)?;
-    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, false)?;
-    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_VIEW, false)?;
-    conn.pragma_update(None, "trusted_schema", false)?;
-    Ok(())
-}
-
-enum SchemaCheck {
-    Sql(rusqlite::Error),
-    Foreign(String),
-}
-
-/// The schema objects (type, name, SQL) of a store at `version`, as rawko creates them.
-fn expected_schema(version: usize) -> rusqlite::Result<Vec<(String, String, Option<String>)>> {
-    let conn = Connection::open_in_memory()?;
-    for sql in &MIGRATIONS[..version] {
-        conn.execute_batch(sql)?;
-    }
-    schema(&conn)
-}
-
-fn schema(conn: &Connection) -> rusqlite::Result<Vec<(String, String, Option<String>)>> {
-    let mut stmt = conn.prepare("SELECT type, name, sql FROM sqlite_schema ORDER BY type, name")?;
-    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-        .collect()
-}
-
-/// Every object in the file is one rawko's migrations up to `version` create, with the same
-/// definition.
-fn check_schema(conn: &Connection, version: usize) -> std::result::Result<(), SchemaCheck> {
-    let found = schema(conn).map_err(SchemaCheck::Sql)?;
-    let expected = expected_schema(version).map_err(SchemaCheck::Sql)?;
-    for object in &found {
-        if !expected.contains(object) {
-            let (kind, name, _) = object;
-            let name: String = name.chars().filter(|c| !c.is_control()).take(80).collect();
-            return Err(SchemaCheck::Foreign(format!("{kind} `{name}`")));
-        }
-    }
-    if found.len() != expected.len() {
-        return Err(SchemaCheck::Foreign(format!(
-            "schema missing a table or index of version {version}"
-        )));
-    }
-    Ok(())
 }
 
 /// A store that could not be opened or written.
@@ -337,193 +98,17 @@ pub enum StoreError {
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
+/// What SQLite's integrity check found wrong in a store's file, in its own words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Damaged(pub String);
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
-}
-
-/// Where a task stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TaskStatus {
-    /// Started and not finished, and its runner is still at it (or it has no lease: a task
-    /// driven without one, as `rawko mcp serve --agents` does).
-    Running,
-    Done,
-    Failed,
-    Escalated,
-    Cancelled,
-    /// Stopped by a fault that outlived its retries (the model unreachable), or its runner is
-    /// gone (killed, crashed, its machine down): resumable.
-    Interrupted,
-}
-
-impl TaskStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskStatus::Running => "running",
-            TaskStatus::Done => "done",
-            TaskStatus::Failed => "failed",
-            TaskStatus::Escalated => "escalated",
-            TaskStatus::Cancelled => "cancelled",
-            TaskStatus::Interrupted => "interrupted",
-        }
-    }
-
-    /// Whether `rawko resume` takes the task up again: it stopped without ending.
-    pub fn is_resumable(self) -> bool {
-        matches!(
-            self,
-            TaskStatus::Running | TaskStatus::Cancelled | TaskStatus::Interrupted
-        )
-    }
-
-    fn parse(s: &str) -> TaskStatus {
-        match s {
-            "done" => TaskStatus::Done,
-            "failed" => TaskStatus::Failed,
-            "escalated" => TaskStatus::Escalated,
-            "cancelled" => TaskStatus::Cancelled,
-            "interrupted" => TaskStatus::Interrupted,
-            _ => TaskStatus::Running,
-        }
-    }
-
-    pub fn is_finished(self) -> bool {
-        self != TaskStatus::Running
-    }
-}
-
-/// A task row.
-#[derive(Debug, Clone, Serialize)]
-pub struct Task {
-    pub id: String,
-    pub prompt: String,
-    pub status: TaskStatus,
-    /// The current FSM state: an agent's name, or a terminal state.
-    pub state: String,
-    /// The run options, as JSON.
-    pub options: serde_json::Value,
-    pub steps: i64,
-    /// How it ended; why it stopped, for a task interrupted or cancelled.
-    pub summary: Option<String>,
-    pub created_at: i64,
-    pub updated_at: i64,
-}
-
-/// A transition row.
-#[derive(Debug, Clone, Serialize)]
-pub struct Transition {
-    pub from: Option<String>,
-    pub to: String,
-    pub event: String,
-    /// How the target was chosen: `start`, `fixed`, `llm`, `fallback`, `limit`, ...
-    pub mode: String,
-    pub reason: String,
-    pub at: i64,
-}
-
-/// A turn row: one agent's stay in one state (or a nested call of an agent as a tool).
-#[derive(Debug, Clone, Serialize)]
-pub struct Turn {
-    pub id: i64,
-    pub parent_id: Option<i64>,
-    pub agent: String,
-    pub started_at: i64,
-    pub ended_at: Option<i64>,
-    pub outcome: Option<String>,
-    pub summary: Option<String>,
-    pub output: Option<serde_json::Value>,
-    pub iterations: i64,
-}
-
-/// A message row; `content` is the provider-neutral JSON the agent loop stores.
-#[derive(Debug, Clone, Serialize)]
-pub struct Message {
-    pub id: i64,
-    pub role: String,
-    pub content: serde_json::Value,
-    pub at: i64,
-}
-
-/// A tool call row.
-#[derive(Debug, Clone, Serialize)]
-pub struct ToolCall {
-    pub turn_id: i64,
-    pub call_id: String,
-    pub tool: String,
-    pub input: String,
-    pub output: String,
-    pub is_error: bool,
-    /// `allowed`, `denied: <why>`, ... what the host decided before running it.
-    pub verdict: String,
-    pub duration_us: i64,
-    pub at: i64,
-}
-
-/// An audit-log row: one capability decision.
-#[derive(Debug, Clone, Serialize)]
-pub struct AuditEntry {
-    pub turn_id: Option<i64>,
-    /// Who asked: an agent, a tool, a plugin.
-    pub subject: String,
-    /// `tool`, `fs.read`, `fs.write`, `exec`, `net.http`, `agent`, `transition`, ...
-    pub capability: String,
-    pub detail: String,
-    /// `allow` or `deny`.
-    pub decision: String,
-    pub reason: String,
-    pub at: i64,
-}
-
-impl AuditEntry {
-    /// A decision made now, about no turn yet; long texts are cut to what the log keeps.
-    pub fn new(
-        subject: &str,
-        capability: &str,
-        detail: &str,
-        decision: &str,
-        reason: &str,
-    ) -> AuditEntry {
-        AuditEntry {
-            turn_id: None,
-            subject: subject.to_string(),
-            capability: capability.to_string(),
-            detail: detail.chars().take(500).collect(),
-            decision: decision.to_string(),
-            reason: reason.chars().take(1000).collect(),
-            at: now_ms(),
-        }
-    }
-
-    /// The same decision, made in `turn`.
-    pub fn in_turn(self, turn: i64) -> AuditEntry {
-        AuditEntry {
-            turn_id: Some(turn),
-            ..self
-        }
-    }
-}
-
-/// Tokens one model call used.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Usage {
-    pub input_tokens: i64,
-    pub output_tokens: i64,
-    pub cache_read: i64,
-    pub cache_write: i64,
-}
-
-impl std::ops::AddAssign for Usage {
-    fn add_assign(&mut self, o: Usage) {
-        self.input_tokens += o.input_tokens;
-        self.output_tokens += o.output_tokens;
-        self.cache_read += o.cache_read;
-        self.cache_write += o.cache_write;
-    }
 }
 
 /// An open task store.
@@ -630,11 +215,15 @@ impl TaskStore {
     }
 
     /// `PRAGMA integrity_check`: `Ok(())` when the file is sound.
-    pub fn integrity_check(&self) -> Result<std::result::Result<(), String>> {
+    pub fn integrity_check(&self) -> Result<std::result::Result<(), Damaged>> {
         let report: String = self
             .conn
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
-        Ok(if report == "ok" { Ok(()) } else { Err(report) })
+        Ok(if report == "ok" {
+            Ok(())
+        } else {
+            Err(Damaged(report))
+        })
     }
 
     // ---- tasks ----
@@ -1094,76 +683,6 @@ impl TaskStore {
             },
         )?)
     }
-}
-
-/// A task row (with its lease, columns 9 to 12), its status as it is now.
-fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
-    let status: String = r.get(2)?;
-    let options: String = r.get(4)?;
-    let mut task = Task {
-        id: r.get(0)?,
-        prompt: r.get(1)?,
-        status: TaskStatus::parse(&status),
-        state: r.get(3)?,
-        options: serde_json::from_str(&options).unwrap_or(serde_json::Value::Null),
-        steps: r.get(5)?,
-        summary: r.get(6)?,
-        created_at: r.get(7)?,
-        updated_at: r.get(8)?,
-    };
-    if task.status == TaskStatus::Running
-        && let Some(lease) = lease_of(r, 9)?
-        && let Some(why) = lease.gone(&host_name(), now_ms())
-    {
-        task.status = TaskStatus::Interrupted;
-        task.summary = Some(why);
-    }
-    Ok(task)
-}
-
-/// The lease in columns `at..at + 4` (pid, host, heartbeat, start), if one is held.
-fn lease_of(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Option<Lease>> {
-    let pid: Option<i64> = r.get(at)?;
-    let host: Option<String> = r.get(at + 1)?;
-    let beat: Option<i64> = r.get(at + 2)?;
-    Ok(match (pid, host, beat) {
-        (Some(pid), Some(host), Some(at_ms)) => Some(Lease {
-            pid: u32::try_from(pid).unwrap_or(u32::MAX),
-            host,
-            at: at_ms,
-            start: r.get(at + 3)?,
-        }),
-        _ => None,
-    })
-}
-
-fn turn_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Turn> {
-    let output: Option<String> = r.get(7)?;
-    Ok(Turn {
-        id: r.get(0)?,
-        parent_id: r.get(1)?,
-        agent: r.get(2)?,
-        started_at: r.get(3)?,
-        ended_at: r.get(4)?,
-        outcome: r.get(5)?,
-        summary: r.get(6)?,
-        output: output.and_then(|o| serde_json::from_str(&o).ok()),
-        iterations: r.get(8)?,
-    })
-}
-
-fn tool_call_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ToolCall> {
-    Ok(ToolCall {
-        turn_id: r.get(0)?,
-        call_id: r.get(1)?,
-        tool: r.get(2)?,
-        input: r.get(3)?,
-        output: r.get(4)?,
-        is_error: r.get(5)?,
-        verdict: r.get(6)?,
-        duration_us: r.get(7)?,
-        at: r.get(8)?,
-    })
 }
 
 /// A short id that sorts by creation time: seconds since 2024 in base 36, then four random
