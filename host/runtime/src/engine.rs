@@ -9,19 +9,13 @@ use wasmtime::{
     Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
 };
 
-use super::budget::MAX_MEMORY;
+use crate::limits::{MAX_CONCURRENT_INSTANCES, MAX_MEMORY, MAX_WASM_STACK};
 
 /// How often the epoch advances; deadlines are measured in these ticks.
 pub const TICK: Duration = Duration::from_millis(5);
 
-/// Wasm stack a call may use before it traps with a stack overflow.
-pub const MAX_WASM_STACK: usize = 1 << 20;
-
 /// Bytes of a linear memory kept mapped between calls and reset in place.
 const KEEP_RESIDENT: usize = 32 << 20;
-
-/// Plugin instances that may be alive at once (each call has its own).
-const MAX_CONCURRENT_INSTANCES: u32 = 64;
 
 /// Build the engine: epoch interruption for deadlines, a pooling allocator so that a fresh
 /// instance per call costs microseconds, and an explicit stack limit.

@@ -7,26 +7,15 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::bindings::bash_filter::BashFilterPre;
 use super::bindings::{filter as wf, shell as ws};
-use super::budget::Budget;
 use super::sandbox::{Failure, Sandbox};
 use super::{HostState, Runtime, RuntimeError};
+use crate::limits::{FILTER_BUDGET, MAX_FILTER_TEXT as MAX_TEXT};
 use rawko_capability::FsGrants;
 use rawko_shell::verdict::{CommandVerdict, Decision, FilterVerdict};
 use rawko_shell::{self as shell, Context, ParsedCommand, Policy, RedirectKind, Resolver, Word};
-
-/// What one filter call may spend.
-pub const FILTER_BUDGET: Budget = Budget {
-    timeout: Duration::from_secs(10),
-    memory: 128 << 20,
-    output: 1 << 20,
-};
-
-/// Longest reason or rule kept from a filter.
-const MAX_TEXT: usize = 2000;
 
 /// What the `shell` import answers from: the resolver and policy of the command being judged.
 #[derive(Debug)]

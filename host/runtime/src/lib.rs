@@ -7,11 +7,11 @@
 
 pub mod adapter;
 pub mod bindings;
-pub mod budget;
 pub mod cache;
 pub mod engine;
 pub mod filter;
 pub mod http;
+pub mod limits;
 pub mod listing;
 pub mod log;
 pub mod progress;
@@ -28,9 +28,9 @@ use wasmtime::Engine;
 use wasmtime::component::{HasSelf, InstancePre, Linker};
 
 pub use adapter::{AdapterCallError, AdapterPlugin};
-pub use budget::{Budget, BudgetKind};
 pub use filter::{FilterError, FilterPlugin};
-pub use state::{HostState, MAX_HANDLES};
+pub use limits::{Budget, BudgetKind, MAX_HANDLES};
+pub use state::HostState;
 pub use tool::{ToolCallError, ToolCallOutput, ToolInfo, ToolPlugin};
 
 /// Why the runtime could not start or a plugin could not be loaded.

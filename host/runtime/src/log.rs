@@ -7,11 +7,7 @@ use std::sync::Arc;
 
 use super::bindings::log::{Host, Level};
 use super::state::HostState;
-
-/// Longest message kept; the rest is cut.
-pub const MAX_MESSAGE_BYTES: usize = 4096;
-/// Total bytes of messages kept from one call.
-pub const MAX_CALL_BYTES: usize = 64 * 1024;
+use crate::limits::{MAX_LOG_CALL_BYTES, MAX_LOG_MESSAGE_BYTES};
 
 /// The log state of one call.
 #[derive(Debug)]
@@ -36,11 +32,14 @@ impl PluginLog {
 
     /// Record one message from the plugin.
     pub fn record(&mut self, level: Level, message: &str) {
-        if self.kept >= MAX_CALL_BYTES {
+        if self.kept >= MAX_LOG_CALL_BYTES {
             self.dropped_messages += 1;
             return;
         }
-        let message = rawko_text::line(message, MAX_MESSAGE_BYTES.min(MAX_CALL_BYTES - self.kept));
+        let message = rawko_text::line(
+            message,
+            MAX_LOG_MESSAGE_BYTES.min(MAX_LOG_CALL_BYTES - self.kept),
+        );
         self.kept += message.len();
         let plugin = &*self.plugin;
         match level {
@@ -58,7 +57,7 @@ impl PluginLog {
             tracing::warn!(
                 target: "rawko::plugin",
                 plugin = &*self.plugin,
-                "{} more log messages dropped (limit {MAX_CALL_BYTES} bytes per call)",
+                "{} more log messages dropped (limit {MAX_LOG_CALL_BYTES} bytes per call)",
                 self.dropped_messages
             );
         }

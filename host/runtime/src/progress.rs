@@ -9,9 +9,7 @@ use std::sync::Arc;
 
 use crate::HostState;
 use crate::bindings::progress as wit;
-
-/// Bytes of progress text kept from one call; the rest is dropped.
-pub const MAX_PROGRESS_BYTES: usize = 4 << 20;
+pub use crate::limits::MAX_PROGRESS_BYTES;
 
 /// Where progress goes. Implementations must be quick: the plugin waits for them.
 pub trait ProgressSink: Send + Sync {

@@ -13,11 +13,9 @@ use wasmtime_wasi::filesystem::Descriptor;
 use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
 
 use crate::HostState;
+use crate::limits::MAX_READ;
 use crate::listing::errno;
 use crate::state::{Store, replace_filesystem_types};
-
-/// The most one read returns: the host holds it until it is copied into the plugin.
-pub const MAX_READ: u64 = 1 << 20;
 
 /// Replace `descriptor.read` in `linker`. Call after WASI itself is in `linker`.
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {

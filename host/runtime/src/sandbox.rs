@@ -6,18 +6,13 @@
 //! The kinds differ only in what they call and how they word the error.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use wasmtime::Store;
 
-use super::budget::{Budget, BudgetKind};
-use super::engine::deadline_ticks;
 use super::{HostState, Runtime};
+use crate::engine::deadline_ticks;
+use crate::limits::{Budget, BudgetKind, DEADLINE_GRACE};
 use rawko_capability::FsGrants;
-
-/// Extra time the host waits past a deadline for the epoch trap before abandoning the call
-/// (only a plugin blocked inside a host call, such as a sleep or a request, gets that far).
-pub const DEADLINE_GRACE: Duration = Duration::from_millis(100);
 
 /// How a sandboxed call failed, before it is put into words.
 #[derive(Debug)]

@@ -7,18 +7,12 @@ use std::sync::Arc;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::budget::{Budget, CallLimiter};
 use super::log::PluginLog;
 use super::stdio::CappedPipe;
 use crate::http::HttpCtx;
+use crate::limits::{Budget, CallLimiter, MAX_HANDLES, STDIO_CAP};
 use crate::progress::ProgressCtx;
 use rawko_capability::{Access, FsGrants, GrantError, Protected};
-
-/// Most resources (open files and directories, streams, pollables) one call may hold at once.
-pub const MAX_HANDLES: usize = 512;
-
-/// Bytes of a plugin's stdout, and of its stderr, kept per call.
-pub const STDIO_CAP: usize = 64 * 1024;
 
 pub struct HostState {
     wasi: WasiCtx,
@@ -91,7 +85,7 @@ impl HostState {
             }
             let text = String::from_utf8_lossy(&bytes);
             for line in text.lines() {
-                let line = rawko_text::line(line, super::log::MAX_MESSAGE_BYTES);
+                let line = rawko_text::line(line, crate::limits::MAX_LOG_MESSAGE_BYTES);
                 tracing::debug!(target: "rawko::plugin", plugin, stream = name, "{line}");
             }
             if dropped > 0 {

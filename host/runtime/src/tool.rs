@@ -8,20 +8,13 @@ use serde::{Deserialize, Serialize};
 
 use super::bindings::tool::ToolPre;
 use super::bindings::tools as wit;
-use super::budget::{Budget, BudgetKind};
 use super::sandbox::{Failure, Sandbox};
 use super::{HostState, Runtime, RuntimeError};
-use rawko_capability::{Access, FsGrants};
-
-/// Budget for asking a plugin what it provides.
-const DESCRIBE_BUDGET: Budget = Budget {
-    timeout: Duration::from_secs(10),
-    memory: super::budget::DEFAULT_MEMORY,
-    output: 4 << 20,
+use crate::limits::{
+    Budget, BudgetKind, DESCRIBE_BUDGET, MAX_DESCRIPTION_BYTES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME,
+    MAX_TOOLS,
 };
-
-/// Longest tool name, as the WIT documents.
-const MAX_TOOL_NAME: usize = 64;
+use rawko_capability::{Access, FsGrants};
 
 /// One tool a plugin provides.
 #[derive(Debug)]
@@ -408,13 +401,6 @@ async fn describe(
         })
         .collect())
 }
-
-/// Most tools one plugin may provide: each is offered to the model on every turn.
-pub const MAX_TOOLS: usize = 64;
-/// Longest tool description, in bytes.
-pub const MAX_DESCRIPTION_BYTES: usize = 4096;
-/// Largest input schema, as JSON.
-pub const MAX_SCHEMA_BYTES: usize = 32 << 10;
 
 /// Refuse a tool list that would confuse a model or the host, or crowd its prompts.
 fn check_specs(specs: Vec<CachedSpec>) -> Result<Vec<ToolInfo>, String> {

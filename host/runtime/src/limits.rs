@@ -1,8 +1,10 @@
-//! Per-call budgets and the limiter that enforces the memory one.
+//! Every limit a plugin call runs under, in one place: the per-call budgets (time, memory,
+//! result size) and the limiter that enforces the memory one, the engine's fixed ceilings
+//! (stack, instances, tables), and the caps each capability puts on what a plugin may hand the
+//! host (log lines, progress text, stdio, reads, handles, tool lists, filter verdicts).
 //!
-//! Every plugin call gets a wall-clock deadline, a memory limit and a result-size limit. When one
-//! is broken the call ends with an error naming it, and only that call: the store is thrown away
-//! and the host carries on.
+//! When a budget is broken the call ends with an error naming it, and only that call: the store
+//! is thrown away and the host carries on. The other caps cut or refuse what is over them.
 
 use std::time::Duration;
 
@@ -17,7 +19,58 @@ pub const DEFAULT_OUTPUT: u64 = 1 << 20;
 /// The largest memory limit the engine is configured for (all of wasm32's address space).
 pub const MAX_MEMORY: u64 = 4 << 30;
 /// Table elements one instance may grow to; far above what compilers emit.
-const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+pub const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+/// Core instances one call's component may create.
+pub const MAX_INSTANCES_PER_CALL: usize = 64;
+/// Linear memories one call's component may create.
+pub const MAX_MEMORIES_PER_CALL: usize = 16;
+/// Tables one call's component may create.
+pub const MAX_TABLES_PER_CALL: usize = 64;
+
+/// Wasm stack a call may use before it traps with a stack overflow.
+pub const MAX_WASM_STACK: usize = 1 << 20;
+/// Plugin instances that may be alive at once (each call has its own).
+pub const MAX_CONCURRENT_INSTANCES: u32 = 64;
+/// Extra time the host waits past a deadline for the epoch trap before abandoning the call
+/// (only a plugin blocked inside a host call, such as a sleep or a request, gets that far).
+pub const DEADLINE_GRACE: Duration = Duration::from_millis(100);
+
+/// Most resources (open files and directories, streams, pollables) one call may hold at once.
+pub const MAX_HANDLES: usize = 512;
+/// Bytes of a plugin's stdout, and of its stderr, kept per call.
+pub const STDIO_CAP: usize = 64 * 1024;
+/// Longest log message kept; the rest is cut.
+pub const MAX_LOG_MESSAGE_BYTES: usize = 4096;
+/// Total bytes of log messages kept from one call.
+pub const MAX_LOG_CALL_BYTES: usize = 64 * 1024;
+/// Bytes of progress text kept from one call; the rest is dropped.
+pub const MAX_PROGRESS_BYTES: usize = 4 << 20;
+/// The most one `descriptor.read` returns: the host holds it until it is copied into the plugin.
+pub const MAX_READ: u64 = 1 << 20;
+
+/// Budget for asking a tool plugin what it provides.
+pub const DESCRIBE_BUDGET: Budget = Budget {
+    timeout: Duration::from_secs(10),
+    memory: DEFAULT_MEMORY,
+    output: 4 << 20,
+};
+/// Most tools one plugin may provide: each is offered to the model on every turn.
+pub const MAX_TOOLS: usize = 64;
+/// Longest tool name, as the WIT documents.
+pub const MAX_TOOL_NAME: usize = 64;
+/// Longest tool description, in bytes.
+pub const MAX_DESCRIPTION_BYTES: usize = 4096;
+/// Largest input schema, as JSON.
+pub const MAX_SCHEMA_BYTES: usize = 32 << 10;
+
+/// What one bash-filter call may spend.
+pub const FILTER_BUDGET: Budget = Budget {
+    timeout: Duration::from_secs(10),
+    memory: 128 << 20,
+    output: 1 << 20,
+};
+/// Longest reason or rule kept from a bash filter.
+pub const MAX_FILTER_TEXT: usize = 2000;
 
 /// What one call may spend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +138,7 @@ impl BudgetKind {
         match self {
             BudgetKind::Time => format!("{} ms", budget.timeout.as_millis()),
             BudgetKind::Memory => format!("{} MiB", budget.memory >> 20),
-            BudgetKind::Stack => format!("{} KiB", super::engine::MAX_WASM_STACK >> 10),
+            BudgetKind::Stack => format!("{} KiB", MAX_WASM_STACK >> 10),
             BudgetKind::Output => format!("{} bytes", budget.output),
         }
     }
@@ -142,15 +195,15 @@ impl ResourceLimiter for CallLimiter {
     }
 
     fn instances(&self) -> usize {
-        64
+        MAX_INSTANCES_PER_CALL
     }
 
     fn memories(&self) -> usize {
-        16
+        MAX_MEMORIES_PER_CALL
     }
 
     fn tables(&self) -> usize {
-        64
+        MAX_TABLES_PER_CALL
     }
 }
 
