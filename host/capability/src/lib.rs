@@ -8,6 +8,8 @@ pub mod fs;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod protect;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 pub use fs::{Access, FsGrant, FsGrants, GrantError};
 #[cfg(feature = "http")]

@@ -61,6 +61,7 @@ pub fn check_scheme(url: &Url) -> Result<(), FetchError> {
 
 /// The HTTP client for plugin downloads and registries.
 pub fn client() -> Result<reqwest::Client, FetchError> {
+    rawko_capability::tls::install_provider();
     reqwest::Client::builder()
         .user_agent(concat!("rawko/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(Duration::from_secs(30))

@@ -884,6 +884,7 @@ fn http_transport(
     }
     let mut grant = HttpGrant::none();
     grant.allow(origin, private);
+    rawko_capability::tls::install_provider();
     let client = reqwest::Client::builder()
         .dns_resolver(rawko_capability::http::resolve::CheckedResolver::new(
             Arc::new(grant),

@@ -113,7 +113,10 @@ static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
         openai,
         openai_stream,
         anthropic,
-        raw: reqwest::Client::builder().no_proxy().build().unwrap(),
+        raw: {
+            rawko_capability::tls::install_provider();
+            reqwest::Client::builder().no_proxy().build().unwrap()
+        },
     }
 });
 

@@ -193,6 +193,7 @@ impl HttpClient {
             }
         }
         let grant = Arc::new(grant);
+        crate::tls::install_provider();
         let client = reqwest::Client::builder()
             .dns_resolver(CheckedResolver::new(grant.clone(), fixed_hosts))
             // Redirects are followed here, one grant check per hop.
