@@ -98,14 +98,19 @@ pub struct ExecOutput {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ExecError {
     #[error("rawko's executor does not run this command: {0}")]
-    NotRunnable(String),
+    NotRunnable(Unsupported),
     #[error("cannot run the command: {0}")]
     Setup(String),
 }
 
+/// The part of a command line the executor does not implement, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unsupported(pub String);
+
 /// Check that every part of `parsed` is something the executor implements.
-pub fn runnable(parsed: &ParsedCommand) -> Result<(), String> {
-    check_script(&parsed.script, &parsed.commands)
+pub fn runnable(parsed: &ParsedCommand) -> Result<(), Unsupported> {
+    check_script(&parsed.script, &parsed.commands).map_err(Unsupported)
 }
 
 fn check_script(s: &Script, cmds: &[SimpleCommand]) -> Result<(), String> {

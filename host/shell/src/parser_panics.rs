@@ -115,17 +115,24 @@ fn describe(info: &PanicHookInfo<'_>) -> String {
     format!("at {file}:{}: {message}", loc.line())
 }
 
+/// A panic caught by [`catch_quietly`]: where it happened and what it said.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CaughtPanic(pub String);
+
 /// Run `f`, turning a panic inside it into `Err` with where it happened and what it said, and
 /// keeping it off the terminal.
-pub fn catch_quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+pub fn catch_quietly<T>(f: impl FnOnce() -> T) -> Result<T, CaughtPanic> {
     install_hook();
     let was = QUIET.replace(true);
     let r = std::panic::catch_unwind(AssertUnwindSafe(f));
     QUIET.set(was);
     r.map_err(|_| {
-        CAUGHT
-            .take()
-            .unwrap_or_else(|| "a panic whose message was not recorded".into())
+        CaughtPanic(
+            CAUGHT
+                .take()
+                .unwrap_or_else(|| "a panic whose message was not recorded".into()),
+        )
     })
 }
 
@@ -215,7 +222,7 @@ mod tests {
         ] {
             assert!(parses(ok).is_ok(), "{ok}");
             assert!(check_numbers(ok).is_ok(), "{ok}");
-            let e = parses(bad).unwrap_err();
+            let e = parses(bad).unwrap_err().to_string();
             assert!(e.contains("brush-parser-0.4.0/src/"), "{bad}: {e}");
             assert!(check_numbers(bad).is_err(), "{bad}");
         }
@@ -256,7 +263,7 @@ mod tests {
                 assert!(other.join().is_err());
                 panic!("quiet: inside the parse");
             });
-            let e = r.unwrap_err();
+            let e = r.unwrap_err().to_string();
             assert!(e.contains("quiet: inside the parse"), "{e}");
             assert!(e.contains("parser_panics.rs"), "{e}");
             assert!(std::panic::catch_unwind(|| panic!("loud: after the parse")).is_err());
