@@ -21,14 +21,15 @@ use rawko_plugin_sdk::llm::{
 };
 use wasmtime::component::InstancePre;
 
-use super::bindings::embeddings as wit_embed;
-use super::bindings::llm as wit;
-use super::bindings::types::ToolSpec as WitToolSpec;
-use super::sandbox::{Failure, Sandbox};
-use super::{HostState, Runtime, RuntimeError};
+use crate::bindings::embeddings as wit_embed;
+use crate::bindings::llm as wit;
+use crate::bindings::types::ToolSpec as WitToolSpec;
 use crate::http::HttpCtx;
 use crate::limits::{Budget, BudgetKind};
 use crate::progress::{ProgressCtx, ProgressSink};
+use crate::runtime::{Runtime, RuntimeError};
+use crate::sandbox::{Failure, Sandbox};
+use crate::state::HostState;
 use rawko_capability::FsGrants;
 use rawko_capability::http::HttpClient;
 
@@ -171,8 +172,8 @@ impl AdapterPlugin {
         let mut sandbox = Sandbox::new(rt, &self.name, cx.files, budget)
             .map_err(|message| AdapterCallError::Sandbox { message })?;
         let state = sandbox.state_mut();
-        state.http = cx.http.clone().map(HttpCtx::new);
-        state.progress = Some(ProgressCtx::new(cx.progress.clone()));
+        state.http = cx.http.clone().map(HttpCtx::new).unwrap_or_default();
+        state.progress = ProgressCtx::new(cx.progress.clone());
         Ok(sandbox)
     }
 

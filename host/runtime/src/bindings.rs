@@ -8,7 +8,7 @@
 //! matches imports and exports semver-compatibly (`rawko:plugin/llm@0.1.0` is found as
 //! `@0.1.1`), and each 0.1.x only adds to the one before, so an old plugin's types are the new
 //! ones. What a later version added, an older plugin lacks: an adapter's `embeddings` export is
-//! looked up on its own and may be missing (see [`crate::adapter`]).
+//! looked up on its own and may be missing (see the `adapter` module).
 
 /// The `tool` world: the `tools` export, plus the shared `types` and `log` interfaces.
 pub mod tool {
@@ -39,7 +39,7 @@ pub mod adapter {
             "wasi": wasmtime_wasi::p2::bindings,
             "rawko:plugin/types": super::tool::rawko::plugin::types,
             "rawko:plugin/log": super::tool::rawko::plugin::log,
-            "rawko:plugin/http.response": crate::http::HttpResponse,
+            "rawko:plugin/http.response": rawko_capability::http::Incoming,
         },
     });
 }

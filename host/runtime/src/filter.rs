@@ -1,35 +1,23 @@
-//! Bash-filter plugins: loading one, asking it for a verdict in a fresh sandbox, and the host's
-//! side of the `shell` import filters use to parse nested scripts and resolve programs.
+//! Bash-filter plugins: loading one and asking it for a verdict in a fresh sandbox. The host's
+//! side of the `shell` import filters use to parse nested scripts and resolve programs is the
+//! `shell` capability ([`crate::shell`]).
 //!
 //! A filter gets no filesystem, no environment and no network; the `shell` import answers only
 //! with what rawko's own parser and resolver would decide, so a filter judges with the same
 //! reading of a command that the executor will run.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::bindings::bash_filter::BashFilterPre;
-use super::bindings::{filter as wf, shell as ws};
-use super::sandbox::{Failure, Sandbox};
-use super::{HostState, Runtime, RuntimeError};
-use crate::limits::{FILTER_BUDGET, MAX_FILTER_TEXT as MAX_TEXT};
+use crate::bindings::bash_filter::BashFilterPre;
+use crate::bindings::{filter as wf, shell as ws};
+use crate::limits::{FILTER_BUDGET, MAX_FILTER_TEXT};
+use crate::runtime::{Runtime, RuntimeError};
+use crate::sandbox::{Failure, Sandbox};
+use crate::shell::{ShellContext, ShellCtx, command_to_wit, path_str};
+use crate::state::HostState;
 use rawko_capability::FsGrants;
 use rawko_shell::verdict::{CommandVerdict, Decision, FilterVerdict};
-use rawko_shell::{self as shell, Context, ParsedCommand, Policy, RedirectKind, Resolver, Word};
-
-/// What the `shell` import answers from: the resolver and policy of the command being judged.
-#[derive(Debug)]
-pub struct ShellContext {
-    pub resolver: Resolver,
-    pub policy: Policy,
-}
-
-impl ShellContext {
-    /// `cwd` as given by a filter: absolute, or taken relative to the workspace.
-    fn cwd(&self, cwd: &str) -> PathBuf {
-        shell::resolve::normalize(&self.policy.workspace.join(cwd))
-    }
-}
+use rawko_shell::{ParsedCommand, Policy, Resolver};
 
 /// A command line as every filter of a chain is asked about it: in the WIT's types, converted
 /// once for the whole chain, with the context the `shell` import answers from.
@@ -111,7 +99,7 @@ impl FilterPlugin {
         };
         let budget = FILTER_BUDGET;
         let mut sandbox = Sandbox::new(rt, &self.name, &FsGrants::none(), budget).map_err(&fail)?;
-        sandbox.state_mut().shell = Some(q.cx.clone());
+        sandbox.state_mut().shell = ShellCtx::new(q.cx.clone());
         let pre = &self.pre;
         let outcome = sandbox
             .run(async |store| {
@@ -137,7 +125,7 @@ impl FilterPlugin {
 }
 
 fn text(s: String) -> String {
-    rawko_text::line(&s, MAX_TEXT).into_owned()
+    rawko_text::line(&s, MAX_FILTER_TEXT).into_owned()
 }
 
 fn decision(d: wf::Decision) -> Decision {
@@ -184,78 +172,6 @@ fn verdict_from_wit(v: wf::Verdict, commands: usize) -> Result<FilterVerdict, St
     })
 }
 
-fn path_str(p: &Path) -> String {
-    p.to_string_lossy().into_owned()
-}
-
-fn word_to_wit(w: &Word) -> ws::Word {
-    match w {
-        Word::Literal(s) => ws::Word::Literal(s.clone()),
-        Word::Dynamic(s) => ws::Word::Dynamic(s.clone()),
-    }
-}
-
-/// A parsed command as the WIT describes it.
-pub fn command_to_wit(c: &ParsedCommand) -> ws::Command {
-    ws::Command {
-        raw: c.raw.clone(),
-        commands: c
-            .commands
-            .iter()
-            .map(|sc| ws::SimpleCommand {
-                argv: sc.argv.iter().map(word_to_wit).collect(),
-                program: program_to_wit(&sc.program),
-                assignments: sc.assignments.iter().map(word_to_wit).collect(),
-                redirects: sc
-                    .redirects
-                    .iter()
-                    .map(|r| ws::Redirect {
-                        kind: match r.kind {
-                            RedirectKind::Read => ws::RedirectKind::Read,
-                            RedirectKind::Write => ws::RedirectKind::Write,
-                            RedirectKind::Append => ws::RedirectKind::Append,
-                            RedirectKind::ReadWrite => ws::RedirectKind::ReadWrite,
-                            RedirectKind::Duplicate => ws::RedirectKind::Duplicate,
-                            RedirectKind::HereString => ws::RedirectKind::HereString,
-                            RedirectKind::HereDoc => ws::RedirectKind::HereDoc,
-                        },
-                        fd: r.fd,
-                        target: word_to_wit(&r.target),
-                        path: r.path.as_deref().map(path_str),
-                    })
-                    .collect(),
-                cwd: path_str(&sc.cwd),
-                nesting: sc
-                    .nesting
-                    .iter()
-                    .map(|n| match n {
-                        Context::Pipeline => ws::Context::Pipeline,
-                        Context::Subshell => ws::Context::Subshell,
-                        Context::BraceGroup => ws::Context::BraceGroup,
-                        Context::CommandSubstitution => ws::Context::CommandSubstitution,
-                        Context::ProcessSubstitution => ws::Context::ProcessSubstitution,
-                        Context::Background => ws::Context::Background,
-                        Context::Condition => ws::Context::Condition,
-                        Context::CompoundBody => ws::Context::CompoundBody,
-                        Context::FunctionBody => ws::Context::FunctionBody,
-                        Context::HereDocument => ws::Context::HereDocument,
-                        Context::Coprocess => ws::Context::Coprocess,
-                    })
-                    .collect(),
-                text: sc.text.clone(),
-            })
-            .collect(),
-        unsupported: c.unsupported.clone(),
-    }
-}
-
-fn program_to_wit(p: &shell::Program) -> ws::Program {
-    ws::Program {
-        name: p.name.clone(),
-        path: p.path.as_deref().map(path_str),
-    }
-}
-
 fn policy_to_wit(p: &Policy) -> wf::Policy {
     wf::Policy {
         allowed_commands: p.allowed_commands.clone(),
@@ -263,44 +179,6 @@ fn policy_to_wit(p: &Policy) -> wf::Policy {
         read_paths: p.read_paths.iter().map(|d| path_str(d)).collect(),
         write_paths: p.write_paths.iter().map(|d| path_str(d)).collect(),
         workspace: path_str(&p.workspace),
-    }
-}
-
-impl ws::Host for HostState {
-    fn parse(&mut self, script: String, cwd: String) -> Result<ws::Command, String> {
-        let Some(cx) = self.shell.clone() else {
-            return Err("the host has no command context for this call".into());
-        };
-        let opts = shell::ParseOptions {
-            resolver: &cx.resolver,
-            workspace: &cx.policy.workspace,
-            expand_globs: false,
-        };
-        shell::parse(&script, &cx.cwd(&cwd), &opts)
-            .map(|p| command_to_wit(&p))
-            .map_err(|e| e.to_string())
-    }
-
-    fn resolve_program(&mut self, program: String, cwd: String) -> ws::Program {
-        match self.shell.clone() {
-            Some(cx) => program_to_wit(&cx.resolver.program(&program, &cx.cwd(&cwd))),
-            None => ws::Program {
-                name: program,
-                path: None,
-            },
-        }
-    }
-
-    fn resolve_path(&mut self, path: String, cwd: String) -> String {
-        match self.shell.clone() {
-            Some(cx) => path_str(&cx.resolver.path(&path, &cx.cwd(&cwd))),
-            None => path,
-        }
-    }
-
-    fn blocked_pattern(&mut self, text: String) -> Option<String> {
-        let cx = self.shell.as_ref()?;
-        cx.policy.blocked_by(&text).map(str::to_string)
     }
 }
 
@@ -364,7 +242,7 @@ mod tests {
         let v = verdict_from_wit(
             wf::Verdict {
                 decision: wf::Decision::Deny,
-                reason: format!("\u{1b}[2J{}", "x".repeat(10 * MAX_TEXT)),
+                reason: format!("\u{1b}[2J{}", "x".repeat(10 * MAX_FILTER_TEXT)),
                 commands: Vec::new(),
             },
             0,
@@ -372,7 +250,7 @@ mod tests {
         .unwrap();
         assert!(!v.reason.contains('\u{1b}'), "{:?}", &v.reason[..20]);
         assert!(
-            v.reason.len() <= MAX_TEXT + '…'.len_utf8(),
+            v.reason.len() <= MAX_FILTER_TEXT + '…'.len_utf8(),
             "{}",
             v.reason.len()
         );

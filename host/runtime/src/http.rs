@@ -4,20 +4,19 @@
 
 use std::sync::Arc;
 
-use wasmtime::component::Resource;
+use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 
 use rawko_capability::http::{HttpClient, HttpError, Incoming, Outgoing};
 
-use crate::HostState;
 use crate::bindings::http as wit;
 
 /// The `response` resource: a response head and its unread body.
 pub type HttpResponse = Incoming;
 
-/// What one plugin call may do with the network.
-#[derive(Debug)]
+/// What one plugin call may do with the network: nothing without a client.
+#[derive(Debug, Default)]
 pub struct HttpCtx {
-    client: Arc<HttpClient>,
+    client: Option<Arc<HttpClient>>,
     requests: u32,
     open: u32,
 }
@@ -25,11 +24,33 @@ pub struct HttpCtx {
 impl HttpCtx {
     pub fn new(client: Arc<HttpClient>) -> Self {
         HttpCtx {
-            client,
+            client: Some(client),
             requests: 0,
             open: 0,
         }
     }
+}
+
+/// What the `http` host functions see of a store: its [`HttpCtx`] and the resource table its
+/// responses live in.
+pub struct HttpView<'a> {
+    pub ctx: &'a mut HttpCtx,
+    pub table: &'a mut ResourceTable,
+}
+
+/// The `http` capability, for [`HasData`]: its host functions see an [`HttpView`].
+pub struct Http;
+
+impl HasData for Http {
+    type Data<'a> = HttpView<'a>;
+}
+
+/// Link the `http` import, with the view `get` projects from the store's data.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    get: fn(&mut T) -> HttpView<'_>,
+) -> wasmtime::Result<()> {
+    wit::add_to_linker::<T, Http>(linker, get)
 }
 
 impl From<HttpError> for wit::HttpError {
@@ -56,17 +77,18 @@ fn method(m: wit::Method) -> reqwest::Method {
     }
 }
 
-impl wit::Host for HostState {
+impl wit::Host for HttpView<'_> {
     async fn send(
         &mut self,
         request: wit::Request,
     ) -> wasmtime::Result<Result<Resource<HttpResponse>, wit::HttpError>> {
-        let Some(ctx) = self.http.as_mut() else {
+        let ctx = &mut *self.ctx;
+        let Some(client) = ctx.client.clone() else {
             return Ok(Err(wit::HttpError::Denied(
                 "this plugin has no network access".into(),
             )));
         };
-        let policy = ctx.client.policy();
+        let policy = client.policy();
         if ctx.requests >= policy.max_requests_per_call {
             return Ok(Err(wit::HttpError::Denied(format!(
                 "more than {} requests in one call",
@@ -80,7 +102,6 @@ impl wit::Host for HostState {
             ))));
         }
         ctx.requests += 1;
-        let client = ctx.client.clone();
         let out = Outgoing {
             method: method(request.method),
             url: request.url,
@@ -92,9 +113,7 @@ impl wit::Host for HostState {
         };
         match client.send(out).await {
             Ok(incoming) => {
-                if let Some(ctx) = self.http.as_mut() {
-                    ctx.open += 1;
-                }
+                self.ctx.open += 1;
                 Ok(Ok(self.table.push(incoming)?))
             }
             Err(e) => Ok(Err(e.into())),
@@ -102,7 +121,7 @@ impl wit::Host for HostState {
     }
 }
 
-impl wit::HostResponse for HostState {
+impl wit::HostResponse for HttpView<'_> {
     async fn status(&mut self, r: Resource<HttpResponse>) -> wasmtime::Result<u16> {
         Ok(self.table.get(&r)?.status)
     }
@@ -129,9 +148,7 @@ impl wit::HostResponse for HostState {
 
     async fn drop(&mut self, r: Resource<HttpResponse>) -> wasmtime::Result<()> {
         self.table.delete(r)?;
-        if let Some(ctx) = self.http.as_mut() {
-            ctx.open = ctx.open.saturating_sub(1);
-        }
+        self.ctx.open = self.ctx.open.saturating_sub(1);
         Ok(())
     }
 }

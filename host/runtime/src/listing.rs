@@ -8,25 +8,43 @@
 //! through the same descriptor as wasmtime-wasi and returns the same entries and types: it
 //! changes the cost, not what a plugin may see.
 
-use wasmtime::component::{Linker, Resource, ResourceType};
+use std::collections::HashSet;
+
+use wasmtime::StoreContextMut;
+use wasmtime::component::{Linker, Resource, ResourceTable, ResourceType};
 use wasmtime_wasi::filesystem::Descriptor;
 use wasmtime_wasi::p2::bindings::filesystem::types::{self as wt, DescriptorType, ErrorCode};
 
-use crate::HostState;
-use crate::state::{Store, replace_filesystem_types};
+use crate::filesystem::{errno, replace_filesystem_types};
+
+/// One call's listings: the handles of the directory descriptors listed so far.
+#[derive(Debug, Default)]
+pub struct ListingCtx {
+    listed: HashSet<u32>,
+}
+
+/// What the listing functions see of a store: its [`ListingCtx`] and the resource table where
+/// descriptors and listings are.
+pub struct ListingView<'a> {
+    pub ctx: &'a mut ListingCtx,
+    pub table: &'a mut ResourceTable,
+}
 
 /// A directory's entries, read when the listing was asked for.
 pub struct Entries(std::vec::IntoIter<Result<wt::DirectoryEntry, ErrorCode>>);
 
-/// Replace `read-directory` and its stream in `linker`. Call after WASI itself is in `linker`.
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+/// Replace `read-directory` and its stream in `linker`, with the view `get` projects from the
+/// store's data. Call after WASI itself is in `linker`.
+pub fn add_to_linker<T: 'static>(
+    linker: &mut Linker<T>,
+    get: fn(&mut T) -> ListingView<'_>,
+) -> wasmtime::Result<()> {
     replace_filesystem_types(linker, |inst| {
         inst.resource(
             "directory-entry-stream",
             ResourceType::host::<Entries>(),
-            |mut store, rep| {
-                store
-                    .data_mut()
+            move |mut store, rep| {
+                get(store.data_mut())
                     .table
                     .delete(Resource::<Entries>::new_own(rep))?;
                 Ok(())
@@ -34,11 +52,11 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         )?;
         inst.func_wrap(
             "[method]descriptor.read-directory",
-            |mut store: Store<'_>, (fd,): (Resource<Descriptor>,)| {
-                let state = store.data_mut();
+            move |mut store: StoreContextMut<'_, T>, (fd,): (Resource<Descriptor>,)| {
+                let state = get(store.data_mut());
                 // A descriptor listed before is rewound first; a fresh one starts at the beginning.
                 // (A handle number used again by a later descriptor costs only a needless rewind.)
-                let rewind = !state.listed.insert(fd.rep());
+                let rewind = !state.ctx.listed.insert(fd.rep());
                 let listed = match state.table.get(&fd)? {
                     Descriptor::Dir(d) => list(&d.dir, rewind),
                     Descriptor::File(_) => Err(ErrorCode::NotDirectory),
@@ -51,8 +69,8 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         )?;
         inst.func_wrap(
             "[method]directory-entry-stream.read-directory-entry",
-            |mut store: Store<'_>, (stream,): (Resource<Entries>,)| {
-                let entries = store.data_mut().table.get_mut(&stream)?;
+            move |mut store: StoreContextMut<'_, T>, (stream,): (Resource<Entries>,)| {
+                let entries = get(store.data_mut()).table.get_mut(&stream)?;
                 Ok((entries.0.next().transpose(),))
             },
         )
@@ -162,17 +180,6 @@ fn descriptor_type(kind: rustix::fs::FileType) -> DescriptorType {
         FileType::CharacterDevice => DescriptorType::CharacterDevice,
         _ => DescriptorType::Unknown,
     }
-}
-
-pub(crate) fn errno(e: rustix::io::Errno) -> ErrorCode {
-    code(e.into())
-}
-
-/// The WASI error code for an I/O error, as wasmtime-wasi maps it.
-fn code(e: std::io::Error) -> ErrorCode {
-    wasmtime_wasi::p2::FsError::from(e)
-        .downcast()
-        .unwrap_or(ErrorCode::Io)
 }
 
 #[cfg(test)]

@@ -5,9 +5,26 @@
 
 use std::sync::Arc;
 
-use super::bindings::log::{Host, Level};
-use super::state::HostState;
+use wasmtime::component::{HasData, Linker};
+
+use crate::bindings::log::{self as wit, Host, Level};
 use crate::limits::{MAX_LOG_CALL_BYTES, MAX_LOG_MESSAGE_BYTES};
+
+/// The `log` capability, for [`HasData`]: its host functions see a call's [`PluginLog`].
+pub struct Log;
+
+impl HasData for Log {
+    type Data<'a> = &'a mut PluginLog;
+}
+
+/// Link the `log` import, its calls going to the [`PluginLog`] `get` projects from the store's
+/// data.
+pub fn add_to_linker<T: 'static>(
+    linker: &mut Linker<T>,
+    get: fn(&mut T) -> &mut PluginLog,
+) -> wasmtime::Result<()> {
+    wit::add_to_linker::<T, Log>(linker, get)
+}
 
 /// The log state of one call.
 #[derive(Debug)]
@@ -64,8 +81,8 @@ impl PluginLog {
     }
 }
 
-impl Host for HostState {
+impl Host for PluginLog {
     fn log(&mut self, level: Level, message: String) {
-        self.log.record(level, &message);
+        self.record(level, &message);
     }
 }

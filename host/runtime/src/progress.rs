@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use crate::HostState;
+use wasmtime::component::{HasData, Linker};
+
 use crate::bindings::progress as wit;
 pub use crate::limits::MAX_PROGRESS_BYTES;
 
@@ -28,9 +29,11 @@ impl ProgressSink for NoProgress {
     fn thinking(&self, _: &str) {}
 }
 
-/// One call's progress reporting.
+/// One call's progress reporting: where it goes (nowhere without a sink) and how much has
+/// gone there.
+#[derive(Default)]
 pub struct ProgressCtx {
-    sink: Arc<dyn ProgressSink>,
+    sink: Option<Arc<dyn ProgressSink>>,
     reported: usize,
 }
 
@@ -44,35 +47,48 @@ impl std::fmt::Debug for ProgressCtx {
 
 impl ProgressCtx {
     pub fn new(sink: Arc<dyn ProgressSink>) -> Self {
-        ProgressCtx { sink, reported: 0 }
+        ProgressCtx {
+            sink: Some(sink),
+            reported: 0,
+        }
     }
 
-    /// Whether `delta` still fits in the call's allowance; counts it if so.
-    fn admit(&mut self, delta: &str) -> bool {
-        if self.reported + delta.len() > MAX_PROGRESS_BYTES {
-            return false;
+    /// Hand `delta` to the sink with `report`, if there is a sink and `delta` still fits in the
+    /// call's allowance (which it then counts against).
+    fn report(&mut self, delta: &str, report: impl FnOnce(&dyn ProgressSink, &str)) {
+        if let Some(sink) = &self.sink
+            && self.reported + delta.len() <= MAX_PROGRESS_BYTES
+        {
+            self.reported += delta.len();
+            report(&**sink, delta);
         }
-        self.reported += delta.len();
-        true
     }
 }
 
-impl wit::Host for HostState {
+/// The `progress` capability, for [`HasData`]: its host functions see a call's [`ProgressCtx`].
+pub struct Progress;
+
+impl HasData for Progress {
+    type Data<'a> = &'a mut ProgressCtx;
+}
+
+/// Link the `progress` import, reporting through the [`ProgressCtx`] `get` projects from the
+/// store's data.
+pub fn add_to_linker<T: 'static>(
+    linker: &mut Linker<T>,
+    get: fn(&mut T) -> &mut ProgressCtx,
+) -> wasmtime::Result<()> {
+    wit::add_to_linker::<T, Progress>(linker, get)
+}
+
+impl wit::Host for ProgressCtx {
     fn text(&mut self, delta: String) -> wasmtime::Result<()> {
-        if let Some(p) = self.progress.as_mut()
-            && p.admit(&delta)
-        {
-            p.sink.text(&delta);
-        }
+        self.report(&delta, |sink, d| sink.text(d));
         Ok(())
     }
 
     fn thinking(&mut self, delta: String) -> wasmtime::Result<()> {
-        if let Some(p) = self.progress.as_mut()
-            && p.admit(&delta)
-        {
-            p.sink.thinking(&delta);
-        }
+        self.report(&delta, |sink, d| sink.thinking(d));
         Ok(())
     }
 }

@@ -5,20 +5,47 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use rawko_capability::Protected;
 use rawko_capability::protect::{Refusal, fd_path};
-use wasmtime::component::{Linker, Resource};
+use wasmtime::StoreContextMut;
+use wasmtime::component::{Linker, Resource, ResourceTable};
 use wasmtime_wasi::FsPerms;
-use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView};
+use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemCtxView};
 use wasmtime_wasi::p2::bindings::filesystem::types::{
     self as wt, DescriptorFlags, ErrorCode, HostDescriptor, NewTimestamp, OpenFlags, PathFlags,
 };
 
-use crate::HostState;
-use crate::state::{BLOCK_CURRENT_THREAD, Store, replace_filesystem_types};
+use crate::filesystem::{BLOCK_CURRENT_THREAD, replace_filesystem_types};
+
+/// One call's guard: the paths no write may touch, and the plugin its refusals are logged for.
+#[derive(Debug)]
+pub struct ProtectCtx {
+    /// Paths no write may touch (`.git`, `.rawko`); `None` when nothing is writable.
+    protected: Option<Arc<Protected>>,
+    plugin: Arc<str>,
+}
+
+impl ProtectCtx {
+    pub fn new(plugin: Arc<str>, protected: Protected) -> Self {
+        ProtectCtx {
+            protected: (!protected.is_empty()).then(|| Arc::new(protected)),
+            plugin,
+        }
+    }
+}
+
+/// What the guard sees of a store: its [`ProtectCtx`] and wasmtime-wasi's filesystem, which
+/// runs the calls the guard lets through.
+pub struct ProtectView<'a> {
+    pub ctx: &'a ProtectCtx,
+    pub fs: WasiFilesystemCtxView<'a>,
+}
+
 /// The directory a descriptor of this call stands for, if it is a directory.
-fn dir_path(state: &mut HostState, fd: &Resource<Descriptor>) -> Option<io::Result<PathBuf>> {
-    match state.table.get(fd) {
+fn dir_path(table: &ResourceTable, fd: &Resource<Descriptor>) -> Option<io::Result<PathBuf>> {
+    match table.get(fd) {
         Ok(Descriptor::Dir(d)) => Some(fd_path(&*d.dir)),
         _ => None,
     }
@@ -27,17 +54,17 @@ fn dir_path(state: &mut HostState, fd: &Resource<Descriptor>) -> Option<io::Resu
 /// The guard in front of a mutating WASI call: `Err` with the code to return instead of
 /// running it.
 fn guard(
-    state: &mut HostState,
+    view: &ProtectView<'_>,
     fd: &Resource<Descriptor>,
     path: &str,
     follow_last: bool,
     ancestors: bool,
 ) -> Result<(), ErrorCode> {
-    let Some(protected) = state.protected.clone() else {
+    let Some(protected) = view.ctx.protected.as_deref() else {
         return Ok(());
     };
     // Not a directory: the call fails on its own.
-    let Some(base) = dir_path(state, fd) else {
+    let Some(base) = dir_path(view.fs.table, fd) else {
         return Ok(());
     };
     let refusal = match base {
@@ -50,16 +77,16 @@ fn guard(
             message: e.to_string(),
         },
     };
-    tracing::info!(target: "rawko::plugin", plugin = state.log.plugin(), "{refusal}");
+    tracing::info!(target: "rawko::plugin", plugin = &*view.ctx.plugin, "{refusal}");
     Err(ErrorCode::NotPermitted)
 }
 
 /// A descriptor opened on a protected path is read-only, whatever grant it came through.
-fn downgrade(state: &mut HostState, fd: &Resource<Descriptor>) {
-    let Some(protected) = state.protected.clone() else {
+fn downgrade(view: &mut ProtectView<'_>, fd: &Resource<Descriptor>) {
+    let Some(protected) = view.ctx.protected.as_deref() else {
         return;
     };
-    let Ok(d) = state.table.get_mut(fd) else {
+    let Ok(d) = view.fs.table.get_mut(fd) else {
         return;
     };
     let real = match d {
@@ -78,20 +105,20 @@ fn downgrade(state: &mut HostState, fd: &Resource<Descriptor>) {
 type Reply<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
 
 /// Run a `wasi:filesystem` call, or return `code` without running it.
-async fn then<T>(
-    store: &mut Store<'_>,
+async fn then<T, D: 'static>(
+    store: &mut StoreContextMut<'_, D>,
+    get: fn(&mut D) -> ProtectView<'_>,
     checked: Result<(), ErrorCode>,
-    call: impl AsyncFnOnce(
-        &mut wasmtime_wasi::filesystem::WasiFilesystemCtxView<'_>,
-    ) -> wasmtime_wasi::p2::FsResult<T>,
+    call: impl AsyncFnOnce(&mut WasiFilesystemCtxView<'_>) -> wasmtime_wasi::p2::FsResult<T>,
 ) -> Reply<T> {
     if let Err(code) = checked {
         return Ok((Err(code),));
     }
-    let mut view = store.data_mut().filesystem();
-    match call(&mut view).await {
+    let view = get(store.data_mut());
+    let mut fs = view.fs;
+    match call(&mut fs).await {
         Ok(v) => Ok((Ok(v),)),
-        Err(e) => Ok((Err(wt::Host::convert_error_code(&mut view, e)?),)),
+        Err(e) => Ok((Err(wt::Host::convert_error_code(&mut fs, e)?),)),
     }
 }
 
@@ -115,7 +142,7 @@ fn reads_only(oflags: OpenFlags, flags: DescriptorFlags) -> bool {
 /// kernel refuses for anything else, and needs no stat. (`O_NONBLOCK` changes nothing for
 /// regular files and directories.)
 fn open_read(
-    state: &mut HostState,
+    table: &mut ResourceTable,
     fd: &Resource<Descriptor>,
     path_flags: PathFlags,
     path: &str,
@@ -125,7 +152,7 @@ fn open_read(
     use cap_primitives::fs::OpenOptionsExt;
     use wasmtime_wasi::filesystem::{Dir, File, OpenMode};
 
-    let (dir, perms) = match state.table.get(fd)? {
+    let (dir, perms) = match table.get(fd)? {
         Descriptor::Dir(d) => (d.dir.clone(), d.perms),
         Descriptor::File(_) => return Err(ErrorCode::NotDirectory.into()),
     };
@@ -145,7 +172,7 @@ fn open_read(
     let file = cap_primitives::fs::open(&dir, Path::new(path), &opts)?;
     if dir_only {
         let dir = Dir::new(file, perms, OpenMode::READ, BLOCK_CURRENT_THREAD);
-        return Ok(state.table.push(Descriptor::Dir(dir))?);
+        return Ok(table.push(Descriptor::Dir(dir))?);
     }
     let kind = file.metadata()?.file_type();
     let opened = if kind.is_dir() {
@@ -155,20 +182,24 @@ fn open_read(
     } else {
         return Err(ErrorCode::Unsupported.into());
     };
-    Ok(state.table.push(opened)?)
+    Ok(table.push(opened)?)
 }
 
 /// Guard a `wasi:filesystem` method that takes a descriptor and one path, following no symlink
 /// in the last component.
 macro_rules! guard_path_op {
-    ($inst:expr, $wrapped:expr, $name:literal, $method:ident, ancestors: $ancestors:expr) => {
+    ($inst:expr, $get:expr, $wrapped:expr, $name:literal, $method:ident, ancestors: $ancestors:expr) => {
         $wrapped.push($name);
+        let get = $get;
         $inst.func_wrap_async(
             $name,
-            |mut store: Store<'_>, (fd, path): (Resource<Descriptor>, String)| {
+            move |mut store: StoreContextMut<'_, T>, (fd, path): (Resource<Descriptor>, String)| {
                 Box::new(async move {
-                    let checked = guard(store.data_mut(), &fd, &path, false, $ancestors);
-                    then(&mut store, checked, async |v| v.$method(fd, path).await).await
+                    let checked = guard(&get(store.data_mut()), &fd, &path, false, $ancestors);
+                    then(&mut store, get, checked, async |v| {
+                        v.$method(fd, path).await
+                    })
+                    .await
                 })
             },
         )?
@@ -176,15 +207,19 @@ macro_rules! guard_path_op {
 }
 
 /// Put the guard in front of every `wasi:filesystem/types` function that changes what is at a
-/// path. Call after WASI itself is in `linker`; it replaces those functions' definitions.
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+/// path, with the view `get` projects from the store's data. Call after WASI itself is in
+/// `linker`; it replaces those functions' definitions.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    get: fn(&mut T) -> ProtectView<'_>,
+) -> wasmtime::Result<()> {
     let mut wrapped: Vec<&str> = Vec::new();
     replace_filesystem_types(linker, |inst| {
         wrapped.push("[method]descriptor.open-at");
         inst.func_wrap_async(
             "[method]descriptor.open-at",
-            |mut store: Store<'_>,
-             (fd, path_flags, path, oflags, flags): (
+            move |mut store: StoreContextMut<'_, T>,
+                  (fd, path_flags, path, oflags, flags): (
                 Resource<Descriptor>,
                 PathFlags,
                 String,
@@ -193,16 +228,22 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             )| {
                 Box::new(async move {
                     if reads_only(oflags, flags) {
-                        let opened = open_read(store.data_mut(), &fd, path_flags, &path, oflags);
+                        let opened = open_read(
+                            get(store.data_mut()).fs.table,
+                            &fd,
+                            path_flags,
+                            &path,
+                            oflags,
+                        );
                         let reply = match opened {
                             Ok(opened) => (Ok(opened),),
                             Err(e) => {
-                                let mut view = store.data_mut().filesystem();
-                                (Err(wt::Host::convert_error_code(&mut view, e)?),)
+                                let mut fs = get(store.data_mut()).fs;
+                                (Err(wt::Host::convert_error_code(&mut fs, e)?),)
                             }
                         };
                         if let (Ok(opened),) = &reply {
-                            downgrade(store.data_mut(), opened);
+                            downgrade(&mut get(store.data_mut()), opened);
                         }
                         return Ok(reply);
                     }
@@ -210,7 +251,13 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                         || flags
                             .intersects(DescriptorFlags::WRITE | DescriptorFlags::MUTATE_DIRECTORY);
                     let mut checked = if writes {
-                        guard(store.data_mut(), &fd, &path, follows(path_flags), false)
+                        guard(
+                            &get(store.data_mut()),
+                            &fd,
+                            &path,
+                            follows(path_flags),
+                            false,
+                        )
                     } else {
                         Ok(())
                     };
@@ -219,11 +266,8 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                     // repository can ship a FIFO. Refused before the open that would block.
                     if checked.is_ok() {
                         let at = Resource::<Descriptor>::new_borrow(fd.rep());
-                        let stat = store
-                            .data_mut()
-                            .filesystem()
-                            .stat_at(at, path_flags, path.clone())
-                            .await;
+                        let mut fs = get(store.data_mut()).fs;
+                        let stat = fs.stat_at(at, path_flags, path.clone()).await;
                         // (WASI reports a FIFO or socket as `unknown`.)
                         if let Ok(stat) = stat
                             && !matches!(
@@ -236,12 +280,12 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                             checked = Err(ErrorCode::Unsupported);
                         }
                     }
-                    let reply = then(&mut store, checked, async |v| {
+                    let reply = then(&mut store, get, checked, async |v| {
                         v.open_at(fd, path_flags, path, oflags, flags).await
                     })
                     .await?;
                     if let (Ok(opened),) = &reply {
-                        downgrade(store.data_mut(), opened);
+                        downgrade(&mut get(store.data_mut()), opened);
                     }
                     Ok(reply)
                 })
@@ -250,8 +294,8 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         wrapped.push("[method]descriptor.set-times-at");
         inst.func_wrap_async(
             "[method]descriptor.set-times-at",
-            |mut store: Store<'_>,
-             (fd, path_flags, path, atim, mtim): (
+            move |mut store: StoreContextMut<'_, T>,
+                  (fd, path_flags, path, atim, mtim): (
                 Resource<Descriptor>,
                 PathFlags,
                 String,
@@ -259,8 +303,14 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                 NewTimestamp,
             )| {
                 Box::new(async move {
-                    let checked = guard(store.data_mut(), &fd, &path, follows(path_flags), false);
-                    then(&mut store, checked, async |v| {
+                    let checked = guard(
+                        &get(store.data_mut()),
+                        &fd,
+                        &path,
+                        follows(path_flags),
+                        false,
+                    );
+                    then(&mut store, get, checked, async |v| {
                         v.set_times_at(fd, path_flags, path, atim, mtim).await
                     })
                     .await
@@ -270,8 +320,8 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         wrapped.push("[method]descriptor.link-at");
         inst.func_wrap_async(
             "[method]descriptor.link-at",
-            |mut store: Store<'_>,
-             (fd, old_flags, old_path, new_fd, new_path): (
+            move |mut store: StoreContextMut<'_, T>,
+                  (fd, old_flags, old_path, new_fd, new_path): (
                 Resource<Descriptor>,
                 PathFlags,
                 String,
@@ -280,12 +330,15 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             )| {
                 Box::new(async move {
                     // A new name for a protected file would be a way to write it.
-                    let checked =
-                        guard(store.data_mut(), &fd, &old_path, follows(old_flags), false)
-                            .and_then(|()| {
-                                guard(store.data_mut(), &new_fd, &new_path, false, false)
-                            });
-                    then(&mut store, checked, async |v| {
+                    let checked = guard(
+                        &get(store.data_mut()),
+                        &fd,
+                        &old_path,
+                        follows(old_flags),
+                        false,
+                    )
+                    .and_then(|()| guard(&get(store.data_mut()), &new_fd, &new_path, false, false));
+                    then(&mut store, get, checked, async |v| {
                         v.link_at(fd, old_flags, old_path, new_fd, new_path).await
                     })
                     .await
@@ -295,17 +348,19 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         wrapped.push("[method]descriptor.rename-at");
         inst.func_wrap_async(
             "[method]descriptor.rename-at",
-            |mut store: Store<'_>,
-             (fd, old_path, new_fd, new_path): (
+            move |mut store: StoreContextMut<'_, T>,
+                  (fd, old_path, new_fd, new_path): (
                 Resource<Descriptor>,
                 String,
                 Resource<Descriptor>,
                 String,
             )| {
                 Box::new(async move {
-                    let checked = guard(store.data_mut(), &fd, &old_path, false, true)
-                        .and_then(|()| guard(store.data_mut(), &new_fd, &new_path, false, true));
-                    then(&mut store, checked, async |v| {
+                    let checked = guard(&get(store.data_mut()), &fd, &old_path, false, true)
+                        .and_then(|()| {
+                            guard(&get(store.data_mut()), &new_fd, &new_path, false, true)
+                        });
+                    then(&mut store, get, checked, async |v| {
                         v.rename_at(fd, old_path, new_fd, new_path).await
                     })
                     .await
@@ -315,20 +370,20 @@ pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         wrapped.push("[method]descriptor.symlink-at");
         inst.func_wrap_async(
             "[method]descriptor.symlink-at",
-            |mut store: Store<'_>,
-             (fd, old_path, new_path): (Resource<Descriptor>, String, String)| {
+            move |mut store: StoreContextMut<'_, T>,
+                  (fd, old_path, new_path): (Resource<Descriptor>, String, String)| {
                 Box::new(async move {
-                    let checked = guard(store.data_mut(), &fd, &new_path, false, false);
-                    then(&mut store, checked, async |v| {
+                    let checked = guard(&get(store.data_mut()), &fd, &new_path, false, false);
+                    then(&mut store, get, checked, async |v| {
                         v.symlink_at(fd, old_path, new_path).await
                     })
                     .await
                 })
             },
         )?;
-        guard_path_op!(inst, wrapped, "[method]descriptor.create-directory-at", create_directory_at, ancestors: false);
-        guard_path_op!(inst, wrapped, "[method]descriptor.remove-directory-at", remove_directory_at, ancestors: true);
-        guard_path_op!(inst, wrapped, "[method]descriptor.unlink-file-at", unlink_file_at, ancestors: true);
+        guard_path_op!(inst, get, wrapped, "[method]descriptor.create-directory-at", create_directory_at, ancestors: false);
+        guard_path_op!(inst, get, wrapped, "[method]descriptor.remove-directory-at", remove_directory_at, ancestors: true);
+        guard_path_op!(inst, get, wrapped, "[method]descriptor.unlink-file-at", unlink_file_at, ancestors: true);
         Ok(())
     })?;
     wrapped.sort_unstable();
@@ -427,8 +482,30 @@ mod tests {
     #[test]
     fn the_guard_links() {
         let engine = wasmtime::Engine::new(&wasmtime::Config::new()).unwrap();
-        let mut linker = Linker::<HostState>::new(&engine);
+        struct Data {
+            wasi: wasmtime_wasi::WasiCtx,
+            table: ResourceTable,
+            guard: ProtectCtx,
+        }
+        impl wasmtime_wasi::WasiView for Data {
+            fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
+                wasmtime_wasi::WasiCtxView {
+                    ctx: &mut self.wasi,
+                    table: &mut self.table,
+                }
+            }
+        }
+        fn view(d: &mut Data) -> ProtectView<'_> {
+            ProtectView {
+                ctx: &d.guard,
+                fs: WasiFilesystemCtxView {
+                    ctx: d.wasi.filesystem(),
+                    table: &mut d.table,
+                },
+            }
+        }
+        let mut linker = Linker::<Data>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
-        add_to_linker(&mut linker).unwrap();
+        add_to_linker(&mut linker, view).unwrap();
     }
 }

@@ -7,23 +7,29 @@
 //! every file it reads whole. This one reads into uninitialised memory until the buffer is
 //! full or the file ends, and says so in the same reply. The data are the same bytes from the
 //! same descriptor; reads of directories and failures give the codes wasmtime-wasi gives.
+//!
+//! Its only state is the call's resource table, where the descriptors are.
 
-use wasmtime::component::{Linker, Resource};
+use wasmtime::StoreContextMut;
+use wasmtime::component::{Linker, Resource, ResourceTable};
 use wasmtime_wasi::filesystem::Descriptor;
 use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
 
-use crate::HostState;
+use crate::filesystem::{errno, replace_filesystem_types};
 use crate::limits::MAX_READ;
-use crate::listing::errno;
-use crate::state::{Store, replace_filesystem_types};
 
-/// Replace `descriptor.read` in `linker`. Call after WASI itself is in `linker`.
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+/// Replace `descriptor.read` in `linker`, reading descriptors from the table `get` projects
+/// from the store's data. Call after WASI itself is in `linker`.
+pub fn add_to_linker<T: 'static>(
+    linker: &mut Linker<T>,
+    get: fn(&mut T) -> &mut ResourceTable,
+) -> wasmtime::Result<()> {
     replace_filesystem_types(linker, |inst| {
         inst.func_wrap(
             "[method]descriptor.read",
-            |mut store: Store<'_>, (fd, len, offset): (Resource<Descriptor>, u64, u64)| {
-                let reply = match store.data_mut().table.get(&fd)? {
+            move |mut store: StoreContextMut<'_, T>,
+                  (fd, len, offset): (Resource<Descriptor>, u64, u64)| {
+                let reply = match get(store.data_mut()).get(&fd)? {
                     Descriptor::File(f) => read_at(&f.file, len, offset),
                     Descriptor::Dir(_) => Err(ErrorCode::BadDescriptor),
                 };

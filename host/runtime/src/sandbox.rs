@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use wasmtime::Store;
 
-use super::{HostState, Runtime};
 use crate::engine::deadline_ticks;
 use crate::limits::{Budget, BudgetKind, DEADLINE_GRACE};
+use crate::runtime::Runtime;
+use crate::state::HostState;
 use rawko_capability::FsGrants;
 
 /// How a sandboxed call failed, before it is put into words.

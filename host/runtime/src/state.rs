@@ -1,41 +1,45 @@
-//! The data a plugin call's store holds: its WASI context, its resources, its limiter and its
-//! log, and for an adapter its network and progress reporting. One is built per call from the
-//! call's grants and thrown away with the store.
+//! The data a plugin call's store holds: its WASI context and resource table, one context per
+//! rawko capability (log, http, progress, shell, the filesystem guard and listings), its memory
+//! limiter and captured stdio. One is built per call from the call's grants and thrown away with
+//! the store. Each capability's host functions reach only the projection of it that
+//! [`HostState`] hands their `add_to_linker`.
 
 use std::sync::Arc;
 
 use wasmtime::component::ResourceTable;
+use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::log::PluginLog;
-use super::stdio::CappedPipe;
-use crate::http::HttpCtx;
-use crate::limits::{Budget, CallLimiter, MAX_HANDLES, STDIO_CAP};
+use crate::filesystem::BLOCK_CURRENT_THREAD;
+use crate::http::{HttpCtx, HttpView};
+use crate::limits::{Budget, CallLimiter, MAX_HANDLES, MAX_LOG_MESSAGE_BYTES, STDIO_CAP};
+use crate::listing::{ListingCtx, ListingView};
+use crate::log::PluginLog;
 use crate::progress::ProgressCtx;
-use rawko_capability::{Access, FsGrants, GrantError, Protected};
+use crate::protect::{ProtectCtx, ProtectView};
+use crate::shell::ShellCtx;
+use crate::stdio::CappedPipe;
+use rawko_capability::{Access, FsGrants, GrantError};
 
+/// A call's store data: one context per capability, each reached by the capability's host
+/// functions only through its projection below (what `Runtime` passes to the capability's
+/// `add_to_linker`), and the call's limiter and captured stdio.
 pub struct HostState {
     wasi: WasiCtx,
-    pub(crate) table: ResourceTable,
+    table: ResourceTable,
     pub(crate) limiter: CallLimiter,
-    pub(crate) log: PluginLog,
-    pub(crate) stdout: CappedPipe,
-    pub(crate) stderr: CappedPipe,
-    /// The network, for an adapter call; `None` denies every request.
-    pub(crate) http: Option<HttpCtx>,
-    /// Where streamed text goes, for an adapter call; `None` drops it.
-    pub(crate) progress: Option<ProgressCtx>,
-    /// What a bash filter's `shell` import answers from; `None` for other plugin kinds.
-    pub(crate) shell: Option<Arc<super::filter::ShellContext>>,
-    /// Paths no write may touch (`.git`, `.rawko`); `None` when nothing is writable.
-    pub(crate) protected: Option<Arc<Protected>>,
-    /// The handles of the directory descriptors listed so far (see `listing`).
-    pub(crate) listed: std::collections::HashSet<u32>,
+    log: PluginLog,
+    stdout: CappedPipe,
+    stderr: CappedPipe,
+    /// The network, for an adapter call; without a client it denies every request.
+    pub(crate) http: HttpCtx,
+    /// Where streamed text goes, for an adapter call; without a sink it is dropped.
+    pub(crate) progress: ProgressCtx,
+    /// What a bash filter's `shell` import answers from; empty for other plugin kinds.
+    pub(crate) shell: ShellCtx,
+    protect: ProtectCtx,
+    listing: ListingCtx,
 }
-
-/// Whether file operations block the calling thread (see [`HostState::new`]); the filesystem
-/// guard's own opens make descriptors that behave the same.
-pub(crate) const BLOCK_CURRENT_THREAD: bool = true;
 
 impl HostState {
     /// The state for one call: only the granted directories, no environment, no arguments, no
@@ -53,23 +57,22 @@ impl HostState {
             .stdout(stdout.clone())
             .stderr(stderr.clone());
         preopen(grants, &mut wasi)?;
-        let protected = grants.protected();
         // Each open file, directory and stream is an entry here (and a file descriptor of
         // rawko's): a plugin gets a bounded number at once, not rawko's whole fd limit.
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_HANDLES);
         Ok(HostState {
-            protected: (!protected.is_empty()).then(|| Arc::new(protected)),
+            protect: ProtectCtx::new(plugin.clone(), grants.protected()),
             wasi: wasi.build(),
             table,
             limiter: CallLimiter::new(budget.memory),
             log: PluginLog::new(plugin),
             stdout,
             stderr,
-            http: None,
-            progress: None,
-            shell: None,
-            listed: Default::default(),
+            http: HttpCtx::default(),
+            progress: ProgressCtx::default(),
+            shell: ShellCtx::default(),
+            listing: ListingCtx::default(),
         })
     }
 
@@ -85,7 +88,7 @@ impl HostState {
             }
             let text = String::from_utf8_lossy(&bytes);
             for line in text.lines() {
-                let line = rawko_text::line(line, crate::limits::MAX_LOG_MESSAGE_BYTES);
+                let line = rawko_text::line(line, MAX_LOG_MESSAGE_BYTES);
                 tracing::debug!(target: "rawko::plugin", plugin, stream = name, "{line}");
             }
             if dropped > 0 {
@@ -115,6 +118,56 @@ impl HostState {
     }
 }
 
+/// The projections: what each capability's host functions see of a call's store.
+impl HostState {
+    /// The `log` capability's context.
+    pub fn log(&mut self) -> &mut PluginLog {
+        &mut self.log
+    }
+
+    /// The `http` capability's context and the table its responses live in.
+    pub fn http(&mut self) -> HttpView<'_> {
+        HttpView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+        }
+    }
+
+    /// The `progress` capability's context.
+    pub fn progress(&mut self) -> &mut ProgressCtx {
+        &mut self.progress
+    }
+
+    /// The `shell` capability's context.
+    pub fn shell(&mut self) -> &mut ShellCtx {
+        &mut self.shell
+    }
+
+    /// The filesystem guard's context and the WASI filesystem it lets calls through to.
+    pub fn protect(&mut self) -> ProtectView<'_> {
+        ProtectView {
+            ctx: &self.protect,
+            fs: WasiFilesystemCtxView {
+                ctx: self.wasi.filesystem(),
+                table: &mut self.table,
+            },
+        }
+    }
+
+    /// The directory listings' context and the table where descriptors and listings are.
+    pub fn listing(&mut self) -> ListingView<'_> {
+        ListingView {
+            ctx: &mut self.listing,
+            table: &mut self.table,
+        }
+    }
+
+    /// The resource table, where the reads find their descriptors.
+    pub fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+}
+
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
@@ -140,21 +193,4 @@ fn preopen(grants: &FsGrants, wasi: &mut WasiCtxBuilder) -> Result<(), GrantErro
             })?;
     }
     Ok(())
-}
-
-/// The store as host functions see it.
-pub(crate) type Store<'a> = wasmtime::StoreContextMut<'a, HostState>;
-
-/// Replace functions of `wasi:filesystem/types` in `linker`, which WASI itself is already in,
-/// with the definitions `add` puts in the instance.
-pub(crate) fn replace_filesystem_types(
-    linker: &mut wasmtime::component::Linker<HostState>,
-    add: impl FnOnce(&mut wasmtime::component::LinkerInstance<'_, HostState>) -> wasmtime::Result<()>,
-) -> wasmtime::Result<()> {
-    linker.allow_shadowing(true);
-    let added = linker
-        .instance("wasi:filesystem/types@0.2.12")
-        .and_then(|mut inst| add(&mut inst));
-    linker.allow_shadowing(false);
-    added
 }

@@ -6,14 +6,15 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::bindings::tool::ToolPre;
-use super::bindings::tools as wit;
-use super::sandbox::{Failure, Sandbox};
-use super::{HostState, Runtime, RuntimeError};
+use crate::bindings::tool::ToolPre;
+use crate::bindings::tools as wit;
 use crate::limits::{
     Budget, BudgetKind, DESCRIBE_BUDGET, MAX_DESCRIPTION_BYTES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME,
     MAX_TOOLS,
 };
+use crate::runtime::{Runtime, RuntimeError};
+use crate::sandbox::{Failure, Sandbox};
+use crate::state::HostState;
 use rawko_capability::{Access, FsGrants};
 
 /// One tool a plugin provides.
