@@ -169,8 +169,11 @@ impl AdapterPlugin {
         cx: &AdapterCallContext<'_>,
         budget: Budget,
     ) -> Result<Sandbox, AdapterCallError> {
-        let mut sandbox = Sandbox::new(rt, &self.name, cx.files, budget)
-            .map_err(|message| AdapterCallError::Sandbox { message })?;
+        let mut sandbox = Sandbox::new(rt, &self.name, cx.files, budget).map_err(|e| {
+            AdapterCallError::Sandbox {
+                message: e.to_string(),
+            }
+        })?;
         let state = sandbox.state_mut();
         state.http = cx.http.clone().map(HttpCtx::new).unwrap_or_default();
         state.progress = ProgressCtx::new(cx.progress.clone());

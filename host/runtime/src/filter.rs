@@ -98,7 +98,8 @@ impl FilterPlugin {
             message,
         };
         let budget = FILTER_BUDGET;
-        let mut sandbox = Sandbox::new(rt, &self.name, &FsGrants::none(), budget).map_err(&fail)?;
+        let mut sandbox = Sandbox::new(rt, &self.name, &FsGrants::none(), budget)
+            .map_err(|e| fail(e.to_string()))?;
         sandbox.state_mut().shell = ShellCtx::new(q.cx.clone());
         let pre = &self.pre;
         let outcome = sandbox

@@ -30,4 +30,4 @@ pub use filter::{FilterError, FilterPlugin};
 pub use limits::{Budget, BudgetKind, MAX_HANDLES};
 pub use runtime::{Runtime, RuntimeError};
 pub use state::HostState;
-pub use tool::{ToolCallError, ToolCallOutput, ToolInfo, ToolPlugin};
+pub use tool::{InputError, ToolCallError, ToolCallOutput, ToolInfo, ToolPlugin};

@@ -13,7 +13,7 @@ use crate::engine::deadline_ticks;
 use crate::limits::{Budget, BudgetKind, DEADLINE_GRACE};
 use crate::runtime::Runtime;
 use crate::state::HostState;
-use rawko_capability::FsGrants;
+use rawko_capability::{FsGrants, GrantError};
 
 /// How a sandboxed call failed, before it is put into words.
 #[derive(Debug)]
@@ -46,8 +46,8 @@ impl Sandbox {
         plugin: &Arc<str>,
         grants: &FsGrants,
         budget: Budget,
-    ) -> Result<Self, String> {
-        let state = HostState::new(plugin.clone(), grants, &budget).map_err(|e| e.to_string())?;
+    ) -> Result<Self, GrantError> {
+        let state = HostState::new(plugin.clone(), grants, &budget)?;
         let mut store = Store::new(rt.engine(), state);
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(deadline_ticks(budget.timeout));

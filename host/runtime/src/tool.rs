@@ -38,21 +38,34 @@ impl ToolInfo {
     }
 
     /// Check `input` against the tool's schema; every problem is reported, at most a few.
-    pub fn validate(&self, input: &serde_json::Value) -> Result<(), String> {
+    pub fn validate(&self, input: &serde_json::Value) -> Result<(), InputError> {
         let validator = self.validator.get_or_init(|| {
             jsonschema::options()
                 .with_pattern_options(jsonschema::PatternOptions::regex())
                 .build(&self.input_schema)
-                .map_err(|e| format!("the tool's own input schema is invalid: {e}"))
+                .map_err(|e| e.to_string())
         });
-        let validator = validator.as_ref().map_err(Clone::clone)?;
+        let validator = validator
+            .as_ref()
+            .map_err(|e| InputError::InvalidSchema(e.clone()))?;
         let problems = schema_problems(validator, input);
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(problems.join("; "))
+            Err(InputError::Invalid(problems))
         }
     }
+}
+
+/// Why [`ToolInfo::validate`] refused an input.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum InputError {
+    /// The tool's schema does not compile, so no input can be checked against it.
+    #[error("the tool's own input schema is invalid: {0}")]
+    InvalidSchema(String),
+    /// What is wrong with the input, at most five problems (see [`schema_problems`]).
+    #[error("{}", .0.join("; "))]
+    Invalid(Vec<String>),
 }
 
 /// What is wrong with `value` under `validator`, at most five problems, each with where it is.
@@ -308,7 +321,7 @@ impl ToolPlugin {
         };
         let value: serde_json::Value =
             serde_json::from_str(input).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
-        info.validate(&value).map_err(invalid)?;
+        info.validate(&value).map_err(|e| invalid(e.to_string()))?;
 
         let budget = cx.budget.clamped();
         let limited;
@@ -334,12 +347,11 @@ impl ToolPlugin {
             max_output_bytes: budget.output,
         };
 
-        let mut sandbox = Sandbox::new(rt, &self.name, grants, budget).map_err(|message| {
-            ToolCallError::Sandbox {
+        let mut sandbox =
+            Sandbox::new(rt, &self.name, grants, budget).map_err(|e| ToolCallError::Sandbox {
                 tool: tool.to_string(),
-                message,
-            }
-        })?;
+                message: e.to_string(),
+            })?;
         let pre = &self.pre;
         // The generated binding takes the `json` alias as `&String`.
         let input = input.to_string();
@@ -374,12 +386,11 @@ async fn describe(
     name: &Arc<str>,
 ) -> Result<Vec<CachedSpec>, ToolCallError> {
     let none = FsGrants::none();
-    let mut sandbox = Sandbox::new(rt, name, &none, DESCRIBE_BUDGET).map_err(|message| {
-        ToolCallError::Sandbox {
+    let mut sandbox =
+        Sandbox::new(rt, name, &none, DESCRIBE_BUDGET).map_err(|e| ToolCallError::Sandbox {
             tool: "list-tools".into(),
-            message,
-        }
-    })?;
+            message: e.to_string(),
+        })?;
     let outcome = sandbox
         .run(async |store| {
             let instance = pre.instantiate_async(&mut *store).await?;

@@ -226,7 +226,7 @@ pub(crate) fn parse_input<T: serde::de::DeserializeOwned>(
     };
     let value: serde_json::Value =
         serde_json::from_str(input).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
-    info.validate(&value).map_err(invalid)?;
+    info.validate(&value).map_err(|e| invalid(e.to_string()))?;
     serde_json::from_value(value).map_err(|e| invalid(e.to_string()))
 }
 
