@@ -8,8 +8,10 @@
 //!   the built-ins), precedence and shadowing, and checks across agents.
 //! - [`watch`]: hot reload with an atomic swap of the whole registry.
 //! - [`builtin`]: the default agents shipped inside the binary.
+//! - [`catalogue`]: the tools rawko itself provides, with their access class and ACP kind.
 
 pub mod builtin;
+pub mod catalogue;
 mod claude;
 mod decode;
 pub mod diag;

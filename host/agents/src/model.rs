@@ -14,26 +14,22 @@ use rawko_sandbox::Mode;
 use serde::{Serialize, Serializer};
 
 use super::diag::Pos;
+use crate::catalogue::{self, ToolAccess};
 
-/// The tools rawko itself provides, as agents call them.
-pub const BUILTIN_TOOLS: &[&str] = &[
-    "Read",
-    "Write",
-    "Edit",
-    "Glob",
-    "Grep",
-    "LS",
-    "Bash",
-    "Git",
-    "Knowledge",
-    FINISH,
-];
+/// The tools rawko itself provides, as agents call them: the [catalogue](crate::catalogue),
+/// then `finish`.
+pub const BUILTIN_TOOLS: &[&str] =
+    &catalogue::names::<{ catalogue::count(None) + 1 }>(None, Some(FINISH));
 /// The built-in tools that only read the workspace.
 /// (`Git` is among them: its write operations need the write grant, which a read-only agent
 /// does not get.)
-pub const READ_TOOLS: &[&str] = &["Read", "Glob", "Grep", "LS", "Git", "Knowledge"];
+pub const READ_TOOLS: &[&str] =
+    &catalogue::names::<{ catalogue::count(Some(ToolAccess::Read)) }>(Some(ToolAccess::Read), None);
 /// The tools that change the workspace; an agent allowed none of them is read-only.
-pub const WRITE_TOOLS: &[&str] = &["Write", "Edit", "Bash"];
+pub const WRITE_TOOLS: &[&str] = &catalogue::names::<{ catalogue::count(Some(ToolAccess::Write)) }>(
+    Some(ToolAccess::Write),
+    None,
+);
 /// The agent loop's own tool that ends a state; always available.
 pub const FINISH: &str = "finish";
 

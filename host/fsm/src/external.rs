@@ -129,12 +129,7 @@ fn command_line(command: &str, args: &[String]) -> String {
 
 /// The rawko tool whose grant an agent's own tool call of ACP kind `kind` needs.
 fn tool_for_kind(kind: &str) -> Option<&'static str> {
-    Some(match kind {
-        "read" | "search" => "Read",
-        "edit" | "delete" | "move" => "Write",
-        "execute" => "Bash",
-        _ => return None,
-    })
+    rawko_agents::catalogue::AcpKind::parse(kind).and_then(|k| k.judged_as())
 }
 
 /// Most commands and paths one permission request may name for rawko to judge.
