@@ -92,3 +92,39 @@ impl wit::Host for ProgressCtx {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::sync::Mutex;
+    use wit::Host;
+
+    /// Bytes of text and of thinking a sink was handed.
+    #[derive(Default)]
+    struct Seen(Mutex<(usize, usize)>);
+
+    impl ProgressSink for Seen {
+        fn text(&self, delta: &str) {
+            self.0.lock().unwrap().0 += delta.len();
+        }
+        fn thinking(&self, delta: &str) {
+            self.0.lock().unwrap().1 += delta.len();
+        }
+    }
+
+    /// Text and thinking share one allowance per call: a delta that would go over it is
+    /// dropped whole, and smaller ones that still fit go through.
+    #[test]
+    fn progress_is_capped_per_call() {
+        let seen = Arc::new(Seen::default());
+        let mut cx = ProgressCtx::new(seen.clone());
+        let half = "x".repeat(MAX_PROGRESS_BYTES / 2 + 1);
+        cx.text(half.clone()).unwrap();
+        cx.thinking(half.clone()).unwrap();
+        cx.thinking("y".into()).unwrap();
+        assert_eq!(*seen.0.lock().unwrap(), (half.len(), 1));
+        // With no sink, progress goes nowhere.
+        ProgressCtx::default().text("z".into()).unwrap();
+    }
+}
