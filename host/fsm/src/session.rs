@@ -37,11 +37,11 @@ use rawko_shell::exec::{Launch, TaskTmp};
 use rawko_shell::verdict::{CheckReport, Decision};
 use rawko_shell::{Policy, Resolver};
 use rawko_store::{AuditEntry, Usage};
-use rawko_toolset::bash::{self, BashContext};
+use rawko_toolset::bash::BashContext;
 use rawko_toolset::chain::Chain;
 use rawko_toolset::command_tool::{self, CommandToolContext};
-use rawko_toolset::git::{self, GitContext};
-use rawko_toolset::{HostKind, Provider, ToolSet};
+use rawko_toolset::host::fs_capability;
+use rawko_toolset::{Audit, HostCallContext, Provider, ToolSet};
 
 /// Tools an agent from an untrusted workspace may still call: they only read.
 pub const READ_ONLY_TOOLS: &[&str] = rawko_agents::model::READ_TOOLS;
@@ -223,26 +223,8 @@ impl SessionTools {
     /// The audit entry for the kernel sandbox a native command ran under: its mode, network,
     /// limits and paths, or that it ran unconfined.
     fn sandbox_decision(agent: &Agent, policy: &Option<SandboxPolicy>) -> AuditEntry {
-        match policy {
-            Some(p) => Self::decision(
-                agent,
-                "sandbox",
-                &serde_json::to_string(p).unwrap_or_default(),
-                true,
-                &format!(
-                    "{}, network {}",
-                    p.mode,
-                    if p.network { "on" } else { "off" }
-                ),
-            ),
-            None => Self::decision(
-                agent,
-                "sandbox",
-                "none",
-                true,
-                "no kernel sandbox (--no-sandbox, or the agent's mode is full)",
-            ),
-        }
+        let a = Audit::sandbox(policy);
+        Self::decision(agent, &a.capability, &a.detail, a.allow, &a.reason)
     }
 
     fn decision(
@@ -266,11 +248,7 @@ impl SessionTools {
             return denied(why, decisions);
         }
         let grants = self.grants_for(agent);
-        let access = if grants.iter().any(|g| g.access() == Access::ReadWrite) {
-            "fs.write"
-        } else {
-            "fs.read"
-        };
+        let access = fs_capability(grants);
 
         // A plugin's or the agent's own tool of the same name comes first, as in `specs`.
         let shadowed =
@@ -347,96 +325,50 @@ impl SessionTools {
                 decisions,
             );
         };
-        let result = match provider {
-            Provider::Plugin(plugin) => {
-                decisions.push(Self::decision(
-                    agent,
-                    access,
-                    &self.workspace.display().to_string(),
-                    true,
-                    &format!("{name} ({}) on the workspace", plugin.name()),
-                ));
-                let cx = CallContext {
-                    workspace: &self.workspace,
-                    grants,
-                    budget: self.budget,
-                };
-                plugin.call(&self.rt, name, input, &cx).await
-            }
-            Provider::Host(host) if host.kind == HostKind::Git => {
-                decisions.push(Self::decision(
-                    agent,
-                    access,
-                    &self.workspace.display().to_string(),
-                    true,
-                    "Git (rawko itself, no program run) on the workspace's repository",
-                ));
-                let cx = GitContext {
-                    workspace: &self.workspace,
-                    grants,
-                    identity: self
-                        .git_identity
-                        .get_or_init(rawko_git::Identity::from_user_config),
-                };
-                git::call(cx, input).await
-            }
-            Provider::Host(host) if host.kind == HostKind::Knowledge => {
-                decisions.push(Self::decision(
-                    agent,
-                    access,
-                    &self.workspace.display().to_string(),
-                    true,
-                    "Knowledge (rawko itself) searches the workspace's knowledge index",
-                ));
-                rawko_toolset::knowledge::call(&self.workspace, grants, input).await
-            }
-            Provider::Host(_) => {
-                let policy = match self.policy_for(agent) {
-                    Ok(p) => p,
-                    Err(e) => return failed(e, decisions),
-                };
-                let cx = BashContext {
-                    rt: &self.rt,
-                    chain: &self.chain,
-                    policy: &policy,
-                    resolver: &self.resolver,
-                    launch: &self.launch_for(agent),
-                };
-                let command = serde_json::from_str::<serde_json::Value>(input)
-                    .ok()
-                    .and_then(|v| {
-                        v.get("command")
-                            .and_then(|c| c.as_str())
-                            .map(str::to_string)
-                    })
-                    .unwrap_or_default();
-                match bash::call(cx, input).await {
-                    Ok(outcome) => {
-                        decisions.push(Self::decision(
-                            agent,
-                            "exec",
-                            &command,
-                            true,
-                            &format!("{}: {}", outcome.check.decided_by, outcome.check.reason),
-                        ));
-                        decisions.push(Self::sandbox_decision(agent, &outcome.run.sandbox));
-                        Ok(outcome.output)
-                    }
-                    Err(e) => {
-                        if let ToolCallError::Tool { .. } = &e {
-                            decisions.push(Self::decision(
-                                agent,
-                                "exec",
-                                &command,
-                                false,
-                                &e.to_string(),
-                            ));
-                        }
-                        Err(e)
-                    }
+        let result =
+            match provider {
+                Provider::Plugin(plugin) => {
+                    decisions.push(Self::decision(
+                        agent,
+                        access,
+                        &self.workspace.display().to_string(),
+                        true,
+                        &format!("{name} ({}) on the workspace", plugin.name()),
+                    ));
+                    let cx = CallContext {
+                        workspace: &self.workspace,
+                        grants,
+                        budget: self.budget,
+                    };
+                    plugin.call(&self.rt, name, input, &cx).await
                 }
-            }
-        };
+                Provider::Host(tool) => {
+                    let policy = if tool.runs_commands() {
+                        match self.policy_for(agent) {
+                            Ok(p) => Some(p),
+                            Err(e) => return failed(e, decisions),
+                        }
+                    } else {
+                        None
+                    };
+                    let launch = policy.as_ref().map(|_| self.launch_for(agent));
+                    let mut cx = HostCallContext::new(&self.workspace, grants, &self.git_identity);
+                    if let (Some(policy), Some(launch)) = (&policy, &launch) {
+                        cx = cx.with_shell(BashContext {
+                            rt: &self.rt,
+                            chain: &self.chain,
+                            policy,
+                            resolver: &self.resolver,
+                            launch,
+                        });
+                    }
+                    let result = tool.call(&cx, input).await;
+                    decisions.extend(cx.take_audit().into_iter().map(|a| {
+                        Self::decision(agent, &a.capability, &a.detail, a.allow, &a.reason)
+                    }));
+                    result
+                }
+            };
         match result {
             Ok(out) => ok(out.content, decisions),
             Err(

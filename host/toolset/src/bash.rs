@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::chain::{Chain, settle_ask};
+use crate::host::{Audit, HostCallContext, HostFuture, HostTool, catalogued};
+use rawko_agents::catalogue::{AcpKind, ToolAccess};
 use rawko_runtime::tool::GuestErrorKind;
 use rawko_runtime::{Runtime, ToolCallError, ToolCallOutput, ToolInfo};
 use rawko_shell::exec::{self, ExecOptions, ExecOutput, Launch};
@@ -73,8 +75,84 @@ pub struct BashOutcome {
     pub check: CheckReport,
 }
 
+/// The `Bash` tool.
+#[derive(Debug)]
+pub struct Bash {
+    info: ToolInfo,
+}
+
+impl Bash {
+    pub fn new() -> Self {
+        Bash { info: info() }
+    }
+}
+
+impl Default for Bash {
+    fn default() -> Self {
+        Bash::new()
+    }
+}
+
+impl HostTool for Bash {
+    fn info(&self) -> &ToolInfo {
+        &self.info
+    }
+
+    fn access(&self) -> ToolAccess {
+        catalogued(NAME).access
+    }
+
+    fn acp_kind(&self) -> AcpKind {
+        catalogued(NAME).acp_kind
+    }
+
+    fn runs_commands(&self) -> bool {
+        true
+    }
+
+    /// The command line is audited as allowed (with the filter that allowed it, and the
+    /// sandbox it ran in) or, when a filter or the executor refused it, as denied.
+    fn call<'a>(&'a self, cx: &'a HostCallContext<'a>, input: &'a str) -> HostFuture<'a> {
+        Box::pin(async move {
+            let Some(shell) = cx.shell else {
+                return Err(crate::host_error(
+                    NAME,
+                    GuestErrorKind::Failed,
+                    "the shell is not set up for this call".into(),
+                ));
+            };
+            let command = serde_json::from_str::<serde_json::Value>(input)
+                .ok()
+                .and_then(|v| {
+                    v.get("command")
+                        .and_then(|c| c.as_str())
+                        .map(str::to_string)
+                })
+                .unwrap_or_default();
+            match call(shell, input).await {
+                Ok(outcome) => {
+                    cx.audit(Audit::new(
+                        "exec",
+                        &command,
+                        true,
+                        &format!("{}: {}", outcome.check.decided_by, outcome.check.reason),
+                    ));
+                    cx.audit(Audit::sandbox(&outcome.run.sandbox));
+                    Ok(outcome.output)
+                }
+                Err(e) => {
+                    if let ToolCallError::Tool { .. } = &e {
+                        cx.audit(Audit::new("exec", &command, false, &e.to_string()));
+                    }
+                    Err(e)
+                }
+            }
+        })
+    }
+}
+
 /// Check and run one `Bash` call. A denied command never starts a process.
-pub async fn call(cx: BashContext<'_>, input: &str) -> Result<BashOutcome, ToolCallError> {
+async fn call(cx: BashContext<'_>, input: &str) -> Result<BashOutcome, ToolCallError> {
     let started = Instant::now();
     let input: Input = crate::parse_input(&info(), input)?;
     let timeout = input

@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::time::Instant;
 
+use crate::host::{Audit, HostCallContext, HostFuture, HostTool, catalogued, fs_capability};
+use rawko_agents::catalogue::{AcpKind, ToolAccess};
 use rawko_capability::{Access, FsGrants};
 use rawko_git::{GitError, Identity, Options, READ_OPS, Request, WRITE_OPS};
 use rawko_runtime::tool::GuestErrorKind;
@@ -50,24 +52,66 @@ pub fn info() -> ToolInfo {
     )
 }
 
-/// What a call may do: the filesystem it was granted, and who commits.
-#[derive(Debug, Clone, Copy)]
-pub struct GitContext<'a> {
-    pub workspace: &'a Path,
-    pub grants: &'a FsGrants,
-    pub identity: &'a Identity,
+/// The `Git` tool.
+#[derive(Debug)]
+pub struct Git {
+    info: ToolInfo,
+}
+
+impl Git {
+    pub fn new() -> Self {
+        Git { info: info() }
+    }
+}
+
+impl Default for Git {
+    fn default() -> Self {
+        Git::new()
+    }
+}
+
+impl HostTool for Git {
+    fn info(&self) -> &ToolInfo {
+        &self.info
+    }
+
+    fn access(&self) -> ToolAccess {
+        catalogued(NAME).access
+    }
+
+    fn acp_kind(&self) -> AcpKind {
+        catalogued(NAME).acp_kind
+    }
+
+    /// The workspace is audited as used with the call's grant before anything is read.
+    fn call<'a>(&'a self, cx: &'a HostCallContext<'a>, input: &'a str) -> HostFuture<'a> {
+        Box::pin(async move {
+            cx.audit(Audit::new(
+                fs_capability(cx.grants),
+                &cx.workspace.display().to_string(),
+                true,
+                "Git (rawko itself, no program run) on the workspace's repository",
+            ));
+            call(cx.workspace, cx.grants, cx.git_identity(), input).await
+        })
+    }
 }
 
 /// Check and run one `Git` call, without blocking the caller's runtime.
-pub async fn call(cx: GitContext<'_>, input: &str) -> Result<ToolCallOutput, ToolCallError> {
+async fn call(
+    workspace: &Path,
+    grants: &FsGrants,
+    identity: &Identity,
+    input: &str,
+) -> Result<ToolCallOutput, ToolCallError> {
     let started = Instant::now();
     let request: Request = crate::parse_input(&info(), input)?;
-    let access = crate::workspace_access(NAME, cx.workspace, cx.grants)?;
+    let access = crate::workspace_access(NAME, workspace, grants)?;
     let opts = Options {
         write: access == Access::ReadWrite,
-        identity: cx.identity.clone(),
+        identity: identity.clone(),
     };
-    let workspace = cx.workspace.to_path_buf();
+    let workspace = workspace.to_path_buf();
     // `run` confines a thread of its own; waiting for it is what goes to the blocking pool.
     let result = tokio::task::spawn_blocking(move || rawko_git::run(&workspace, request, &opts))
         .await

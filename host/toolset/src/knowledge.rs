@@ -5,6 +5,8 @@
 use std::path::Path;
 use std::time::Instant;
 
+use crate::host::{Audit, HostCallContext, HostFuture, HostTool, catalogued, fs_capability};
+use rawko_agents::catalogue::{AcpKind, ToolAccess};
 use rawko_capability::FsGrants;
 use rawko_knowledge::{Index, KnowledgeConfig, KnowledgeError, Quiet};
 use rawko_runtime::tool::GuestErrorKind;
@@ -48,8 +50,53 @@ struct Input {
     k: Option<usize>,
 }
 
+/// The `Knowledge` tool.
+#[derive(Debug)]
+pub struct Knowledge {
+    info: ToolInfo,
+}
+
+impl Knowledge {
+    pub fn new() -> Self {
+        Knowledge { info: info() }
+    }
+}
+
+impl Default for Knowledge {
+    fn default() -> Self {
+        Knowledge::new()
+    }
+}
+
+impl HostTool for Knowledge {
+    fn info(&self) -> &ToolInfo {
+        &self.info
+    }
+
+    fn access(&self) -> ToolAccess {
+        catalogued(NAME).access
+    }
+
+    fn acp_kind(&self) -> AcpKind {
+        catalogued(NAME).acp_kind
+    }
+
+    /// The workspace is audited as used with the call's grant before the index is touched.
+    fn call<'a>(&'a self, cx: &'a HostCallContext<'a>, input: &'a str) -> HostFuture<'a> {
+        Box::pin(async move {
+            cx.audit(Audit::new(
+                fs_capability(cx.grants),
+                &cx.workspace.display().to_string(),
+                true,
+                "Knowledge (rawko itself) searches the workspace's knowledge index",
+            ));
+            call(cx.workspace, cx.grants, input).await
+        })
+    }
+}
+
 /// Check and run one `Knowledge` call, without blocking the caller's runtime.
-pub async fn call(
+async fn call(
     workspace: &Path,
     grants: &FsGrants,
     input: &str,

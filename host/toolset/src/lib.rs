@@ -7,37 +7,23 @@ pub mod bash;
 pub mod chain;
 pub mod command_tool;
 pub mod git;
+pub mod host;
 pub mod knowledge;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use rawko_builtins::{BUILTIN_TOOL_PLUGINS, HOST};
 use rawko_distribution::{Kind, PluginStore, fs_limit};
 use rawko_runtime::{Runtime, RuntimeError, ToolInfo, ToolPlugin};
 
-/// A tool the host implements itself rather than a plugin.
-#[derive(Debug)]
-pub struct HostTool {
-    pub kind: HostKind,
-    pub info: ToolInfo,
-}
-
-/// Which of the host's own tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HostKind {
-    /// `Bash`: [`bash`].
-    Bash,
-    /// `Git`: [`git`].
-    Git,
-    /// `Knowledge`: [`knowledge`].
-    Knowledge,
-}
+pub use host::{Audit, HostCallContext, HostTool};
 
 /// Where a tool comes from.
 #[derive(Debug, Clone, Copy)]
 pub enum Provider<'a> {
     Plugin(&'a ToolPlugin),
-    Host(&'a HostTool),
+    Host(&'a dyn HostTool),
 }
 
 impl Provider<'_> {
@@ -72,25 +58,16 @@ pub enum ToolSetError {
 #[derive(Debug, Default)]
 pub struct ToolSet {
     plugins: Vec<ToolPlugin>,
-    host: Vec<HostTool>,
+    host: Vec<Arc<dyn HostTool>>,
 }
 
 impl ToolSet {
     /// The built-in tool plugins and the host's own tools.
     pub async fn builtin(rt: &Runtime) -> Result<Self, ToolSetError> {
-        let mut set = ToolSet::default();
-        set.host.push(HostTool {
-            kind: HostKind::Bash,
-            info: crate::bash::info(),
-        });
-        set.host.push(HostTool {
-            kind: HostKind::Git,
-            info: crate::git::info(),
-        });
-        set.host.push(HostTool {
-            kind: HostKind::Knowledge,
-            info: crate::knowledge::info(),
-        });
+        let mut set = ToolSet {
+            plugins: Vec::new(),
+            host: host::host_tools().to_vec(),
+        };
         for b in BUILTIN_TOOL_PLUGINS {
             set.add(ToolPlugin::load(rt, b.name, b.wasm).await?)?;
         }
@@ -150,8 +127,8 @@ impl ToolSet {
     pub fn find(&self, name: &str) -> Option<(Provider<'_>, &ToolInfo)> {
         self.host
             .iter()
-            .find(|h| h.info.name == name)
-            .map(|h| (Provider::Host(h), &h.info))
+            .find(|h| h.info().name == name)
+            .map(|h| (Provider::Host(h.as_ref()), h.info()))
             .or_else(|| {
                 self.plugins
                     .iter()
@@ -162,7 +139,7 @@ impl ToolSet {
     /// Every callable tool with its provider, first provider winning.
     pub fn tools(&self) -> Vec<(Provider<'_>, &ToolInfo)> {
         let mut seen: std::collections::HashSet<&str> =
-            self.host.iter().map(|h| h.info.name.as_str()).collect();
+            self.host.iter().map(|h| h.info().name.as_str()).collect();
         let mut out: Vec<(Provider<'_>, &ToolInfo)> = Vec::new();
         for p in &self.plugins {
             for t in p.tools() {
@@ -171,7 +148,11 @@ impl ToolSet {
                 }
             }
         }
-        out.extend(self.host.iter().map(|h| (Provider::Host(h), &h.info)));
+        out.extend(
+            self.host
+                .iter()
+                .map(|h| (Provider::Host(h.as_ref()), h.info())),
+        );
         out
     }
 
@@ -245,6 +226,34 @@ fn describe(p: Provider<'_>) -> String {
 mod tests {
     use super::*;
     use rawko_builtins::{ANTHROPIC, BASH_FILTER, OPENAI, REPLAY, is_builtin_name};
+
+    /// The catalogue of built-in tools (which agents, the trust rules and `rawko acp` read) and
+    /// the tools rawko serves name the same tools in the same order: the file tools' plugin's,
+    /// then the host's own, each host tool with the catalogue's access class and kind.
+    #[test]
+    fn the_catalogue_names_the_tools_rawko_serves() {
+        use rawko_agents::catalogue::{self, CATALOGUE};
+        let mut served: Vec<String> = BUILTIN_TOOL_PLUGINS
+            .iter()
+            .flat_map(|b| {
+                rawko_distribution::examine(b.wasm)
+                    .unwrap()
+                    .manifest
+                    .provides
+                    .tools
+            })
+            .collect();
+        for t in host::host_tools() {
+            let name = &t.info().name;
+            let entry = catalogue::builtin(name)
+                .unwrap_or_else(|| panic!("host tool {name} is not in the catalogue"));
+            assert_eq!(t.access(), entry.access, "{name}");
+            assert_eq!(t.acp_kind(), entry.acp_kind, "{name}");
+            served.push(name.clone());
+        }
+        let catalogued: Vec<&str> = CATALOGUE.iter().map(|t| t.name).collect();
+        assert_eq!(served, catalogued);
+    }
 
     /// The first-party plugins carry manifests that hold against their components, as any
     /// installed plugin must.

@@ -316,13 +316,15 @@ impl EditorSink {
     }
 }
 
-/// ACP's tool kind for a rawko tool.
+/// ACP's tool kind for a rawko tool (the tool's own), or for an editor's method an external
+/// agent called.
 fn kind_of(tool: &str) -> &'static str {
+    if let Some(kind) = rawko_toolset::host::acp_kind(tool) {
+        return kind.as_str();
+    }
     match tool {
-        "Read" | "LS" => "read",
-        "Glob" | "Grep" | "Knowledge" => "search",
-        "Write" | "Edit" | "fs/write_text_file" => "edit",
-        "Bash" | "terminal" | "terminal/create" => "execute",
+        "fs/write_text_file" => "edit",
+        "terminal" | "terminal/create" => "execute",
         "fs/read_text_file" => "read",
         _ => "other",
     }

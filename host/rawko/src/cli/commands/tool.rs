@@ -9,9 +9,8 @@ use clap::{Args, Subcommand};
 use crate::cli::{BadInput, Context, print_err, print_json, print_out};
 use rawko_runtime::tool::CallContext;
 use rawko_runtime::{Budget, Runtime, ToolPlugin};
-use rawko_toolset::bash::{self, BashContext};
-use rawko_toolset::git::{self, GitContext};
-use rawko_toolset::{HostKind, Provider, ToolSet};
+use rawko_toolset::bash::BashContext;
+use rawko_toolset::{HostCallContext, Provider, ToolSet};
 
 use super::bash::{PolicyFlags, ShellSetup, configured_filters, grants_from};
 use crate::cli::commands::agents::usable_agent;
@@ -137,29 +136,26 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
             };
             plugin.call(&rt, &args.tool, &args.input, &call_cx).await
         }
-        Provider::Host(host) if host.kind == HostKind::Git => {
-            let identity = rawko_git::Identity::from_user_config();
-            let git_cx = GitContext {
-                workspace: cx.workspace(),
-                grants: &grants,
-                identity: &identity,
+        Provider::Host(tool) => {
+            let shell = match tool.runs_commands() {
+                true => Some((
+                    ShellSetup::new(cx, &rt, &grants, &args.policy).await?,
+                    cx.launch()?,
+                )),
+                false => None,
             };
-            git::call(git_cx, &args.input).await
-        }
-        Provider::Host(host) if host.kind == HostKind::Knowledge => {
-            rawko_toolset::knowledge::call(cx.workspace(), &grants, &args.input).await
-        }
-        Provider::Host(_) => {
-            let shell = ShellSetup::new(cx, &rt, &grants, &args.policy).await?;
-            let launch = cx.launch()?;
-            let bash_cx = BashContext {
-                rt: &rt,
-                chain: &shell.chain,
-                policy: &shell.policy,
-                resolver: &shell.resolver,
-                launch: &launch,
-            };
-            bash::call(bash_cx, &args.input).await.map(|o| o.output)
+            let identity = std::cell::OnceCell::new();
+            let mut call_cx = HostCallContext::new(cx.workspace(), &grants, &identity);
+            if let Some((shell, launch)) = &shell {
+                call_cx = call_cx.with_shell(BashContext {
+                    rt: &rt,
+                    chain: &shell.chain,
+                    policy: &shell.policy,
+                    resolver: &shell.resolver,
+                    launch,
+                });
+            }
+            tool.call(&call_cx, &args.input).await
         }
     };
     match result {
