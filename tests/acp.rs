@@ -599,6 +599,11 @@ fn a_cli_agent_runs_in_the_sandbox_and_its_output_goes_through_the_extract_layer
 
 /// Run the scripted editor against `rawko acp` with `plan`.
 fn editor(s: &Setup, plan: Value, args: &[&str]) -> Value {
+    editor_with(s, plan, args, &[])
+}
+
+/// [`editor`], with more variables in rawko's environment.
+fn editor_with(s: &Setup, plan: Value, args: &[&str], env: &[(&str, &str)]) -> Value {
     s.ws.write("plan.json", plan.to_string());
     let mut cmd = std::process::Command::new("python3");
     cmd.arg(fixture("client.py"))
@@ -613,6 +618,7 @@ fn editor(s: &Setup, plan: Value, args: &[&str]) -> Value {
         .env("XDG_CONFIG_HOME", s.ws.config_home())
         .env("TEST_KEY", TEST_KEY)
         .env("HOME", s.home())
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stderr(Stdio::piped());
     let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
@@ -1281,4 +1287,60 @@ fn a_flood_of_message_chunks_reaches_the_editor_cut_to_one_turns_worth() {
         })
         .count();
     assert_eq!(notices, 1);
+}
+
+/// The test-only host tool `HostProbe` reaches an editor like every other tool: a run under
+/// `rawko acp` calls it, and the editor is shown the call with the kind the tool gives itself.
+#[test]
+fn a_registered_host_tool_is_offered_to_an_editor() {
+    let s = Setup::new();
+    s.agent(
+        "prober",
+        "name: prober\nsystemPrompt: Probe.\ntools:\n  allowed: [Read, HostProbe]\n\
+         transitions: {onSuccess: done}\n",
+    );
+    s.server.push(scripted_call(
+        "HostProbe",
+        json!({"text": "from the editor"}),
+        0,
+    ));
+    s.server.push(scripted_call(
+        "finish",
+        json!({"status": "success", "summary": "Probed."}),
+        1,
+    ));
+    let got = editor_with(
+        &s,
+        json!({"cwd": s.ws.path(), "prompts": ["Probe."], "permission": "allow"}),
+        &["--agent", "prober"],
+        &[("RAWKO_TEST_HOST_TOOLS", "1")],
+    );
+    let p = &got["prompts"][0];
+    assert_eq!(p["response"]["result"]["stopReason"], "end_turn", "{got:#}");
+    let started = updates_of(p, "tool_call");
+    assert_eq!(started.len(), 1, "{p:#}");
+    assert_eq!(started[0]["kind"], "think", "{p:#}");
+    assert!(
+        started[0]["title"].as_str().unwrap().contains("HostProbe"),
+        "{p:#}"
+    );
+    let done = updates_of(p, "tool_call_update");
+    assert_eq!(done[0]["status"], "completed", "{p:#}");
+    assert!(
+        done[0]
+            .to_string()
+            .contains("probe: from the editor (fs.read)"),
+        "{p:#}"
+    );
+    // The model was offered the tool, and got its answer.
+    let asked = s.server.received();
+    let first = asked[0].json();
+    assert!(
+        first["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["function"]["name"] == "HostProbe"),
+        "{first:#}"
+    );
 }

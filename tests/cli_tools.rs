@@ -472,3 +472,85 @@ fn bench_without_rg_says_so() {
         "{v:#}"
     );
 }
+
+/// A host tool is a module and a line in the host's registry: the test-only `HostProbe`
+/// (registered in debug builds when `RAWKO_TEST_HOST_TOOLS=1`) is listed and called like the
+/// built-in ones, by the host and through the same routing, and is absent otherwise.
+#[test]
+fn a_registered_host_tool_is_listed_and_called() {
+    let ws = Workspace::new();
+    let with_probe = |args: &[&str]| {
+        crate::support::Run::of(
+            crate::support::rawko(&ws)
+                .args(args)
+                .env("RAWKO_TEST_HOST_TOOLS", "1")
+                .output()
+                .unwrap(),
+        )
+    };
+    let r = with_probe(&["tools", "list", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let tools = r.json();
+    let probe = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "HostProbe")
+        .unwrap_or_else(|| panic!("HostProbe is not listed: {r:?}"));
+    assert_eq!(probe["plugin"], "host");
+    assert_eq!(probe["input_schema"]["required"][0], "text");
+    let r = with_probe(&["tools", "list"]);
+    assert!(
+        r.stdout.lines().any(|l| l.starts_with("HostProbe")),
+        "{r:?}"
+    );
+
+    let r = with_probe(&[
+        "tool",
+        "call",
+        "HostProbe",
+        "--read",
+        ".",
+        "--input",
+        r#"{"text":"hello"}"#,
+    ]);
+    assert_eq!(
+        (r.code, r.stdout.trim_end()),
+        (0, "probe: hello (fs.read)"),
+        "{r:?}"
+    );
+    let r = with_probe(&[
+        "tool",
+        "call",
+        "HostProbe",
+        "--write",
+        ".",
+        "--json",
+        "--input",
+        r#"{"text":"hello"}"#,
+    ]);
+    let out = r.json();
+    assert_eq!(out["ok"], true, "{r:?}");
+    assert_eq!(out["plugin"], "host");
+    assert_eq!(out["output"], "probe: hello (fs.write)");
+    // Its input is checked against its schema, as every host tool's is.
+    let r = with_probe(&[
+        "tool",
+        "call",
+        "HostProbe",
+        "--read",
+        ".",
+        "--input",
+        r#"{"command":"touch ran"}"#,
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("invalid input for HostProbe"), "{r:?}");
+    assert!(!ws.path().join("ran").exists());
+
+    // Without the variable there is no such tool, and nothing else answers for it.
+    let r = run(&ws, &["tools", "list"]);
+    assert!(!r.stdout.contains("HostProbe"), "{r:?}");
+    let r = call(&ws, "HostProbe", "--read", r#"{"text":"hello"}"#);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("no tool named `HostProbe`"), "{r:?}");
+}

@@ -436,3 +436,53 @@ fn an_agent_served_as_a_tool_answers_a_query() {
         "{calls:?}"
     );
 }
+
+/// The test-only host tool `HostProbe` is served like every other host tool: listed with its
+/// schema, called under the agent's grants, and audited as a run's call is.
+#[test]
+fn a_registered_host_tool_is_served_over_mcp() {
+    let (ws, _outside) = setup();
+    std::fs::write(
+        ws.config_home().join("rawko/agents/prober.yaml"),
+        "name: prober\nsystemPrompt: Probe.\ntools:\n  allowed: [Read, HostProbe]\n\
+         transitions: {onSuccess: done}\n",
+    )
+    .unwrap();
+    let out = over_stdio_with(
+        &ws,
+        &["--agent", "prober"],
+        &[("RAWKO_TEST_HOST_TOOLS", "1")],
+        json!([["HostProbe", {"text": "over mcp"}], ["HostProbe", {"text": 5}]]),
+    );
+    let tools: Vec<&str> = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(tools, ["HostProbe", "Read"], "{out}");
+    assert_eq!(out["schemas"]["HostProbe"]["required"], json!(["text"]));
+    assert_eq!(call(&out, 0)["is_error"], false, "{out}");
+    assert_eq!(call(&out, 0)["text"], "probe: over mcp (fs.read)", "{out}");
+    assert_eq!(call(&out, 1)["is_error"], true, "{out}");
+    assert!(
+        call(&out, 1)["text"]
+            .as_str()
+            .unwrap()
+            .contains("invalid input for HostProbe"),
+        "{out}"
+    );
+
+    let store = rawko_store::TaskStore::open(&store_path(&ws)).unwrap();
+    let tasks = store.tasks().unwrap();
+    let calls = store.tool_calls(&tasks[0].id).unwrap();
+    let tools: Vec<&str> = calls.iter().map(|c| c.tool.as_str()).collect();
+    assert_eq!(tools, ["HostProbe", "HostProbe"]);
+    let decisions = store.decisions(&tasks[0].id).unwrap();
+    assert!(
+        decisions.iter().any(|d| d.subject == "prober"
+            && d.capability == "fs.read"
+            && d.reason.contains("HostProbe")),
+        "{decisions:?}"
+    );
+}

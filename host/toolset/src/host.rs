@@ -24,6 +24,8 @@ const HOST_TOOLS: &[Register] = &[
     || Some(Arc::new(crate::bash::Bash::new())),
     || Some(Arc::new(crate::git::Git::new())),
     || Some(Arc::new(crate::knowledge::Knowledge::new())),
+    #[cfg(debug_assertions)]
+    crate::probe::register,
 ];
 
 /// Makes a host tool, or none when it is not wanted here.
