@@ -14,7 +14,7 @@ use rawko_sandbox::Mode;
 use serde::{Serialize, Serializer};
 
 use super::diag::Pos;
-use crate::catalogue::{self, ToolAccess};
+use crate::catalogue::{self, AcpKind, ToolAccess};
 
 /// The tools rawko itself provides, as agents call them: the [catalogue](crate::catalogue),
 /// then `finish`.
@@ -209,11 +209,14 @@ impl Agent {
         // read the workspace, and one that can write may edit it.
         let ceiling = caller.tools.allowed.as_ref().map(|list| {
             let mut c = list.clone();
-            let implied = READ_TOOLS.iter().chain(if caller.can_write() {
-                &["Write", "Edit"][..]
-            } else {
-                &[][..]
-            });
+            let edits = catalogue::CATALOGUE
+                .iter()
+                .filter(|t| t.access == ToolAccess::Write && t.acp_kind == AcpKind::Edit)
+                .map(|t| t.name);
+            let implied = READ_TOOLS
+                .iter()
+                .copied()
+                .chain(edits.filter(|_| caller.can_write()));
             for t in implied {
                 if !c.iter().any(|x| x == t) {
                     c.push(t.to_string());
