@@ -16,7 +16,7 @@ use serde::{Serialize, Serializer};
 use super::diag::Pos;
 use crate::catalogue::{self, AcpKind, ToolAccess};
 
-/// The tools rawko itself provides, as agents call them: the [catalogue](crate::catalogue),
+/// The tools rawko itself provides, as agents call them: the [catalogue],
 /// then `finish`.
 pub const BUILTIN_TOOLS: &[&str] =
     &catalogue::names::<{ catalogue::count(None) + 1 }>(None, Some(FINISH));

@@ -1,6 +1,7 @@
 //! The set of tools a command can call: tools from wasm plugins (the built-in ones and those
-//! installed) and tools the host provides itself (`Bash`, DocLoom command tools), and the bash
-//! filter chain every shell command goes through.
+//! installed) and tools the host provides itself (`Bash`, `Git`, `Knowledge`, each a
+//! [`HostTool`] registered in [`host`]; DocLoom command tools), and the bash filter chain every
+//! shell command goes through.
 
 pub mod ask;
 pub mod bash;
