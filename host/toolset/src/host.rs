@@ -186,6 +186,43 @@ impl<'a> HostCallContext<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rawko_runtime::tool::GuestErrorKind;
+
+    fn block_on<F: Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    /// Each host tool answers a call itself, under its own name: input meant for another tool is
+    /// refused by the tool called, and a tool that runs commands without a shell set up is a
+    /// tool error, never a command run by some other tool.
+    #[test]
+    fn each_host_tool_answers_its_own_calls() {
+        let ws = tempfile::tempdir().unwrap();
+        let grants = FsGrants::none();
+        let identity = OnceCell::new();
+        let cx = HostCallContext::new(ws.path(), &grants, &identity);
+        for tool in host_tools() {
+            let name = tool.info().name.clone();
+            let err = block_on(tool.call(&cx, r#"{"command": "touch ran"}"#)).unwrap_err();
+            match err {
+                ToolCallError::InvalidInput { tool, .. } => assert_eq!(tool, name),
+                ToolCallError::Tool {
+                    tool,
+                    kind: GuestErrorKind::Failed,
+                    message,
+                } => {
+                    assert_eq!(tool, name);
+                    assert!(message.contains("shell is not set up"), "{message}");
+                }
+                e => panic!("{name}: {e}"),
+            }
+        }
+        assert!(!ws.path().join("ran").exists());
+    }
 
     #[test]
     fn each_host_tool_has_one_name() {
