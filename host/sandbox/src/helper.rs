@@ -54,7 +54,7 @@ pub(crate) fn exit_status(status: libc::c_int) -> Option<i32> {
 }
 
 fn run(args: &[OsString]) -> Result<i32, String> {
-    let (policy, program, argv) = Policy::from_args(args)?;
+    let (policy, program, argv) = Policy::from_args(args).map_err(|e| e.to_string())?;
     // Die with the rawko thread that started us.
     prctl_death_signal()?;
     enter_namespaces(policy.network)?;
@@ -174,7 +174,7 @@ fn confine(policy: &Policy) -> Result<(), String> {
     prctl_death_signal()?;
     // First, so that nothing the command starts is outside the group.
     if let Some(group) = &policy.process_group {
-        crate::pids::join(group)?;
+        crate::pids::join(group).map_err(|e| e.to_string())?;
     }
     mounts(policy)?;
     limits(policy)?;

@@ -280,10 +280,19 @@ fn start_keeper(launcher: &Path, dir: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot start the group's keeper: {e}"))
 }
 
+/// The process-limit group could not be joined: the file written, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot join the process-limit group: {}: {source}", file.display())]
+pub struct JoinError {
+    pub file: std::path::PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
 /// Join the group `dir` (the calling process, and so everything it starts).
-pub fn join(dir: &Path) -> Result<(), String> {
-    write(&dir.join("cgroup.procs"), "0")
-        .map_err(|e| format!("cannot join the process-limit group: {e}"))
+pub fn join(dir: &Path) -> Result<(), JoinError> {
+    let file = dir.join("cgroup.procs");
+    std::fs::write(&file, "0").map_err(|source| JoinError { file, source })
 }
 
 /// Remove a command's group once everything in it has ended (the kernel may take a moment to

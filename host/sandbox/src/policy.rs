@@ -162,7 +162,7 @@ impl CreationGuard {
 
     /// Remove what appeared since [`CreationGuard::before`] (a symlink itself, never what it
     /// points to); the places removed, or that could not be, with the reason.
-    pub fn after(&self) -> Vec<(PathBuf, Result<(), String>)> {
+    pub fn after(&self) -> Vec<(PathBuf, std::io::Result<()>)> {
         let mut found = Vec::new();
         for p in &self.absent {
             let Ok(meta) = p.symlink_metadata() else {
@@ -173,7 +173,7 @@ impl CreationGuard {
             } else {
                 std::fs::remove_file(p)
             };
-            found.push((p.clone(), removed.map_err(|e| e.to_string())));
+            found.push((p.clone(), removed));
         }
         found
     }
@@ -282,14 +282,23 @@ impl Policy {
     }
 
     /// The helper's arguments after [`HELPER_ARG`], read back.
-    pub fn from_args(args: &[OsString]) -> Result<(Policy, PathBuf, Vec<OsString>), String> {
+    pub fn from_args(args: &[OsString]) -> Result<(Policy, PathBuf, Vec<OsString>), ArgsError> {
         let [policy, program, rest @ ..] = args else {
-            return Err("usage: rawko __sandbox POLICY PROGRAM ARG0 [ARGS...]".into());
+            return Err(ArgsError::Usage);
         };
-        let policy: Policy = serde_json::from_str(&policy.to_string_lossy())
-            .map_err(|e| format!("bad sandbox policy: {e}"))?;
+        let policy: Policy =
+            serde_json::from_str(&policy.to_string_lossy()).map_err(ArgsError::BadPolicy)?;
         Ok((policy, PathBuf::from(program), rest.to_vec()))
     }
+}
+
+/// Why the helper's arguments could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgsError {
+    #[error("usage: rawko __sandbox POLICY PROGRAM ARG0 [ARGS...]")]
+    Usage,
+    #[error("bad sandbox policy: {0}")]
+    BadPolicy(#[source] serde_json::Error),
 }
 
 /// The first argument that makes the `rawko` binary act as the sandbox helper.
