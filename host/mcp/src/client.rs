@@ -98,7 +98,7 @@ impl ServerSpec {
         name: &str,
         cfg: &McpServerConfig,
         source: Source,
-    ) -> Result<ServerSpec, String> {
+    ) -> Result<ServerSpec, ConfigError> {
         let user_config = source == Source::User;
         if name.is_empty()
             || name.len() > 64
@@ -110,24 +110,25 @@ impl ServerSpec {
             return Err(format!(
                 "MCP server name `{}`: use letters, digits, `-` and single `_` (at most 64)",
                 rawko_text::line(name, 64)
-            ));
+            )
+            .into());
         }
         let timeout = match cfg.timeout {
-            Some(0) => return Err(format!("mcp.{name}.timeout must be at least 1 second")),
+            Some(0) => return Err(format!("mcp.{name}.timeout must be at least 1 second").into()),
             Some(s) => Duration::from_secs(s.min(3_600)),
             None => DEFAULT_TIMEOUT,
         };
         let transport = match (&cfg.command, &cfg.url) {
             (Some(command), None) => {
                 if command.trim().is_empty() {
-                    return Err(format!("mcp.{name}.command is empty"));
+                    return Err(format!("mcp.{name}.command is empty").into());
                 }
                 for var in &cfg.env {
                     if !rawko_config::is_env_var_name(var) {
                         return Err(format!(
                             "mcp.{name}.env: `{}` is not a variable name (list names; their values come from your environment)",
                             rawko_text::line(var, 64)
-                        ));
+                        ).into());
                     }
                 }
                 let mode = match cfg.sandbox.as_deref() {
@@ -139,7 +140,7 @@ impl ServerSpec {
                 if mode == Mode::Full && !user_config {
                     return Err(format!(
                         "mcp.{name}.sandbox: `full` is only honoured in your own config, not a workspace's"
-                    ));
+                    ).into());
                 }
                 TransportSpec::Stdio {
                     command: command.clone(),
@@ -152,12 +153,13 @@ impl ServerSpec {
             (None, Some(url)) => {
                 let url = url::Url::parse(url).map_err(|e| format!("mcp.{name}.url: {e}"))?;
                 if !matches!(url.scheme(), "http" | "https") {
-                    return Err(format!("mcp.{name}.url: only http and https"));
+                    return Err(format!("mcp.{name}.url: only http and https").into());
                 }
                 if !cfg.args.is_empty() || !cfg.env.is_empty() || cfg.sandbox.is_some() {
                     return Err(format!(
                         "mcp.{name}: args, env and sandbox are for servers started with `command`"
-                    ));
+                    )
+                    .into());
                 }
                 let mut headers = Vec::new();
                 for (k, v) in &cfg.headers {
@@ -173,14 +175,12 @@ impl ServerSpec {
                 }
             }
             (Some(_), Some(_)) => {
-                return Err(format!(
-                    "mcp.{name}: give either `command` or `url`, not both"
-                ));
+                return Err(format!("mcp.{name}: give either `command` or `url`, not both").into());
             }
             (None, None) => {
                 return Err(format!(
                     "mcp.{name}: give `command` (a program spoken to over stdio) or `url` (streamable HTTP)"
-                ));
+                ).into());
             }
         };
         Ok(ServerSpec {
@@ -269,7 +269,7 @@ impl ServerSpec {
 /// trusted workspace's `.mcp.json` defines: no `command` or `url`, only `allow_private_network`
 /// and `timeout`. So the user can allow a repository's server on loopback without copying its
 /// definition. An entry with neither that tries to set more is an error.
-pub fn is_adjustment(name: &str, cfg: &McpServerConfig) -> Result<bool, String> {
+pub fn is_adjustment(name: &str, cfg: &McpServerConfig) -> Result<bool, ConfigError> {
     if cfg.command.is_some() || cfg.url.is_some() {
         return Ok(false);
     }
@@ -287,7 +287,8 @@ pub fn is_adjustment(name: &str, cfg: &McpServerConfig) -> Result<bool, String> 
             "mcp.{name}: an entry without `command` or `url` only adjusts the server of that name \
              in a trusted workspace's .mcp.json (allow_private_network, timeout); give `command` \
              or `url` to define a server here"
-        ));
+        )
+        .into());
     }
     Ok(true)
 }
@@ -303,7 +304,7 @@ pub fn adjusted(mut cfg: McpServerConfig, by: &McpServerConfig) -> McpServerConf
 
 /// `${VAR}` in `text` replaced by the variable's value; a variable that is not set is an
 /// error (a header sent without its secret would fail less clearly later).
-pub fn expand_vars(text: &str) -> Result<String, String> {
+pub fn expand_vars(text: &str) -> Result<String, ConfigError> {
     let mut out = String::new();
     let mut rest = text;
     while let Some(start) = rest.find("${") {
@@ -317,15 +318,12 @@ pub fn expand_vars(text: &str) -> Result<String, String> {
             None => (&after[..end], None),
         };
         if !rawko_config::is_env_var_name(name) {
-            return Err(format!(
-                "`${{{}}}` is not a variable",
-                rawko_text::line(name, 64)
-            ));
+            return Err(format!("`${{{}}}` is not a variable", rawko_text::line(name, 64)).into());
         }
         match (std::env::var(name), default) {
             (Ok(v), _) => out.push_str(&v),
             (Err(_), Some(d)) => out.push_str(d),
-            (Err(_), None) => return Err(format!("${{{name}}} is not set")),
+            (Err(_), None) => return Err(format!("${{{name}}} is not set").into()),
         }
         rest = &after[end + 1..];
     }
@@ -337,7 +335,7 @@ pub fn expand_vars(text: &str) -> Result<String, String> {
 /// config: `command`/`args`/`env` (values `${VAR}` name the variables passed on), or
 /// `type: http` with `url` and `headers`. Their sandbox is the default (read-only, no
 /// network).
-pub fn from_mcp_json(text: &str) -> Result<BTreeMap<String, McpServerConfig>, String> {
+pub fn from_mcp_json(text: &str) -> Result<BTreeMap<String, McpServerConfig>, ConfigError> {
     #[derive(serde::Deserialize)]
     struct File {
         #[serde(rename = "mcpServers", default)]
@@ -356,7 +354,7 @@ pub fn from_mcp_json(text: &str) -> Result<BTreeMap<String, McpServerConfig>, St
         #[serde(default)]
         headers: BTreeMap<String, String>,
     }
-    let file: File = serde_json::from_str(text).map_err(|e| format!(".mcp.json: {e}"))?;
+    let file: File = serde_json::from_str(text).map_err(ConfigError::Json)?;
     let mut out = BTreeMap::new();
     for (name, e) in file.servers {
         // Claude Code fills `${VAR}` (and `${VAR:-default}`) in these from the environment.
@@ -377,7 +375,8 @@ pub fn from_mcp_json(text: &str) -> Result<BTreeMap<String, McpServerConfig>, St
                     ".mcp.json: server `{}`: transport `{}` is not supported (stdio or http)",
                     rawko_text::line(&name, 64),
                     rawko_text::line(other, 32)
-                ));
+                )
+                .into());
             }
         }
         // `"env": {"TOKEN": "${TOKEN}"}` passes the user's TOKEN on; a literal value cannot be
@@ -391,12 +390,34 @@ pub fn from_mcp_json(text: &str) -> Result<BTreeMap<String, McpServerConfig>, St
                     rawko_text::line(&name, 64),
                     rawko_text::line(&k, 64),
                     rawko_text::line(&k, 64)
-                ));
+                ).into());
             }
         }
         out.insert(name, cfg);
     }
     Ok(out)
+}
+
+/// A server entry (of rawko's config or a `.mcp.json`) that cannot be used as written: what is
+/// wrong and where, with what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(".mcp.json: {0}")]
+    Json(#[source] serde_json::Error),
+}
+
+impl From<String> for ConfigError {
+    fn from(message: String) -> Self {
+        ConfigError::Invalid(message)
+    }
+}
+
+impl From<&str> for ConfigError {
+    fn from(message: &str) -> Self {
+        ConfigError::Invalid(message.to_string())
+    }
 }
 
 /// Why a server or a call failed.
@@ -1004,7 +1025,9 @@ mod tests {
             ("url: ftp://x/\n", "only http and https"),
             ("command: a\ntimeout: 0\n", "at least 1 second"),
         ] {
-            let e = ServerSpec::from_config("s", &cfg(yaml), Source::McpJson).unwrap_err();
+            let e = ServerSpec::from_config("s", &cfg(yaml), Source::McpJson)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(why), "{yaml}: {e}");
         }
         assert!(
@@ -1021,15 +1044,15 @@ mod tests {
     #[test]
     fn a_users_entry_without_command_or_url_only_adjusts_a_workspaces_server() {
         let by = cfg("allow_private_network: true\ntimeout: 9\n");
-        assert_eq!(is_adjustment("web", &by), Ok(true));
+        assert_eq!(is_adjustment("web", &by).ok(), Some(true));
         let theirs = cfg("url: http://127.0.0.1:9/mcp\n");
         let both = adjusted(theirs.clone(), &by);
         assert!(both.allow_private_network);
         assert_eq!((&both.url, both.timeout), (&theirs.url, Some(9)));
-        assert_eq!(is_adjustment("web", &theirs), Ok(false));
-        assert_eq!(is_adjustment("web", &cfg("{}")), Ok(false));
+        assert_eq!(is_adjustment("web", &theirs).ok(), Some(false));
+        assert_eq!(is_adjustment("web", &cfg("{}")).ok(), Some(false));
         let more = is_adjustment("web", &cfg("allow_private_network: true\nargs: [x]\n"));
-        assert!(more.unwrap_err().contains("only adjusts"));
+        assert!(more.unwrap_err().to_string().contains("only adjusts"));
     }
 
     #[tokio::test]
@@ -1072,6 +1095,7 @@ mod tests {
         assert!(
             expand_vars("${RAWKO_MCP_UNSET_X}")
                 .unwrap_err()
+                .to_string()
                 .contains("not set")
         );
         assert!(expand_vars("${oops").is_err());
@@ -1090,9 +1114,19 @@ mod tests {
             Some("https://docs.example/mcp")
         );
         let literal = r#"{"mcpServers": {"x": {"command": "a", "env": {"TOKEN": "abc"}}}}"#;
-        assert!(from_mcp_json(literal).unwrap_err().contains("must be"));
+        assert!(
+            from_mcp_json(literal)
+                .unwrap_err()
+                .to_string()
+                .contains("must be")
+        );
         let sse = r#"{"mcpServers": {"x": {"type": "sse", "url": "http://x/"}}}"#;
-        assert!(from_mcp_json(sse).unwrap_err().contains("not supported"));
+        assert!(
+            from_mcp_json(sse)
+                .unwrap_err()
+                .to_string()
+                .contains("not supported")
+        );
     }
 
     #[tokio::test]

@@ -83,6 +83,23 @@ impl Record {
     }
 }
 
+/// The consents file could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ConsentError {
+    #[error("{}: {source} (remove it to be asked again)", path.display())]
+    Corrupt {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Consents given, by server name: the fingerprint consented to.
 #[derive(Debug, Default)]
 pub struct Consents {
@@ -92,13 +109,15 @@ pub struct Consents {
 
 impl Consents {
     /// Read the consents under `data_dir` (none yet is no error; an unreadable file is).
-    pub fn load(data_dir: &Path) -> Result<Consents, String> {
+    pub fn load(data_dir: &Path) -> Result<Consents, ConsentError> {
         let path = data_dir.join(FILE);
         let given = match std::fs::read_to_string(&path) {
-            Ok(text) => serde_json::from_str(&text)
-                .map_err(|e| format!("{}: {e} (remove it to be asked again)", path.display()))?,
+            Ok(text) => match serde_json::from_str(&text) {
+                Ok(given) => given,
+                Err(source) => return Err(ConsentError::Corrupt { path, source }),
+            },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+            Err(source) => return Err(ConsentError::Io { path, source }),
         };
         Ok(Consents { path, given })
     }
@@ -130,7 +149,7 @@ impl Consents {
         server: &str,
         fingerprint: &str,
         private: Option<&PrivateEndpoint>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ConsentError> {
         let record = match private {
             None => Record::Plain(fingerprint.to_string()),
             Some(p) => Record::Full {
@@ -140,13 +159,19 @@ impl Consents {
         };
         self.given.insert(server.to_string(), record);
         if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir).map_err(|source| ConsentError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
         }
         let tmp = self.path.with_extension("json.tmp");
         let text = serde_json::to_string_pretty(&self.given).expect("plain records");
         std::fs::write(&tmp, text)
             .and_then(|()| std::fs::rename(&tmp, &self.path))
-            .map_err(|e| format!("{}: {e}", self.path.display()))
+            .map_err(|source| ConsentError::Io {
+                path: self.path.clone(),
+                source,
+            })
     }
 }
 
@@ -167,6 +192,7 @@ mod tests {
         assert!(
             Consents::load(dir.path())
                 .unwrap_err()
+                .to_string()
                 .contains("remove it")
         );
     }

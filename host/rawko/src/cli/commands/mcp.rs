@@ -341,17 +341,21 @@ pub(crate) fn configured_servers(cx: &Context) -> anyhow::Result<Vec<ServerSpec>
     let mut specs = Vec::new();
     let mut adjustments = std::collections::BTreeMap::new();
     for (name, cfg) in &user {
-        if rawko_mcp::client::is_adjustment(name, cfg).map_err(BadInput::new)? {
+        if rawko_mcp::client::is_adjustment(name, cfg).map_err(|e| BadInput::new(e.to_string()))? {
             adjustments.insert(name.clone(), cfg.clone());
             continue;
         }
-        specs.push(ServerSpec::from_config(name, cfg, Source::User).map_err(BadInput::new)?);
+        specs.push(
+            ServerSpec::from_config(name, cfg, Source::User)
+                .map_err(|e| BadInput::new(e.to_string()))?,
+        );
     }
     if let Some((_, ws)) = &layers.workspace {
         // What `effective` kept of the workspace's servers: only there when trusted.
         for (name, cfg) in &ws.mcp {
             specs.push(
-                ServerSpec::from_config(name, cfg, Source::Workspace).map_err(BadInput::new)?,
+                ServerSpec::from_config(name, cfg, Source::Workspace)
+                    .map_err(|e| BadInput::new(e.to_string()))?,
             );
         }
     }
@@ -360,7 +364,9 @@ pub(crate) fn configured_servers(cx: &Context) -> anyhow::Result<Vec<ServerSpec>
         let text = rawko_capability::fs::read_regular(&dot_mcp, 1 << 20)
             .map_err(|e| BadInput::new(format!("{}: {e}", dot_mcp.display())))?;
         let text = String::from_utf8_lossy(&text);
-        for (name, cfg) in rawko_mcp::client::from_mcp_json(&text).map_err(BadInput::new)? {
+        for (name, cfg) in
+            rawko_mcp::client::from_mcp_json(&text).map_err(|e| BadInput::new(e.to_string()))?
+        {
             if specs.iter().any(|s| s.name == name) {
                 continue;
             }
@@ -369,7 +375,8 @@ pub(crate) fn configured_servers(cx: &Context) -> anyhow::Result<Vec<ServerSpec>
                 None => cfg,
             };
             specs.push(
-                ServerSpec::from_config(&name, &cfg, Source::McpJson).map_err(BadInput::new)?,
+                ServerSpec::from_config(&name, &cfg, Source::McpJson)
+                    .map_err(|e| BadInput::new(e.to_string()))?,
             );
         }
     } else if dot_mcp.is_file() {
@@ -404,7 +411,7 @@ pub(crate) async fn connect_servers(
              your home directory, use the network and write anywhere you can",
         )?;
     }
-    let mut consents = Consents::load(&cx.dirs.data).map_err(BadInput::new)?;
+    let mut consents = Consents::load(&cx.dirs.data).map_err(|e| BadInput::new(e.to_string()))?;
     // Servers on loopback or private addresses are decided on before anything reaches them.
     let mut reachable = Vec::new();
     let mut left_out = Vec::new();
@@ -434,7 +441,7 @@ pub(crate) async fn connect_servers(
             if private.is_some() && consents.private(&c.spec.name) != private {
                 consents
                     .give(&c.spec.name, &fp, private)
-                    .map_err(|e| anyhow::anyhow!(e))?;
+                    .map_err(|e| anyhow::anyhow!(e.to_string()))?;
             }
             continue;
         }
@@ -442,7 +449,7 @@ pub(crate) async fn connect_servers(
         if yes || ask(c, changed)? {
             consents
                 .give(&c.spec.name, &fp, private)
-                .map_err(|e| anyhow::anyhow!(e))?;
+                .map_err(|e| anyhow::anyhow!(e.to_string()))?;
         } else {
             refused.push((
                 c.spec.name.clone(),
