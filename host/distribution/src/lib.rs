@@ -46,22 +46,43 @@ pub enum Source {
     Oci(oci::Reference),
 }
 
+/// A SOURCE argument that names no plugin rawko can fetch.
+#[cfg(feature = "net")]
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error(transparent)]
+    Reference(#[from] oci::ReferenceError),
+    #[error("`{text}` is not a URL: {source}")]
+    NotUrl {
+        text: String,
+        #[source]
+        source: url::ParseError,
+    },
+    #[error(transparent)]
+    Insecure(#[from] FetchError),
+    #[error(
+        "`{0}://` sources are not supported: give a .wasm file, an https:// URL or an oci:// reference"
+    )]
+    Scheme(String),
+}
+
 #[cfg(feature = "net")]
 impl Source {
     /// Parse a SOURCE argument; relative paths are relative to `cwd`.
-    pub fn parse(s: &str, cwd: &Path) -> Result<Source, String> {
+    pub fn parse(s: &str, cwd: &Path) -> Result<Source, SourceError> {
         if s.starts_with("oci://") {
-            return oci::Reference::parse(s).map(Source::Oci);
+            return Ok(Source::Oci(oci::Reference::parse(s)?));
         }
         if s.starts_with("https://") || s.starts_with("http://") {
-            let url = Url::parse(s).map_err(|e| format!("`{s}` is not a URL: {e}"))?;
-            fetch::check_scheme(&url).map_err(|e| e.to_string())?;
+            let url = Url::parse(s).map_err(|source| SourceError::NotUrl {
+                text: s.to_string(),
+                source,
+            })?;
+            fetch::check_scheme(&url)?;
             return Ok(Source::Url(url));
         }
         if let Some((scheme, _)) = s.split_once("://") {
-            return Err(format!(
-                "`{scheme}://` sources are not supported: give a .wasm file, an https:// URL or an oci:// reference"
-            ));
+            return Err(SourceError::Scheme(scheme.to_string()));
         }
         let path = cwd.join(s);
         Ok(Source::File(path))
@@ -228,8 +249,13 @@ fn leb128(out: &mut Vec<u8>, mut n: usize) {
     }
 }
 
+/// A text given as a digest that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a SHA-256 digest (64 hex digits, optionally after `sha256:`)")]
+pub struct DigestError(pub String);
+
 /// Normalize a digest given by a user: `sha256:HEX` or bare `HEX`, any case.
-pub fn parse_digest(s: &str) -> Result<String, String> {
+pub fn parse_digest(s: &str) -> Result<String, DigestError> {
     let hex = s
         .trim()
         .strip_prefix("sha256:")
@@ -238,9 +264,7 @@ pub fn parse_digest(s: &str) -> Result<String, String> {
     if hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
         Ok(format!("sha256:{hex}"))
     } else {
-        Err(format!(
-            "`{s}` is not a SHA-256 digest (64 hex digits, optionally after `sha256:`)"
-        ))
+        Err(DigestError(s.to_string()))
     }
 }
 

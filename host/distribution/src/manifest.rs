@@ -125,7 +125,7 @@ impl Grant {
     }
 
     /// Build and check a grant of `kind` for `value`.
-    pub fn new(kind: &str, value: &str) -> Result<Grant, String> {
+    pub fn new(kind: &str, value: &str) -> Result<Grant, GrantError> {
         let value = value.trim();
         let grant = match kind {
             "fs.read" => Grant::FsRead(check_path(value)?),
@@ -136,7 +136,8 @@ impl Grant {
             other => {
                 return Err(format!(
                     "unknown capability `{other}` (expected fs.read, fs.write, net.http, env or exec)"
-                ));
+                )
+                .into());
             }
         };
         Ok(grant)
@@ -183,9 +184,20 @@ impl fmt::Display for Grant {
     }
 }
 
+/// A capability that cannot be granted as written: what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct GrantError(pub String);
+
+impl From<String> for GrantError {
+    fn from(message: String) -> Self {
+        GrantError(message)
+    }
+}
+
 impl std::str::FromStr for Grant {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Grant, String> {
+    type Err = GrantError;
+    fn from_str(s: &str) -> Result<Grant, GrantError> {
         let (kind, value) = s.split_once('=').ok_or_else(|| {
             format!("`{s}` is not a capability: write KIND=VALUE, e.g. fs.read=. or net.http=api.example.com")
         })?;

@@ -74,6 +74,16 @@ pub struct Reference {
     pub insecure: bool,
 }
 
+/// A text that is not an OCI reference, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{reference}` is not an OCI reference ({why}); write oci://registry/repository:tag or oci://registry/repository@sha256:DIGEST"
+)]
+pub struct ReferenceError {
+    pub reference: String,
+    pub why: &'static str,
+}
+
 impl Reference {
     /// Mark the reference insecure when its registry is one of `registries` (`HOST` or
     /// `HOST:PORT`, as written after `oci://`); whether it now is.
@@ -88,11 +98,10 @@ impl Reference {
         self.insecure
     }
 
-    pub fn parse(s: &str) -> Result<Reference, String> {
-        let bad = |why: &str| {
-            format!(
-                "`{s}` is not an OCI reference ({why}); write oci://registry/repository:tag or oci://registry/repository@sha256:DIGEST"
-            )
+    pub fn parse(s: &str) -> Result<Reference, ReferenceError> {
+        let bad = |why: &'static str| ReferenceError {
+            reference: s.to_string(),
+            why,
         };
         let rest = s
             .strip_prefix("oci://")
@@ -230,11 +239,34 @@ pub struct Chosen {
     pub signature: Option<String>,
 }
 
+/// Why a manifest's wasm layer could not be chosen.
+#[derive(Debug, thiserror::Error)]
+pub enum LayerError {
+    #[error("{reference}: not an OCI image manifest: {source}")]
+    NotManifest {
+        reference: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Not a plugin artifact as rawko reads one: what is wrong with it.
+    #[error("{0}")]
+    Unusable(String),
+}
+
+impl From<String> for LayerError {
+    fn from(message: String) -> Self {
+        LayerError::Unusable(message)
+    }
+}
+
 /// Read a manifest a registry sent for `reference` (shown in errors) and choose the wasm layer
 /// it names: exactly one layer of a wasm media type, with a sha256 digest.
-pub fn choose_layer(reference: &str, body: &[u8]) -> Result<Chosen, String> {
-    let manifest: ImageManifest = serde_json::from_slice(body)
-        .map_err(|e| format!("{reference}: not an OCI image manifest: {e}"))?;
+pub fn choose_layer(reference: &str, body: &[u8]) -> Result<Chosen, LayerError> {
+    let manifest: ImageManifest =
+        serde_json::from_slice(body).map_err(|source| LayerError::NotManifest {
+            reference: reference.to_string(),
+            source,
+        })?;
     let wasm_layers: Vec<&Descriptor> = manifest
         .layers
         .iter()
@@ -253,20 +285,23 @@ pub fn choose_layer(reference: &str, body: &[u8]) -> Result<Chosen, String> {
             return Err(format!(
                 "{reference}: not a wasm artifact (no `{WASM_MEDIA_TYPE}` layer; config type `{}`)",
                 manifest.config.media_type
-            ));
+            )
+            .into());
         }
         many => {
             return Err(format!(
                 "{reference}: {} wasm layers; a plugin artifact has exactly one",
                 many.len()
-            ));
+            )
+            .into());
         }
     };
     if !is_sha256_digest(&layer.digest) {
         return Err(format!(
             "{reference}: layer digest `{}` is not a sha256 digest",
             layer.digest
-        ));
+        )
+        .into());
     }
     Ok(Chosen {
         layer_digest: layer.digest.clone(),
@@ -382,22 +417,26 @@ mod tests {
         assert!(
             choose_layer("r", m(&two).as_bytes())
                 .unwrap_err()
+                .to_string()
                 .contains("2 wasm layers")
         );
         assert!(
             choose_layer("r", m("").as_bytes())
                 .unwrap_err()
+                .to_string()
                 .contains("not a wasm artifact")
         );
         let bad = layer(WASM_MEDIA_TYPE, "sha256:../../etc");
         assert!(
             choose_layer("r", m(&bad).as_bytes())
                 .unwrap_err()
+                .to_string()
                 .contains("not a sha256")
         );
         assert!(
             choose_layer("r", b"{")
                 .unwrap_err()
+                .to_string()
                 .contains("not an OCI image manifest")
         );
     }

@@ -243,7 +243,8 @@ impl Client {
                 "{reference}: the registry returned a manifest with digest {manifest_digest}, not the one asked for"
             )));
         }
-        let layer = choose_layer(&reference.to_string(), &body).map_err(FetchError::Other)?;
+        let layer = choose_layer(&reference.to_string(), &body)
+            .map_err(|e| FetchError::Other(e.to_string()))?;
         if layer.layer_size > MAX_PLUGIN_BYTES {
             return Err(FetchError::TooLarge {
                 url: reference.to_string(),

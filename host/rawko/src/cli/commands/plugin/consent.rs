@@ -228,8 +228,8 @@ pub fn parse_grants(args: &GrantArgs, manifest: &Manifest) -> anyhow::Result<Vec
     let mut out = Vec::new();
     for g in &args.grant {
         let grant: Grant = g
-            .parse()
-            .map_err(|e: String| BadInput::new(format!("--grant {g}: {e}")))?;
+            .parse::<Grant>()
+            .map_err(|e| BadInput::new(format!("--grant {g}: {e}")))?;
         if !requested.contains(&grant) {
             let asked: Vec<String> = requested.iter().map(ToString::to_string).collect();
             return Err(BadInput::new(format!(

@@ -36,7 +36,8 @@ pub async fn inspect(cx: &Context, args: InspectArgs) -> anyhow::Result<ExitCode
             p.entry.source.clone(),
         ),
         None => {
-            let mut source = Source::parse(&args.target, &super::cwd(cx)).map_err(BadInput::new)?;
+            let mut source = Source::parse(&args.target, &super::cwd(cx))
+                .map_err(|e| BadInput::new(e.to_string()))?;
             args.registry.apply_to(cx, &mut source)?;
             let fetched = distribution::fetch(&source)
                 .await

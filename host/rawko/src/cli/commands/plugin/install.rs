@@ -87,7 +87,7 @@ async fn prepare(
     let expected = sha256
         .map(distribution::parse_digest)
         .transpose()
-        .map_err(BadInput::new)?;
+        .map_err(|e| BadInput::new(e.to_string()))?;
     let fetched = distribution::fetch(source)
         .await
         .map_err(|e| anyhow::anyhow!("cannot fetch the plugin: {e}"))?;
@@ -248,7 +248,8 @@ fn entry(c: &Candidate, source: &Source, grants: Vec<Grant>) -> Entry {
 }
 
 pub async fn install(cx: &Context, args: InstallArgs) -> anyhow::Result<ExitCode> {
-    let mut source = Source::parse(&args.source, &super::cwd(cx)).map_err(BadInput::new)?;
+    let mut source =
+        Source::parse(&args.source, &super::cwd(cx)).map_err(|e| BadInput::new(e.to_string()))?;
     args.registry.apply_to(cx, &mut source)?;
     let store = PluginStore::new(&cx.dirs.data);
     let candidate = prepare(cx, &source, args.sha256.as_deref(), &args.trust).await?;
@@ -372,7 +373,8 @@ pub async fn update(cx: &Context, args: UpdateArgs) -> anyhow::Result<ExitCode> 
     };
     let old = installed.entry;
     let source_text = args.from.as_deref().unwrap_or(&old.source);
-    let mut source = Source::parse(source_text, &super::cwd(cx)).map_err(BadInput::new)?;
+    let mut source =
+        Source::parse(source_text, &super::cwd(cx)).map_err(|e| BadInput::new(e.to_string()))?;
     args.registry.apply_to(cx, &mut source)?;
     let candidate = prepare(cx, &source, args.sha256.as_deref(), &args.trust).await?;
     let m = &candidate.examined.manifest;

@@ -30,7 +30,7 @@ pub struct PublishArgs {
 }
 
 pub async fn publish(cx: &Context, args: PublishArgs) -> anyhow::Result<ExitCode> {
-    let mut reference = Reference::parse(&args.target).map_err(BadInput::new)?;
+    let mut reference = Reference::parse(&args.target).map_err(|e| BadInput::new(e.to_string()))?;
     args.registry.apply(cx, &mut reference)?;
     if reference.tag.is_none() || reference.digest.is_some() {
         return Err(BadInput::new("publish to a tag: oci://REGISTRY/REPOSITORY:TAG").into());
