@@ -153,9 +153,9 @@ impl Adapter {
                 ..HttpPolicy::default()
             });
             let client = HttpClient::new(grant, credentials.clone(), policy, options.fixed_hosts)
-                .map_err(|message| OpenError::Setup {
+                .map_err(|e| OpenError::Setup {
                 adapter: adapter.clone(),
-                message,
+                message: e.to_string(),
             })?;
             Some(Arc::new(client))
         };

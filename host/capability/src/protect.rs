@@ -122,31 +122,58 @@ impl Protected {
         target: &str,
         opts: &mut std::fs::OpenOptions,
         truncate: bool,
-    ) -> Result<std::fs::File, String> {
+    ) -> Result<std::fs::File, OpenError> {
+        let target_ = || target.to_string();
+        let io = |source| OpenError::Io {
+            target: target_(),
+            source,
+        };
         self.check(cwd, Path::new(target), true, false)
-            .map_err(|r| format!("{target}: {r}"))?;
-        let file = opts
-            .truncate(false)
-            .open(cwd.join(target))
-            .map_err(|e| format!("{target}: {e}"))?;
+            .map_err(|refusal| OpenError::Refused {
+                target: target_(),
+                refusal,
+            })?;
+        let file = opts.truncate(false).open(cwd.join(target)).map_err(io)?;
         if !self.is_empty() {
-            let real = fd_path(&file).map_err(|e| {
-                format!(
-                    "{target}: cannot tell where the opened file is ({e}), so it is not written"
-                )
+            let real = fd_path(&file).map_err(|source| OpenError::Unplaced {
+                target: target_(),
+                source,
             })?;
             if let Some(place) = self.hit(&real, false) {
-                return Err(format!(
-                    "{target}: {}",
-                    Refusal::Protected { path: real, place }
-                ));
+                return Err(OpenError::Refused {
+                    target: target_(),
+                    refusal: Refusal::Protected { path: real, place },
+                });
             }
         }
         if truncate {
-            file.set_len(0).map_err(|e| format!("{target}: {e}"))?;
+            file.set_len(0).map_err(io)?;
         }
         Ok(file)
     }
+}
+
+/// Why a file could not be opened for a redirection: its target as written, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{target}: {refusal}")]
+    Refused {
+        target: String,
+        #[source]
+        refusal: Refusal,
+    },
+    #[error("{target}: {source}")]
+    Io {
+        target: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{target}: cannot tell where the opened file is ({source}), so it is not written")]
+    Unplaced {
+        target: String,
+        #[source]
+        source: io::Error,
+    },
 }
 
 /// Why a write was refused.

@@ -862,7 +862,8 @@ impl Exec<'_> {
                     return self
                         .protected
                         .open_for_write(&cmd.cwd, target, &mut opts, truncate)
-                        .map(OwnedFd::from);
+                        .map(OwnedFd::from)
+                        .map_err(|e| e.to_string());
                 }
                 opts.open(cmd.cwd.join(target))
                     .map(OwnedFd::from)

@@ -175,6 +175,15 @@ const MANAGED_HEADERS: &[&str] = &[
     "cookie",
 ];
 
+/// Why an HTTP client could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("a credential for {0} whose origin is not granted")]
+    UngrantedCredential(Origin),
+    #[error("cannot set up the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
 impl HttpClient {
     /// A client admitting `grant`, adding `credentials`. `fixed_hosts` answers name lookups
     /// before DNS does (like a hosts file; tests use it), and is still checked against the grant.
@@ -183,13 +192,10 @@ impl HttpClient {
         credentials: Vec<Credential>,
         policy: HttpPolicy,
         fixed_hosts: HashMap<String, Vec<IpAddr>>,
-    ) -> Result<HttpClient, String> {
+    ) -> Result<HttpClient, SetupError> {
         for c in &credentials {
             if !grant.entries().iter().any(|e| e.origin == c.origin) {
-                return Err(format!(
-                    "a credential for {} whose origin is not granted",
-                    c.origin
-                ));
+                return Err(SetupError::UngrantedCredential(c.origin.clone()));
             }
         }
         let grant = Arc::new(grant);
@@ -206,7 +212,7 @@ impl HttpClient {
             .tcp_nodelay(true)
             .user_agent(concat!("rawko/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| format!("cannot set up the HTTP client: {e}"))?;
+            .map_err(SetupError::Client)?;
         let redactor = Redactor::new(credentials.iter().map(|c| &c.secret));
         Ok(HttpClient {
             client,

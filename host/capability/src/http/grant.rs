@@ -79,9 +79,12 @@ impl Origin {
     }
 
     /// Parse `text` as a URL and take its origin.
-    pub fn parse(text: &str) -> Result<Origin, String> {
-        let url = Url::parse(text).map_err(|e| format!("{text:?} is not a URL: {e}"))?;
-        Origin::of(&url).map_err(|e| e.to_string())
+    pub fn parse(text: &str) -> Result<Origin, OriginError> {
+        let url = Url::parse(text).map_err(|source| OriginError::NotUrl {
+            text: text.to_string(),
+            source,
+        })?;
+        Ok(Origin::of(&url)?)
     }
 
     pub fn scheme(&self) -> Scheme {
@@ -107,6 +110,19 @@ impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}://{}:{}", self.scheme.as_str(), self.host, self.port)
     }
+}
+
+/// A text that names no origin rawko can reach.
+#[derive(Debug, thiserror::Error)]
+pub enum OriginError {
+    #[error("{text:?} is not a URL: {source}")]
+    NotUrl {
+        text: String,
+        #[source]
+        source: url::ParseError,
+    },
+    #[error(transparent)]
+    Denied(#[from] Denied),
 }
 
 /// One granted origin.
