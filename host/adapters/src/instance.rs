@@ -790,18 +790,22 @@ pub struct ProviderFields {
     pub api_key_env_var: Option<String>,
 }
 
+/// A provider rawko has no adapter for, as the fields named it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown provider `{0}` (rawko knows openai and anthropic; OpenAI-compatible servers \
+     are `openai` with a base_url)"
+)]
+pub struct UnknownProvider(pub String);
+
 /// The adapter instance definition those fields describe: the provider's plugin with its
 /// default endpoint and key variable unless the fields say otherwise. Resolve it with
 /// [`resolve`] under the agent file's own source, so a workspace agent's endpoint and key get
 /// the same scrutiny as a workspace config's.
-pub fn from_provider_fields(f: &ProviderFields) -> Result<AdapterConfig, String> {
+pub fn from_provider_fields(f: &ProviderFields) -> Result<AdapterConfig, UnknownProvider> {
     let provider = f.provider.trim().to_ascii_lowercase();
     let Some(plugin) = builtin::find(&provider).filter(|b| !b.plays_recording) else {
-        return Err(format!(
-            "unknown provider `{}` (rawko knows openai and anthropic; OpenAI-compatible servers \
-             are `openai` with a base_url)",
-            f.provider
-        ));
+        return Err(UnknownProvider(f.provider.clone()));
     };
     Ok(AdapterConfig {
         plugin: plugin.plugin.name.to_string(),

@@ -31,6 +31,15 @@ impl std::fmt::Debug for Recorder {
     }
 }
 
+/// A recording that could not be started: its file, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write the recording {}: {source}", path.display())]
+pub struct RecordingError {
+    pub path: std::path::PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
 impl Recorder {
     /// Start a recording at `path`, replacing the file.
     pub fn create(path: &Path) -> std::io::Result<Recorder> {
@@ -44,11 +53,16 @@ impl Recorder {
     }
 
     /// For a command's `--record FILE`: the recorder, shared, or a message naming the file.
-    pub fn for_flag(path: Option<&Path>) -> Result<Option<std::sync::Arc<Recorder>>, String> {
+    pub fn for_flag(
+        path: Option<&Path>,
+    ) -> Result<Option<std::sync::Arc<Recorder>>, RecordingError> {
         path.map(|p| {
             Recorder::create(p)
                 .map(std::sync::Arc::new)
-                .map_err(|e| format!("cannot write the recording {}: {e}", p.display()))
+                .map_err(|source| RecordingError {
+                    path: p.to_path_buf(),
+                    source,
+                })
         })
         .transpose()
     }

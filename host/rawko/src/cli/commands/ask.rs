@@ -93,7 +93,8 @@ impl AskCmd {
             ))
             .into());
         };
-        let recorder = Recorder::for_flag(self.record.as_deref()).map_err(BadInput::new)?;
+        let recorder =
+            Recorder::for_flag(self.record.as_deref()).map_err(|e| BadInput::new(e.to_string()))?;
         let rt = cx.runtime()?;
         let env = |k: &str| std::env::var(k).ok();
         let mut adapter = match Adapter::open(&rt, instance, &env, OpenOptions::default()).await {

@@ -131,7 +131,8 @@ impl RunCmd {
         let trusted = decide_trust(cx, self.trust, !self.output.json)?;
         let store_path = cx.store_path();
         let fresh = !store_path.exists();
-        let recorder = Recorder::for_flag(self.record.as_deref()).map_err(BadInput::new)?;
+        let recorder =
+            Recorder::for_flag(self.record.as_deref()).map_err(|e| BadInput::new(e.to_string()))?;
         let store = open_store(&store_path)?;
         let setup = Setup {
             adapter: self.adapter.clone(),
