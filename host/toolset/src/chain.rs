@@ -186,6 +186,11 @@ pub fn settle_ask(report: &mut CheckReport) {
     );
 }
 
+/// A bash filter named in a config that could not be read: which one, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FilterFileError(pub String);
+
 /// Read the filter plugins named in `bash.filters`: each is a `.wasm` file (absolute, or
 /// relative to the directory `base` of the config file that names it) or the name of an
 /// installed bash-filter plugin in `store`. A name is a file when it ends in `.wasm` or holds a
@@ -194,7 +199,7 @@ pub fn read_filter_files(
     base: &Path,
     names: &[String],
     store: &PluginStore,
-) -> Result<Vec<(String, Vec<u8>)>, String> {
+) -> Result<Vec<(String, Vec<u8>)>, FilterFileError> {
     names
         .iter()
         .map(|n| {
@@ -216,7 +221,8 @@ pub fn read_filter_files(
                 .unwrap_or_else(|| n.clone());
             Ok((name, wasm))
         })
-        .collect()
+        .collect::<Result<_, String>>()
+        .map_err(FilterFileError)
 }
 
 /// The installed bash-filter plugin `name`, by its name.
