@@ -18,8 +18,6 @@
 use super::conversation::{Content, Message, Role};
 use super::llm::ToolSpec;
 
-/// What a model's window is taken to be when nothing says otherwise.
-pub const DEFAULT_WINDOW: u32 = 128_000;
 /// The share of the window a request may fill before it is compacted.
 pub const DEFAULT_THRESHOLD: f32 = 0.8;
 /// Tool results longer than this (characters) are cut when the view must shrink.

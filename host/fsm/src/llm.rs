@@ -9,6 +9,9 @@ use std::pin::Pin;
 use super::conversation::{Message, StopReason};
 use rawko_store::Usage;
 
+/// What a model's window is taken to be when nothing says otherwise.
+pub const DEFAULT_WINDOW: u32 = 128_000;
+
 /// A tool as offered to the model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
@@ -84,7 +87,7 @@ pub trait Llm {
     fn model(&self) -> &str;
     /// The model's context window, in tokens.
     fn context_window(&self) -> u32 {
-        crate::context::DEFAULT_WINDOW
+        DEFAULT_WINDOW
     }
     fn complete<'a>(&'a self, request: CompletionRequest<'a>) -> LlmFuture<'a>;
 }
