@@ -626,7 +626,7 @@ impl ExternalCommand {
         &self,
         workspace: &std::path::Path,
         path_dirs: &[PathBuf],
-    ) -> Result<PathBuf, String> {
+    ) -> Result<PathBuf, rawko_sandbox::program::NotFound> {
         rawko_sandbox::program::resolve(&self.command, workspace, path_dirs)
     }
 }

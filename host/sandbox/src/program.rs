@@ -5,9 +5,29 @@ use std::path::{Path, PathBuf};
 
 use crate::Mode;
 
+/// A program that is not where its command says: what is missing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotFound {
+    #[error("{} is not a program", .0.display())]
+    NotAProgram(PathBuf),
+    #[error("`{0}` is not installed (not found in PATH)")]
+    NotInstalled(String),
+}
+
+/// For callers that still report a failed start as text.
+impl From<NotFound> for String {
+    fn from(e: NotFound) -> String {
+        e.to_string()
+    }
+}
+
 /// `command` as a path: with a `/`, relative to `workspace`; else the first runnable match in
 /// `path_dirs`. The error says what is missing.
-pub fn resolve(command: &str, workspace: &Path, path_dirs: &[PathBuf]) -> Result<PathBuf, String> {
+pub fn resolve(
+    command: &str,
+    workspace: &Path,
+    path_dirs: &[PathBuf],
+) -> Result<PathBuf, NotFound> {
     use std::os::unix::fs::PermissionsExt;
     let runnable = |p: &Path| {
         p.metadata()
@@ -18,14 +38,14 @@ pub fn resolve(command: &str, workspace: &Path, path_dirs: &[PathBuf]) -> Result
         return if runnable(&p) {
             Ok(p)
         } else {
-            Err(format!("{} is not a program", p.display()))
+            Err(NotFound::NotAProgram(p))
         };
     }
     path_dirs
         .iter()
         .map(|d| d.join(command))
         .find(|p| runnable(p))
-        .ok_or_else(|| format!("`{command}` is not installed (not found in PATH)"))
+        .ok_or_else(|| NotFound::NotInstalled(command.to_string()))
 }
 
 /// One program to start.
@@ -54,7 +74,7 @@ impl Program<'_> {
     /// The command that starts the program in its sandbox (mode `full` or `unconfined`: under
     /// the reaper, which still takes its process group down with it), in the workspace, with
     /// the sandbox's environment allow-list plus the named variables. Stdio is the caller's.
-    pub fn command(&self) -> Result<std::process::Command, String> {
+    pub fn command(&self) -> Result<std::process::Command, NotFound> {
         let program = resolve(self.command, self.workspace, self.path_dirs)?;
         // As a shell passes it: the command as written, so a program that finds itself by
         // its `argv[0]` (a virtualenv's python) finds where it really is.
