@@ -238,11 +238,22 @@ pub fn prompt_text(blocks: &[ContentBlock]) -> String {
     out.trim().to_string()
 }
 
+/// Why the ACP connection on stdio ended with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    /// The connection's thread could not start its runtime.
+    #[error("{0}")]
+    Runtime(#[source] std::io::Error),
+    /// The protocol ended the connection, in its own words.
+    #[error("{0}")]
+    Protocol(String),
+}
+
 /// Speak ACP on this process's stdin and stdout, on a thread of its own. Returns the editor
 /// handle once the connection is up, and the thread, which ends with the connection.
 pub fn serve_stdio(
     events: mpsc::UnboundedSender<FromEditor>,
-) -> std::io::Result<(Editor, std::thread::JoinHandle<Result<(), String>>)> {
+) -> std::io::Result<(Editor, std::thread::JoinHandle<Result<(), ConnectionError>>)> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Editor>();
     let thread = std::thread::Builder::new()
         .name("acp".into())
@@ -250,7 +261,7 @@ pub fn serve_stdio(
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .map_err(|e| e.to_string())?;
+                .map_err(ConnectionError::Runtime)?;
             let handle = rt.handle().clone();
             rt.block_on(async move {
                 let ended = lines::Ended::default();
@@ -315,14 +326,14 @@ pub fn serve_stdio(
                         Ok(())
                     })
                     .await
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| ConnectionError::Protocol(e.to_string()))
             })
         })?;
     match ready_rx.recv() {
         Ok(editor) => Ok((editor, thread)),
         Err(_) => {
             let why = match thread.join() {
-                Ok(Err(e)) => e,
+                Ok(Err(e)) => e.to_string(),
                 _ => "the connection ended before it opened".into(),
             };
             Err(std::io::Error::other(why))

@@ -173,7 +173,7 @@ impl AcpCmd {
         }
         drop(editor);
         match thread.join() {
-            Ok(Err(e)) if !e.contains("closed") => {
+            Ok(Err(e)) if !e.to_string().contains("closed") => {
                 tracing::info!("the ACP connection ended: {e}");
             }
             _ => {}
