@@ -25,5 +25,9 @@ fn main() -> std::process::ExitCode {
     if first.is_some_and(|a| a == cli::COMPILE_ARG) {
         return cli::compile_main(&args[2..]);
     }
+    // The embedded plugins' digests, computed at build time, key their compiled forms.
+    for b in rawko_builtins::ALL {
+        rawko_runtime::cache::vouch(b.wasm, b.sha256);
+    }
     cli::main()
 }
