@@ -190,23 +190,21 @@ impl FsGrants {
     /// it, as the sandbox would: resolved beneath the granted directory by cap-primitives, so
     /// `..` and symlinks cannot lead out of it, opened without blocking (a FIFO cannot stall
     /// the read) and refused unless it is a regular file of at most `max` bytes.
-    pub fn read_file(&self, base: &Path, path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    pub fn read_file(&self, base: &Path, path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
         use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
         use cap_primitives::fs::OpenOptionsExt;
         use std::io::Read;
         let abs = base.join(path);
-        let shown = abs.display();
+        let shown = || abs.display().to_string();
+        let io = |path: String| move |source| ReadError::Io { path, source };
         let grant = self
             .grants
             .iter()
             .filter(|g| abs.starts_with(&g.path))
             .max_by_key(|g| g.path.as_os_str().len())
-            .ok_or_else(|| {
-                format!("{shown} is outside the workspace and every granted directory")
-            })?;
+            .ok_or_else(|| ReadError::Outside(shown()))?;
         let rel = abs.strip_prefix(&grant.path).unwrap_or(Path::new("."));
-        let dir = std::fs::File::open(&grant.path)
-            .map_err(|e| format!("{}: {e}", grant.path.display()))?;
+        let dir = std::fs::File::open(&grant.path).map_err(io(grant.path.display().to_string()))?;
         let mut opts = cap_primitives::fs::OpenOptions::new();
         opts.read(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
@@ -215,32 +213,55 @@ impl FsGrants {
             if e.kind() == std::io::ErrorKind::PermissionDenied
                 || e.raw_os_error() == Some(libc::EXDEV)
             {
-                format!("{shown} leads outside {}", grant.path.display())
+                ReadError::Escapes {
+                    path: shown(),
+                    grant: grant.path.display().to_string(),
+                }
             } else {
-                format!("{shown}: {e}")
+                io(shown())(e)
             }
         })?;
-        let meta = file.metadata().map_err(|e| format!("{shown}: {e}"))?;
+        let meta = file.metadata().map_err(io(shown()))?;
         if !meta.is_file() {
-            return Err(format!(
-                "{shown} is not a regular file (a directory, FIFO, socket or device)"
-            ));
+            return Err(ReadError::NotAFile(shown()));
         }
         if meta.len() > max {
-            return Err(format!(
-                "{shown} has {} bytes; at most {max} are read",
-                meta.len()
-            ));
+            return Err(ReadError::TooLarge {
+                path: shown(),
+                size: meta.len(),
+                max,
+            });
         }
         let mut out = Vec::with_capacity(meta.len() as usize);
         file.take(max + 1)
             .read_to_end(&mut out)
-            .map_err(|e| format!("{shown}: {e}"))?;
+            .map_err(io(shown()))?;
         if out.len() as u64 > max {
-            return Err(format!("{shown} grew past {max} bytes while it was read"));
+            return Err(ReadError::Grew { path: shown(), max });
         }
         Ok(out)
     }
+}
+
+/// Why [`FsGrants::read_file`] read nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{0} is outside the workspace and every granted directory")]
+    Outside(String),
+    #[error("{path} leads outside {grant}")]
+    Escapes { path: String, grant: String },
+    #[error("{0} is not a regular file (a directory, FIFO, socket or device)")]
+    NotAFile(String),
+    #[error("{path} has {size} bytes; at most {max} are read")]
+    TooLarge { path: String, size: u64, max: u64 },
+    #[error("{path} grew past {max} bytes while it was read")]
+    Grew { path: String, max: u64 },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Read the file at `path` (symbolic links followed), refusing what is not a regular file (a
@@ -294,23 +315,32 @@ mod tests {
             b"inside"
         );
         for bad in ["../outside", "link", "sub/../../outside"] {
-            let e = g.read_file(&ws, Path::new(bad), 100).unwrap_err();
+            let e = g
+                .read_file(&ws, Path::new(bad), 100)
+                .unwrap_err()
+                .to_string();
             assert!(!e.contains("secret"), "{bad}: {e}");
         }
-        let e = g.read_file(&ws, &root.join("outside"), 100).unwrap_err();
+        let e = g
+            .read_file(&ws, &root.join("outside"), 100)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("outside the workspace"), "{e}");
         let e = g
             .read_file(&ws, Path::new("/etc/passwd"), 1 << 20)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("outside the workspace"), "{e}");
         assert!(
             g.read_file(&ws, Path::new("sub"), 100)
                 .unwrap_err()
+                .to_string()
                 .contains("not a regular file")
         );
         assert!(
             g.read_file(&ws, Path::new("sub/f.txt"), 3)
                 .unwrap_err()
+                .to_string()
                 .contains("at most 3")
         );
     }

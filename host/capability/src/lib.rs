@@ -11,7 +11,7 @@ pub mod protect;
 #[cfg(feature = "tls")]
 pub mod tls;
 
-pub use fs::{Access, FsGrant, FsGrants, GrantError};
+pub use fs::{Access, FsGrant, FsGrants, GrantError, ReadError};
 #[cfg(feature = "http")]
 pub use http::{HttpClient, HttpGrant, HttpPolicy, Origin};
 pub use protect::Protected;

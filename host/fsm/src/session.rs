@@ -490,7 +490,8 @@ impl ToolHost for SessionTools {
         let shown = path.display().to_string();
         let bytes = match self.grants_for(agent).read_file(&self.workspace, path, max) {
             Ok(b) => b,
-            Err(why) => {
+            Err(e) => {
+                let why = e.to_string();
                 let denial = Self::decision(agent, "fs.read", &shown, false, &why);
                 return denied(why, vec![denial]);
             }
