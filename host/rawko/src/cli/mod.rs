@@ -1,12 +1,19 @@
 //! The `rawko` command line: argument parsing, logging, and exit codes.
 //!
 //! Each command lives in its own file under `commands/` with one clap struct and an `execute`
-//! method. Exit status: 0 on success, 1 when a task, check or tool call fails, 2 on bad usage
-//! or bad input.
+//! method; what more than one command needs lives beside `commands/` (`setup`, `trust`,
+//! `servers`, `offered`, `lookup`, `policy`), so no command imports another. Exit status: 0 on
+//! success, 1 when a task, check or tool call fails, 2 on bad usage or bad input.
 
 mod commands;
 mod live;
+mod lookup;
+mod offered;
 mod output;
+mod policy;
+mod servers;
+mod setup;
+mod trust;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

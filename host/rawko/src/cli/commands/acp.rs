@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::cli::commands::agents::usable_agent;
-use crate::cli::commands::run::{
-    DEFAULT_START, OutputFlags, Setup, Start, decide_trust, mcp_servers, open_store,
-};
+use crate::cli::lookup::usable_agent;
+use crate::cli::servers::mcp_servers;
+use crate::cli::setup::{DEFAULT_START, OutputFlags, Setup, Start, open_store};
+use crate::cli::trust::decide_trust;
 use crate::cli::{BadInput, Context};
 use rawko_acp::client::{Stop, Update};
 use rawko_acp::serve::{Editor, FromEditor, PromptReply};
@@ -52,7 +52,7 @@ pub struct AcpCmd {
     #[arg(long)]
     yes: bool,
     /// Most transitions one task may take
-    #[arg(long, default_value_t = crate::cli::commands::run::DEFAULT_MAX_STEPS)]
+    #[arg(long, default_value_t = crate::cli::setup::DEFAULT_MAX_STEPS)]
     max_steps: u32,
 }
 

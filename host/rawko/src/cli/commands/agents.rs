@@ -4,15 +4,16 @@
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, mpsc};
+use std::sync::mpsc;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::cli::commands::tools::offered_tools;
+use crate::cli::lookup::{search_path, unknown_agent};
+use crate::cli::offered::offered_tools;
 use crate::cli::{BadInput, Context, Table, print_json, print_out};
 use rawko_adapters::Trust;
-use rawko_agents::diag::{did_you_mean, printable};
+use rawko_agents::diag::printable;
 use rawko_agents::registry::{Entry, Registry, SearchPath, discover};
 use rawko_agents::watch::{ChangeKind, Report, Watcher};
 use rawko_agents::{Agent, AgentOrigin, Diagnostic, Severity, load_file};
@@ -90,40 +91,6 @@ impl AgentsCmd {
             AgentsAction::Watch(a) => watch(cx, a),
         }
     }
-}
-
-/// The error for a name no agent has, with the nearest name or the known ones.
-pub(crate) fn unknown_agent(registry: &Registry, name: &str) -> BadInput {
-    let names: Vec<&str> = registry.entries().map(|e| e.name.as_str()).collect();
-    let hint = match did_you_mean(name, &names) {
-        Some(s) => format!("did you mean '{s}'?"),
-        None => format!("known agents: {}", names.join(", ")),
-    };
-    BadInput::new(printable(
-        &format!("no agent named '{name}' ({hint})"),
-        false,
-    ))
-}
-
-/// An agent in effect, by name: an unknown name or a definition with errors is bad input.
-pub(crate) fn usable_agent(cx: &Context, name: &str) -> Result<Arc<Agent>, BadInput> {
-    let registry = Registry::load(&search_path(cx));
-    let Some(entry) = registry.entry(name) else {
-        return Err(unknown_agent(&registry, name));
-    };
-    registry.get(name).ok_or_else(|| {
-        BadInput::new(printable(
-            &format!(
-                "agent '{name}' ({}) has errors; `rawko agents validate` shows them",
-                entry.file.display
-            ),
-            false,
-        ))
-    })
-}
-
-pub(crate) fn search_path(cx: &Context) -> SearchPath {
-    SearchPath::standard(cx.workspace(), &cx.dirs.config)
 }
 
 /// One line on stderr when there are problems, so `list` and `show` stay usable.

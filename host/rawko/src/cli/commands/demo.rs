@@ -21,7 +21,7 @@ use rawko_config::AdapterConfig;
 use rawko_fsm::demo::{PROJECT, RECORDING, TASK};
 use rawko_store::TaskStatus;
 
-use super::run::{OutputFlags, Setup, Start, exit_code, open_store};
+use crate::cli::setup::{OutputFlags, Setup, Start, exit_code, open_store};
 
 /// The adapter instance the demo's agents use.
 const ADAPTER: &str = "demo";

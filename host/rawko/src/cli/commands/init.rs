@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Args;
 
-use super::trust::brought_list;
+use crate::cli::trust::{ask, brought_list};
 use crate::cli::{Context, print_out, terminal_safe};
 use rawko_agents::builtin;
 use rawko_agents::registry::workspace_dir;
@@ -151,7 +151,7 @@ fn ask_to_trust(ws: &Path, foreign: &[PathBuf]) -> anyhow::Result<bool> {
     if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
         return Ok(false);
     }
-    super::plugin::consent::ask(&format!(
+    ask(&format!(
         "{} already brings files of its own:\n{}\nTrust them (its agents get the tools they \
          ask for, its config takes effect)? [y/N] ",
         terminal_safe(&ws.display().to_string()),

@@ -7,18 +7,16 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use crate::cli::{BadInput, Context, print_err, print_json, print_out};
+use rawko_runtime::Budget;
 use rawko_runtime::tool::CallContext;
-use rawko_runtime::{Budget, Runtime, ToolPlugin};
 use rawko_toolset::bash::BashContext;
-use rawko_toolset::{HostCallContext, Provider, ToolSet};
+use rawko_toolset::{HostCallContext, Provider};
 
-use super::bash::{PolicyFlags, ShellSetup, configured_filters, grants_from};
-use crate::cli::commands::agents::usable_agent;
-use crate::cli::commands::mcp::{configured_servers, connect_servers};
-use rawko_adapters::Trust;
-use rawko_fsm::session::SessionTools;
+use crate::cli::lookup::usable_agent;
+use crate::cli::offered::{session_tools, tool_set};
+use crate::cli::policy::{PolicyFlags, ShellSetup, grants_from};
+use crate::cli::servers::{configured_servers, connect_servers};
 use rawko_fsm::tools::{ToolHost, ToolOutcome};
-use rawko_toolset::chain::Chain;
 use std::rc::Rc;
 
 /// Call a tool directly
@@ -200,22 +198,6 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The built-in and installed tools, then the `--plugin` files.
-async fn tool_set(cx: &Context, rt: &Runtime, plugins: &[PathBuf]) -> anyhow::Result<ToolSet> {
-    let mut set = ToolSet::with_installed(rt, &cx.dirs.data, cx.workspace()).await?;
-    for path in plugins {
-        let wasm = rawko_capability::fs::read_regular(path, rawko_distribution::MAX_PLUGIN_BYTES)
-            .map_err(|e| BadInput::new(format!("plugin {}: {e}", path.display())))?;
-        let name = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "plugin".into());
-        set.add(ToolPlugin::load(rt, &name, &wasm).await?)
-            .map_err(|e| BadInput::new(e.to_string()))?;
-    }
-    Ok(set)
-}
-
 /// The configured MCP server `tool` (`mcp__<server>__<tool>`) belongs to; none is bad input.
 fn servers_named_in(
     cx: &Context,
@@ -300,30 +282,6 @@ async fn call_mcp(cx: &Context, args: &CallArgs) -> anyhow::Result<ExitCode> {
     };
     servers.close().await;
     Ok(ExitCode::from(code))
-}
-
-/// The tools a task's agents get in this workspace (built-in, installed and `plugins`), each wasm
-/// call held to `budget`, native commands started as the global flags say.
-pub(crate) async fn session_tools(
-    cx: &Context,
-    plugins: &[PathBuf],
-    budget: Budget,
-) -> anyhow::Result<SessionTools> {
-    let trusted = cx.workspace_trust() == Trust::Trusted;
-    let rt = Rc::new(cx.runtime()?);
-    let set = tool_set(cx, &rt, plugins).await?;
-    let filters = configured_filters(&cx.config_layers()?, &cx.dirs.data)?;
-    let chain = Chain::load(&rt, &filters).await?;
-    Ok(SessionTools::new(
-        rt,
-        cx.workspace().to_path_buf(),
-        set,
-        chain,
-        trusted,
-        budget,
-        cx.launch()?,
-    )
-    .map_err(|e| BadInput::new(e.to_string()))?)
 }
 
 /// `tool call --agent`: the tool as a run would call it for that agent.

@@ -4,13 +4,11 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use crate::cli::commands::agents::usable_agent;
-use crate::cli::commands::mcp::{configured_servers, connect_servers};
+use crate::cli::lookup::usable_agent;
+use crate::cli::offered::offered_tools;
 use crate::cli::{Context, Table, print_err, print_json, print_out};
 use rawko_adapters::Trust;
-use rawko_agents::Agent;
-use rawko_fsm::session::{READ_ONLY_TOOLS, command_tool_spec, untrusted_agent};
-use rawko_toolset::ToolSet;
+use rawko_fsm::session::untrusted_agent;
 
 /// Inspect the available tools
 #[derive(Debug, Args)]
@@ -45,74 +43,6 @@ impl ToolsCmd {
             ToolsAction::List(args) => list(cx, args).await,
         }
     }
-}
-
-/// One tool as a run offers it: its name, who provides it, its description and input schema.
-pub(crate) struct Offered {
-    pub name: String,
-    pub plugin: String,
-    pub description: String,
-    pub input_schema: serde_json::Value,
-}
-
-/// The tools there are (the tool plugins', then the approved MCP servers'), or, for `agent`,
-/// the ones a run offers it: those it may call, only the read-only ones when it is untrusted,
-/// and its command tools. `approve` approves new or changed MCP servers. The one place both
-/// `tools list` and `agents show` learn an agent's tools from.
-pub(crate) async fn offered_tools(
-    cx: &Context,
-    agent: Option<&Agent>,
-    approve: bool,
-) -> anyhow::Result<Vec<Offered>> {
-    let rt = cx.runtime()?;
-    let note = crate::cli::output::SlowNote::after_a_second(
-        "preparing the tool plugins (compiled once on first use, then cached)…",
-    );
-    let set = ToolSet::with_installed(&rt, &cx.dirs.data, cx.workspace()).await?;
-    drop(note);
-    let mut tools: Vec<Offered> = set
-        .tools()
-        .into_iter()
-        .map(|(p, t)| Offered {
-            name: t.name.clone(),
-            plugin: p.name().to_string(),
-            description: t.description.clone(),
-            input_schema: t.input_schema.clone(),
-        })
-        .collect();
-    let specs = configured_servers(cx)?;
-    let servers = connect_servers(cx, &specs, approve).await?;
-    for (conn, t) in servers.tools() {
-        if tools.iter().any(|o| o.name == t.name) {
-            continue;
-        }
-        tools.push(Offered {
-            name: t.name.clone(),
-            plugin: format!("mcp:{}", conn.spec.name),
-            description: t.description.clone(),
-            input_schema: t.input_schema.clone(),
-        });
-    }
-    servers.close().await;
-    if let Some(agent) = agent {
-        let trusted = cx.workspace_trust() == Trust::Trusted;
-        let restricted = untrusted_agent(agent, trusted);
-        tools.retain(|o| {
-            agent.may_call(&o.name) && (!restricted || READ_ONLY_TOOLS.contains(&o.name.as_str()))
-        });
-        if !restricted {
-            for t in &agent.command_tools {
-                let spec = command_tool_spec(agent, t);
-                tools.push(Offered {
-                    name: spec.name,
-                    plugin: "agent".into(),
-                    description: spec.description,
-                    input_schema: spec.input_schema,
-                });
-            }
-        }
-    }
-    Ok(tools)
 }
 
 async fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {

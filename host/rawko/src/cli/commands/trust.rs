@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
+use crate::cli::trust::brought_list;
 use crate::cli::{Context, print_out, terminal_safe};
 use rawko_config::trust::TrustStore;
 
@@ -55,17 +56,4 @@ impl TrustCmd {
         }
         Ok(ExitCode::SUCCESS)
     }
-}
-
-/// What a workspace brings, one indented line per file (at most 20), for people.
-pub fn brought_list(brought: &[std::path::PathBuf]) -> String {
-    let mut lines: Vec<String> = brought
-        .iter()
-        .take(20)
-        .map(|p| format!("  {}", terminal_safe(&p.display().to_string())))
-        .collect();
-    if brought.len() > 20 {
-        lines.push(format!("  and {} more", brought.len() - 20));
-    }
-    lines.join("\n")
 }

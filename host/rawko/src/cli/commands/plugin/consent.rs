@@ -4,11 +4,12 @@
 //! Grants come only from here: the `--yes` and `--grant` flags or the user's answer on the
 //! terminal. Nothing the plugin, a workspace or a model says reaches this code.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::cli::trust::ask;
 use crate::cli::{BadInput, Context};
 use rawko_config::{self as config, Config};
 use rawko_distribution::signature::{self, KeyRing, Signature, Signer, TrustedKey, Verdict};
@@ -306,17 +307,6 @@ fn past(action: &str) -> &'static str {
     } else {
         "installed"
     }
-}
-
-/// Ask a yes/no question on the terminal; anything but y/yes is no.
-pub fn ask(question: &str) -> anyhow::Result<bool> {
-    let mut err = std::io::stderr().lock();
-    write!(err, "{}", crate::cli::terminal_safe(question))?;
-    err.flush()?;
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
-    let answer = line.trim().to_ascii_lowercase();
-    Ok(answer == "y" || answer == "yes")
 }
 
 #[cfg(test)]
