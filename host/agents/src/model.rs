@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use rawko_sandbox::Mode;
+use rawko_capability::Mode;
 use serde::{Serialize, Serializer};
 
 use super::diag::Pos;
@@ -617,18 +617,6 @@ pub struct ExternalCommand {
     /// of it reaches the program beyond the sandbox's allow-list.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<String>,
-}
-
-impl ExternalCommand {
-    /// Where `command` is: with a `/`, relative to `workspace`; else the first runnable match in
-    /// `path_dirs`. The error says what is missing, for `rawko agents validate` and the state.
-    pub fn resolve(
-        &self,
-        workspace: &std::path::Path,
-        path_dirs: &[PathBuf],
-    ) -> Result<PathBuf, rawko_sandbox::program::NotFound> {
-        rawko_sandbox::program::resolve(&self.command, workspace, path_dirs)
-    }
 }
 
 /// Per-state limits; `None` falls back to `config.yaml`'s `defaults.limits`.

@@ -7,7 +7,7 @@
 //! an unknown field is an error, since a misspelt key silently ignored is a setting the user
 //! believes in and does not have.
 
-use rawko_sandbox::Mode;
+use rawko_capability::Mode;
 use schemars::JsonSchema;
 
 use super::FileInfo;

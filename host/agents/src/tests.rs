@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use rawko_sandbox::Mode;
+use rawko_capability::Mode;
 
 use super::model::{AgentOrigin, Dialect, ParamType, Provider, ReasoningEffort, Target};
 use super::{FileInfo, Loaded, load_file, load_text};

@@ -7,6 +7,7 @@
 pub mod fs;
 #[cfg(feature = "http")]
 pub mod http;
+pub mod policy;
 pub mod protect;
 #[cfg(feature = "tls")]
 pub mod tls;
@@ -14,4 +15,5 @@ pub mod tls;
 pub use fs::{Access, FsGrant, FsGrants, GrantError, ReadError};
 #[cfg(feature = "http")]
 pub use http::{HttpClient, HttpGrant, HttpPolicy, Origin};
+pub use policy::{Decision, Mode};
 pub use protect::Protected;

@@ -15,6 +15,7 @@ pub mod events;
 pub mod external;
 pub mod llm;
 pub mod session;
+pub mod store;
 pub mod tools;
 
 use std::collections::HashSet;
@@ -29,9 +30,10 @@ use self::arbiter::{Arbiter, Event, FailureCounts};
 use self::conversation::{Content, Message, Role, ToolResult};
 use self::events::{EventSink, RunEvent, preview};
 use self::llm::{CompletionRequest, Llm, ToolSpec};
+use self::store::Store;
 use self::tools::{FinishError, ToolHost, finish_spec, parse_finish};
 use rawko_agents::model::{Agent, Target};
-use rawko_store::{AuditEntry, StoreError, TaskStatus, TaskStore, ToolCall, Transition, now_ms};
+use rawko_store::{AuditEntry, StoreError, TaskStatus, ToolCall, Transition, now_ms};
 
 /// Nesting limit for agents calling agents as tools.
 pub const MAX_AGENT_DEPTH: u32 = 3;
@@ -107,7 +109,7 @@ pub struct StateLimits {
 
 /// Everything a run needs.
 pub struct Engine<'a> {
-    pub store: &'a TaskStore,
+    pub store: &'a dyn Store,
     pub agents: &'a dyn AgentLookup,
     pub llms: &'a dyn LlmProvider,
     pub tools: &'a dyn ToolHost,

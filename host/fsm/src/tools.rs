@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::llm::ToolSpec;
 use rawko_agents::model::Agent;
-use rawko_shell::verdict::Decision;
+use rawko_capability::Decision;
 use rawko_store::AuditEntry;
 
 /// The name of the tool that ends a state.
@@ -166,7 +166,15 @@ pub fn parse_finish(
         .with_pattern_options(jsonschema::PatternOptions::regex())
         .build(&spec.input_schema)
         .map_err(|e| FinishError(format!("the agent's output schema is invalid: {e}")))?;
-    let problems = rawko_runtime::tool::schema_problems(&validator, &value);
+    // The first few problems, each with where it is.
+    let problems: Vec<String> = validator
+        .iter_errors(&value)
+        .take(5)
+        .map(|e| match e.instance_path().to_string() {
+            at if at.is_empty() => e.to_string(),
+            at => format!("at {at}: {e}"),
+        })
+        .collect();
     if !problems.is_empty() {
         return Err(FinishError(format!(
             "`finish` input does not match its schema: {}",

@@ -8,48 +8,7 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-/// How much of the machine a native command sees.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    /// Reads limited to the workspace and the system and toolchain paths a build needs; writes
-    /// only to a private temporary directory.
-    ReadOnly,
-    /// The same reads; writes inside the workspace too, except `.git` internals and `.rawko`.
-    WorkspaceWrite,
-    /// No kernel confinement. Only from the user's own config or a command-line flag.
-    Full,
-}
-
-impl Mode {
-    pub const ALL: [Mode; 3] = [Mode::ReadOnly, Mode::WorkspaceWrite, Mode::Full];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::ReadOnly => "read-only",
-            Mode::WorkspaceWrite => "workspace-write",
-            Mode::Full => "full",
-        }
-    }
-}
-
-impl std::fmt::Display for Mode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.pad(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Mode::ALL
-            .into_iter()
-            .find(|m| m.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown sandbox mode `{s}` (expected read-only, workspace-write or full)")
-            })
-    }
-}
+pub use rawko_capability::Mode;
 
 /// Resource limits of a sandboxed command (`setrlimit`, inherited by everything it starts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

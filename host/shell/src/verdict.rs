@@ -4,24 +4,7 @@ use serde::Serialize;
 
 use crate::ParsedCommand;
 
-/// A decision, ordered from most to least permissive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Decision {
-    Allow,
-    Ask,
-    Deny,
-}
-
-impl std::fmt::Display for Decision {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.pad(match self {
-            Decision::Allow => "allow",
-            Decision::Ask => "ask",
-            Decision::Deny => "deny",
-        })
-    }
-}
+pub use rawko_capability::Decision;
 
 /// One filter's decision about one simple command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -599,10 +599,9 @@ fn missing_programs(cx: &Context, registry: &Registry, files: &[String]) -> Vec<
         .filter(|a| files.contains(&a.source.display))
         .filter_map(|a| {
             let external = a.external.as_ref()?;
-            let missing = external
-                .command()
-                .resolve(cx.workspace(), &path_dirs)
-                .err()?;
+            let command = &external.command().command;
+            let missing =
+                rawko_sandbox::program::resolve(command, cx.workspace(), &path_dirs).err()?;
             Some(Diagnostic {
                 file: a.source.display.clone(),
                 line: a.source.spans.name.line.max(1),
