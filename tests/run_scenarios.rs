@@ -253,7 +253,7 @@ fn prepare(dir: &Path, s: &Scenario) -> Prepared {
     if let Some(p) = &s.project {
         assert_eq!(p, "demo", "unknown project {p}");
         copy_dir(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../fsm/demo/project"),
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("demo/project"),
             ws.path(),
         );
     }
@@ -559,7 +559,7 @@ scenarios!(
     mcp_tool,
 );
 
-/// Writes `host/fsm/demo/recording.jsonl` from the happy-path scenario: run it when the built-in
+/// Writes `host/rawko/demo/recording.jsonl` from the happy-path scenario: run it when the built-in
 /// agents, the engine's prompts or the demo's task change (`cargo test -p rawko --test
 /// integration -- --ignored record_demo`).
 #[test]
@@ -568,11 +568,11 @@ fn record_demo() {
     let (dir, s) = load("happy_path");
     assert_eq!(
         s.task,
-        rawko_fsm::demo::TASK,
+        rawko::demo::TASK,
         "the happy path must be the demo's task"
     );
     let p = prepare(&dir, &s);
-    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fsm/demo/recording.jsonl");
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("demo/recording.jsonl");
     let r = rawko_run(&p, &s, &["--record", out.to_str().unwrap()]);
     check("happy_path", &s, &p, &r);
 }

@@ -34,11 +34,7 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 300;
 const MAX_TIMEOUT_SECS: u64 = 24 * 3600;
 
 /// Whether the workspace's own config may have what it asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trust {
-    Trusted,
-    Untrusted,
-}
+pub use rawko_config::Trust;
 
 /// Where an instance was defined.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,6 +11,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use rawko_capability::Mode;
+use rawko_config::Trust;
 use serde::{Serialize, Serializer};
 
 use super::diag::Pos;
@@ -151,15 +152,15 @@ impl Agent {
     /// mode the definition asks for, else `workspace-write` for an agent that can write and
     /// `read-only` for one that cannot. `full` is honoured only for the user's own and the
     /// built-in agents: from the workspace or a file named on the command line it falls back
-    /// as if unset. An agent of a workspace the user has not trusted (`trusted` false) gets
-    /// `read-only` whatever it asks for.
-    pub fn sandbox_mode(&self, trusted: bool) -> Mode {
+    /// as if unset. An agent of a workspace the user has not trusted gets `read-only`
+    /// whatever it asks for.
+    pub fn sandbox_mode(&self, trust: Trust) -> Mode {
         let by_tools = if self.can_write() {
             Mode::WorkspaceWrite
         } else {
             Mode::ReadOnly
         };
-        if self.is_untrusted(trusted) {
+        if self.is_untrusted(trust) {
             return Mode::ReadOnly;
         }
         match self.sandbox {
@@ -171,14 +172,15 @@ impl Agent {
 
     /// Whether the programs this agent runs may use the network: only when the definition says
     /// `network: on`, and never for an agent of a workspace the user has not trusted.
-    pub fn network_allowed(&self, trusted: bool) -> bool {
-        self.network && !self.is_untrusted(trusted)
+    pub fn network_allowed(&self, trust: Trust) -> bool {
+        self.network && !self.is_untrusted(trust)
     }
 
     /// Whether the agent is untrusted: its definition comes from a workspace the user has not
-    /// trusted (`trusted` false), or it runs on behalf of such an agent.
-    pub fn is_untrusted(&self, trusted: bool) -> bool {
-        self.acting_for.is_some() || (self.source.origin == AgentOrigin::Workspace && !trusted)
+    /// trusted, or it runs on behalf of such an agent.
+    pub fn is_untrusted(&self, trust: Trust) -> bool {
+        self.acting_for.is_some()
+            || (self.source.origin == AgentOrigin::Workspace && !trust.is_trusted())
     }
 
     /// `self` as it runs on behalf of `caller`: never with more than the caller has, so no
@@ -190,11 +192,11 @@ impl Agent {
     /// read, and to edit if it can write), the shell commands both allow
     /// (an exact intersection of two lists; one list when only one sets any), the blocked
     /// tools and patterns of both, no writes or command tools if the caller cannot write, the
-    /// lower sandbox mode, and network only if both have it. `workspace_trusted` is the
-    /// workspace's trust decision.
-    pub fn on_behalf_of(&self, caller: &Agent, workspace_trusted: bool, call: bool) -> Agent {
+    /// lower sandbox mode, and network only if both have it. `trust` is the workspace's
+    /// trust decision.
+    pub fn on_behalf_of(&self, caller: &Agent, trust: Trust, call: bool) -> Agent {
         let mut out = self.clone();
-        if caller.is_untrusted(workspace_trusted) {
+        if caller.is_untrusted(trust) {
             out.acting_for = Some(
                 caller
                     .acting_for
@@ -237,12 +239,8 @@ impl Agent {
             add_missing(&mut out.tools.blocked, &writes);
             out.command_tools.clear();
         }
-        out.sandbox = Some(
-            self.sandbox_mode(workspace_trusted)
-                .min(caller.sandbox_mode(workspace_trusted)),
-        );
-        out.network =
-            self.network_allowed(workspace_trusted) && caller.network_allowed(workspace_trusted);
+        out.sandbox = Some(self.sandbox_mode(trust).min(caller.sandbox_mode(trust)));
+        out.network = self.network_allowed(trust) && caller.network_allowed(trust);
         out
     }
 
@@ -820,24 +818,24 @@ mod tests {
         );
         dev.bash.allowed_commands = Some(vec!["cargo test".into(), "rm *".into()]);
         dev.network = true;
-        let called = dev.on_behalf_of(&reader, true, true);
+        let called = dev.on_behalf_of(&reader, Trust::Trusted, true);
         assert!(!called.can_write(), "{:?}", called.tools);
         assert!(called.may_call("Read") && !called.may_call("Grep"));
-        assert_eq!(called.sandbox_mode(true), Mode::ReadOnly);
-        assert!(!called.network_allowed(true));
+        assert_eq!(called.sandbox_mode(Trust::Trusted), Mode::ReadOnly);
+        assert!(!called.network_allowed(Trust::Trusted));
         assert_eq!(called.bash.blocked_patterns, ["secret"]);
         assert_eq!(called.acting_for, None, "the caller is trusted");
 
         // A writing caller: the commands both allow, the lower mode.
         let mut lead = from(AgentOrigin::User, "lead", Some(&["Bash", "Write", "dev"]));
         lead.bash.allowed_commands = Some(vec!["cargo test".into()]);
-        let called = dev.on_behalf_of(&lead, true, true);
+        let called = dev.on_behalf_of(&lead, Trust::Trusted, true);
         assert!(called.can_write() && called.may_call("Write") && called.may_call("Read"));
         assert_eq!(
             called.bash.allowed_commands.as_deref(),
             Some(&["cargo test".to_string()][..])
         );
-        assert_eq!(called.sandbox_mode(true), Mode::WorkspaceWrite);
+        assert_eq!(called.sandbox_mode(Trust::Trusted), Mode::WorkspaceWrite);
     }
 
     #[test]
@@ -849,22 +847,22 @@ mod tests {
             Some(&["Read", "Write", "Bash"]),
         );
         for call in [true, false] {
-            let next = dev.on_behalf_of(&helper, false, call);
+            let next = dev.on_behalf_of(&helper, Trust::Untrusted, call);
             assert_eq!(next.acting_for.as_deref(), Some("helper"));
             assert!(
-                next.is_untrusted(true),
+                next.is_untrusted(Trust::Trusted),
                 "even once the workspace is trusted"
             );
-            assert_eq!(next.sandbox_mode(false), Mode::ReadOnly);
+            assert_eq!(next.sandbox_mode(Trust::Untrusted), Mode::ReadOnly);
             // And it passes on: the first untrusted agent is named.
-            let after = helper.on_behalf_of(&next, false, call);
+            let after = helper.on_behalf_of(&next, Trust::Untrusted, call);
             assert_eq!(after.acting_for.as_deref(), Some("helper"));
         }
         // A transition keeps the target's own grants when the source is trusted.
         let planner = from(AgentOrigin::Builtin, "planner", Some(&["Read"]));
-        assert_eq!(dev.on_behalf_of(&planner, false, false), dev);
+        assert_eq!(dev.on_behalf_of(&planner, Trust::Untrusted, false), dev);
         // Trusted, the workspace's agent hands on nothing.
-        assert_eq!(dev.on_behalf_of(&helper, true, false), dev);
+        assert_eq!(dev.on_behalf_of(&helper, Trust::Trusted, false), dev);
     }
 
     #[test]
@@ -911,8 +909,8 @@ mod tests {
         for origin in ORIGINS {
             for trusted in [true, false] {
                 let untrusted = origin == AgentOrigin::Workspace && !trusted;
-                let w = asking(origin, true, None, false).sandbox_mode(trusted);
-                let r = asking(origin, false, None, false).sandbox_mode(trusted);
+                let w = asking(origin, true, None, false).sandbox_mode(trusted.into());
+                let r = asking(origin, false, None, false).sandbox_mode(trusted.into());
                 let want_w = if untrusted {
                     Mode::ReadOnly
                 } else {
@@ -928,13 +926,17 @@ mod tests {
     fn an_agent_may_narrow_its_sandbox_below_what_its_tools_need() {
         for origin in ORIGINS {
             let a = asking(origin, true, Some(Mode::ReadOnly), false);
-            assert_eq!(a.sandbox_mode(true), Mode::ReadOnly, "{origin:?}");
-            assert_eq!(a.sandbox_mode(false), Mode::ReadOnly, "{origin:?}");
+            assert_eq!(a.sandbox_mode(Trust::Trusted), Mode::ReadOnly, "{origin:?}");
+            assert_eq!(
+                a.sandbox_mode(Trust::Untrusted),
+                Mode::ReadOnly,
+                "{origin:?}"
+            );
         }
         // Asking for workspace-write is honoured even without write tools (command tools
         // aside, it changes nothing the agent could not already do).
         let a = asking(AgentOrigin::User, false, Some(Mode::WorkspaceWrite), false);
-        assert_eq!(a.sandbox_mode(false), Mode::WorkspaceWrite);
+        assert_eq!(a.sandbox_mode(Trust::Untrusted), Mode::WorkspaceWrite);
     }
 
     #[test]
@@ -942,34 +944,34 @@ mod tests {
         for origin in [AgentOrigin::User, AgentOrigin::Builtin] {
             for trusted in [true, false] {
                 let a = asking(origin, false, Some(Mode::Full), false);
-                assert_eq!(a.sandbox_mode(trusted), Mode::Full, "{origin:?}");
+                assert_eq!(a.sandbox_mode(trusted.into()), Mode::Full, "{origin:?}");
             }
         }
         // A file named on the command line falls back as if it had asked for nothing.
         let a = asking(AgentOrigin::File, true, Some(Mode::Full), false);
-        assert_eq!(a.sandbox_mode(true), Mode::WorkspaceWrite);
-        assert_eq!(a.sandbox_mode(false), Mode::WorkspaceWrite);
+        assert_eq!(a.sandbox_mode(Trust::Trusted), Mode::WorkspaceWrite);
+        assert_eq!(a.sandbox_mode(Trust::Untrusted), Mode::WorkspaceWrite);
         let a = asking(AgentOrigin::File, false, Some(Mode::Full), false);
-        assert_eq!(a.sandbox_mode(true), Mode::ReadOnly);
+        assert_eq!(a.sandbox_mode(Trust::Trusted), Mode::ReadOnly);
     }
 
     /// The attacker's cases: a repository that brings an agent asking for everything.
     #[test]
     fn a_workspace_agent_never_gets_full_and_untrusted_gets_read_only() {
         let a = asking(AgentOrigin::Workspace, true, Some(Mode::Full), true);
-        assert_eq!(a.sandbox_mode(true), Mode::WorkspaceWrite);
-        assert_eq!(a.sandbox_mode(false), Mode::ReadOnly);
+        assert_eq!(a.sandbox_mode(Trust::Trusted), Mode::WorkspaceWrite);
+        assert_eq!(a.sandbox_mode(Trust::Untrusted), Mode::ReadOnly);
         let a = asking(AgentOrigin::Workspace, false, Some(Mode::Full), true);
-        assert_eq!(a.sandbox_mode(true), Mode::ReadOnly);
-        assert_eq!(a.sandbox_mode(false), Mode::ReadOnly);
+        assert_eq!(a.sandbox_mode(Trust::Trusted), Mode::ReadOnly);
+        assert_eq!(a.sandbox_mode(Trust::Untrusted), Mode::ReadOnly);
         let a = asking(
             AgentOrigin::Workspace,
             true,
             Some(Mode::WorkspaceWrite),
             false,
         );
-        assert_eq!(a.sandbox_mode(true), Mode::WorkspaceWrite);
-        assert_eq!(a.sandbox_mode(false), Mode::ReadOnly);
+        assert_eq!(a.sandbox_mode(Trust::Trusted), Mode::WorkspaceWrite);
+        assert_eq!(a.sandbox_mode(Trust::Untrusted), Mode::ReadOnly);
     }
 
     #[test]
@@ -978,13 +980,13 @@ mod tests {
             for trusted in [true, false] {
                 let off = asking(origin, true, None, false);
                 assert!(
-                    !off.network_allowed(trusted),
+                    !off.network_allowed(trusted.into()),
                     "{origin:?} trusted={trusted}"
                 );
                 let on = asking(origin, true, None, true);
                 let untrusted = origin == AgentOrigin::Workspace && !trusted;
                 assert_eq!(
-                    on.network_allowed(trusted),
+                    on.network_allowed(trusted.into()),
                     !untrusted,
                     "{origin:?} trusted={trusted}"
                 );
@@ -992,8 +994,8 @@ mod tests {
         }
         // The attacker's case, spelt out: `network: on` from an untrusted workspace is ignored.
         let a = asking(AgentOrigin::Workspace, true, Some(Mode::Full), true);
-        assert!(!a.network_allowed(false));
-        assert!(a.network_allowed(true));
+        assert!(!a.network_allowed(Trust::Untrusted));
+        assert!(a.network_allowed(Trust::Trusted));
     }
 
     #[test]

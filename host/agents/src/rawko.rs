@@ -8,6 +8,7 @@
 //! believes in and does not have.
 
 use rawko_capability::Mode;
+use rawko_config::Trust;
 use schemars::JsonSchema;
 
 use super::FileInfo;
@@ -589,7 +590,7 @@ fn finish(
         external,
     };
     if agent.sandbox == Some(Mode::Full) && agent.source.origin == AgentOrigin::Workspace {
-        let runs = agent.sandbox_mode(true);
+        let runs = agent.sandbox_mode(Trust::Trusted);
         let untrusted = if runs == Mode::ReadOnly {
             ""
         } else {

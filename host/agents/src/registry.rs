@@ -291,6 +291,17 @@ impl Registry {
         self.entries.get(name)
     }
 
+    /// What to tell someone who asked for `name`, which no file defines: the nearest name, or
+    /// the names there are. Printable on a terminal whatever `name` holds.
+    pub fn unknown(&self, name: &str) -> String {
+        let names: Vec<&str> = self.entries().map(|e| e.name.as_str()).collect();
+        let hint = match super::diag::did_you_mean(name, &names) {
+            Some(s) => format!("did you mean '{s}'?"),
+            None => format!("known agents: {}", names.join(", ")),
+        };
+        super::diag::printable(&format!("no agent named '{name}' ({hint})"), false).into_owned()
+    }
+
     /// Every name, sorted.
     pub fn entries(&self) -> impl Iterator<Item = &Entry> {
         self.entries.values()

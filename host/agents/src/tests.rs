@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use rawko_capability::Mode;
+use rawko_config::Trust;
 
 use super::model::{AgentOrigin, Dialect, ParamType, Provider, ReasoningEffort, Target};
 use super::{FileInfo, Loaded, load_file, load_text};
@@ -282,9 +283,9 @@ fn built_in_agents_are_valid_and_chain_to_done() {
     ] {
         let a = get(name);
         assert_eq!(a.sandbox, Some(mode), "{name}");
-        assert_eq!(a.sandbox_mode(false), mode, "{name}");
+        assert_eq!(a.sandbox_mode(Trust::Untrusted), mode, "{name}");
         assert!(
-            !a.network_allowed(true),
+            !a.network_allowed(Trust::Trusted),
             "{name}: no built-in agent needs the network"
         );
     }
@@ -432,11 +433,11 @@ fn a_workspace_agent_asking_for_full_is_warned_and_does_not_get_it() {
     );
     assert!(!l.has_errors());
     let a = l.agent.expect("a warning leaves the agent usable");
-    assert_eq!(a.sandbox_mode(true), Mode::WorkspaceWrite);
-    assert_eq!(a.sandbox_mode(false), Mode::ReadOnly);
-    assert!(a.network_allowed(true));
+    assert_eq!(a.sandbox_mode(Trust::Trusted), Mode::WorkspaceWrite);
+    assert_eq!(a.sandbox_mode(Trust::Untrusted), Mode::ReadOnly);
+    assert!(a.network_allowed(Trust::Trusted));
     assert!(
-        !a.network_allowed(false),
+        !a.network_allowed(Trust::Untrusted),
         "network: on from an untrusted workspace is ignored"
     );
 
@@ -449,11 +450,14 @@ fn a_workspace_agent_asking_for_full_is_warned_and_does_not_get_it() {
             ".rawko/agents/w.yaml:6:10: warning: a workspace agent cannot have 'sandbox: full': it will run in read-only (full (no kernel sandbox) is only for your own agents, in $XDG_CONFIG_HOME/rawko/agents)"
         ]
     );
-    assert_eq!(l.agent.unwrap().sandbox_mode(true), Mode::ReadOnly);
+    assert_eq!(
+        l.agent.unwrap().sandbox_mode(Trust::Trusted),
+        Mode::ReadOnly
+    );
 
     // The user's own agent may have it, without a word.
     let a = clean(load_from(AgentOrigin::User, "w.yaml", text));
-    assert_eq!(a.sandbox_mode(false), Mode::Full);
+    assert_eq!(a.sandbox_mode(Trust::Untrusted), Mode::Full);
 }
 
 #[test]

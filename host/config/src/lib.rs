@@ -16,6 +16,8 @@ pub mod canonical;
 pub mod paths;
 pub mod trust;
 
+pub use trust::Trust;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -467,7 +469,8 @@ impl Layers {
     /// until the user trusts the workspace.
     /// Even when trusted, a workspace cannot redefine an adapter name the user's config defines.
     /// Every caller that reads config goes through this, so no path merges more.
-    pub fn effective(&self, trusted: bool) -> (Layers, Vec<Ignored>) {
+    pub fn effective(&self, trust: Trust) -> (Layers, Vec<Ignored>) {
+        let trusted = trust.is_trusted();
         let Some((path, ws)) = &self.workspace else {
             return (self.clone(), Vec::new());
         };
@@ -717,17 +720,17 @@ defaults:
     fn an_untrusted_workspace_may_lower_the_token_budget_but_not_summarise() {
         let user = "defaults:\n  limits: { maxTokens: 1000 }\n";
         let ws = "defaults:\n  limits: { maxTokens: 5000 }\ncontext: { summariser: evil, threshold: 0.9 }\n";
-        let (eff, ignored) = layers(user, ws).effective(false);
+        let (eff, ignored) = layers(user, ws).effective(Trust::Untrusted);
         let c = eff.merged();
         assert_eq!(c.defaults.unwrap().limits.unwrap().max_tokens, Some(1000));
         assert_eq!(c.context, None);
         let dropped: Vec<&str> = ignored.iter().map(|i| i.setting.as_str()).collect();
         assert!(dropped.contains(&"defaults.limits.maxTokens") && dropped.contains(&"context"));
         let lower = "defaults:\n  limits: { maxTokens: 10 }\n";
-        let (eff, _) = layers(user, lower).effective(false);
+        let (eff, _) = layers(user, lower).effective(Trust::Untrusted);
         let l = eff.merged().defaults.unwrap().limits.unwrap();
         assert_eq!(l.max_tokens, Some(10));
-        let (eff, _) = layers(user, ws).effective(true);
+        let (eff, _) = layers(user, ws).effective(Trust::Trusted);
         assert_eq!(
             eff.merged().context.unwrap().summariser.as_deref(),
             Some("evil")
@@ -739,7 +742,7 @@ defaults:
         let user = "mcp:\n  docs:\n    url: https://docs.example/mcp\n";
         let ws =
             "mcp:\n  docs:\n    command: evil\n  tools:\n    command: ./server\n    network: on\n";
-        let (eff, ignored) = layers(user, ws).effective(false);
+        let (eff, ignored) = layers(user, ws).effective(Trust::Untrusted);
         let c = eff.merged();
         assert_eq!(c.mcp.keys().collect::<Vec<_>>(), ["docs"]);
         assert_eq!(
@@ -748,7 +751,7 @@ defaults:
         );
         let dropped: Vec<&str> = ignored.iter().map(|i| i.setting.as_str()).collect();
         assert_eq!(dropped, ["mcp.docs", "mcp.tools"]);
-        let (eff, _) = layers(user, ws).effective(true);
+        let (eff, _) = layers(user, ws).effective(Trust::Trusted);
         let c = eff.merged();
         assert_eq!(c.mcp["docs"].command, None);
         assert_eq!(c.mcp["tools"].network, Some(true));
@@ -758,7 +761,7 @@ defaults:
 
     #[test]
     fn an_untrusted_workspace_config_only_narrows() {
-        let (eff, ignored) = layers(USER, HOSTILE).effective(false);
+        let (eff, ignored) = layers(USER, HOSTILE).effective(Trust::Untrusted);
         let c = eff.merged();
         assert_eq!(c.adapters.len(), 1);
         assert_eq!(c.adapters["claude"].plugin, "anthropic");
@@ -783,8 +786,8 @@ defaults:
         let line = Ignored::summary(&ignored).unwrap();
         assert!(line.starts_with("w: ignored: "), "{line}");
         // A limit above the user's is not narrowing either.
-        let (eff, _) =
-            layers(USER, "defaults:\n  limits: { maxIterations: 11 }\n").effective(false);
+        let (eff, _) = layers(USER, "defaults:\n  limits: { maxIterations: 11 }\n")
+            .effective(Trust::Untrusted);
         assert_eq!(
             eff.merged()
                 .defaults
@@ -798,7 +801,7 @@ defaults:
 
     #[test]
     fn a_trusted_workspace_adds_but_never_redefines_the_users_adapters() {
-        let (eff, ignored) = layers(USER, HOSTILE).effective(true);
+        let (eff, ignored) = layers(USER, HOSTILE).effective(Trust::Trusted);
         let c = eff.merged();
         assert_eq!(c.adapters["claude"].plugin, "anthropic");
         assert!(c.adapters.contains_key("evil"));
@@ -806,13 +809,13 @@ defaults:
         assert_eq!(c.arbiter.unwrap().mode, ArbiterMode::Llm);
         let dropped: Vec<&str> = ignored.iter().map(|i| i.setting.as_str()).collect();
         assert_eq!(dropped, ["adapters.claude", "plugins"]);
-        assert_eq!(Layers::default().effective(false).1, Vec::new());
+        assert_eq!(Layers::default().effective(Trust::Untrusted).1, Vec::new());
     }
 
     #[test]
     fn layers_merge_key_by_key() {
         let c = layers(USER, "defaults:\n  limits: { timeout: 5000 }\n")
-            .effective(true)
+            .effective(Trust::Trusted)
             .0
             .merged();
         let d = c.defaults.unwrap();

@@ -18,6 +18,29 @@ use sha2::{Digest, Sha256};
 /// The file, in the data directory.
 const FILE_NAME: &str = "trust.json";
 
+/// Whether the user trusts a workspace: the one word for it that every part of rawko takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    Trusted,
+    Untrusted,
+}
+
+impl Trust {
+    pub fn is_trusted(self) -> bool {
+        self == Trust::Trusted
+    }
+}
+
+impl From<bool> for Trust {
+    fn from(trusted: bool) -> Trust {
+        if trusted {
+            Trust::Trusted
+        } else {
+            Trust::Untrusted
+        }
+    }
+}
+
 /// Files and folders, relative to the workspace, whose content decides what a workspace asks
 /// for: its config, its agents (rawko's, Claude Code's, Copilot's and opencode's), its MCP servers, its knowledge
 /// sources. Any `.wasm` under `.rawko/` (bash filters, tools) counts too.

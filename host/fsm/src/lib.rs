@@ -10,11 +10,8 @@
 pub mod arbiter;
 pub mod context;
 pub mod conversation;
-pub mod demo;
 pub mod events;
-pub mod external;
 pub mod llm;
-pub mod session;
 pub mod store;
 pub mod tools;
 
@@ -32,19 +29,14 @@ use self::events::{EventSink, RunEvent, preview};
 use self::llm::{CompletionRequest, Llm, ToolSpec};
 use self::store::Store;
 use self::tools::{FinishError, ToolHost, finish_spec, parse_finish};
-use rawko_agents::model::{Agent, Target};
+use rawko_agents::model::{Agent, External, Target};
+use rawko_config::Trust;
 use rawko_store::{AuditEntry, StoreError, TaskStatus, ToolCall, Transition, now_ms};
 
 /// Nesting limit for agents calling agents as tools.
 pub const MAX_AGENT_DEPTH: u32 = 3;
-/// Default iterations per state when neither the agent nor the config says.
-pub const DEFAULT_MAX_ITERATIONS: u32 = 20;
-
 /// The waits before asking a model again whose answer broke off; then the task is interrupted.
 const ASK_AGAIN: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(3)];
-/// Default wall-clock limit per state.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
-
 /// Wrap text that came from a model, a tool or a file, so prompts mark it as data. A closing tag
 /// inside the text is defused so the data cannot end its own block.
 pub fn untrusted(text: &str) -> String {
@@ -82,8 +74,56 @@ pub trait LlmProvider {
     }
 }
 
+/// Why an agent has no model: what the provider says is missing, with its causes.
+pub type NoModel = Box<dyn std::error::Error>;
+
 pub type LlmFor<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Rc<dyn Llm>, String>> + 'a>>;
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Rc<dyn Llm>, NoModel>> + 'a>>;
+
+/// Runs the states of agents whose work an external program does (an ACP agent, a coding
+/// CLI's non-interactive mode). The engine starts no program itself: it hands such a state,
+/// with itself for the task's store and events, to this.
+pub trait ExternalAgents {
+    #[allow(clippy::too_many_arguments)]
+    fn turn<'a>(
+        &'a self,
+        engine: &'a Engine<'a>,
+        task: &'a str,
+        agent: &'a Agent,
+        external: &'a External,
+        call: Option<(i64, &'a str)>,
+        limits: StateLimits,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<TurnOutcome, EngineError>> + 'a>>;
+}
+
+/// A host that starts no external programs: an external agent's state fails, saying so.
+#[derive(Debug, Default)]
+pub struct NoExternalAgents;
+
+impl ExternalAgents for NoExternalAgents {
+    fn turn<'a>(
+        &'a self,
+        _engine: &'a Engine<'a>,
+        _task: &'a str,
+        agent: &'a Agent,
+        external: &'a External,
+        _call: Option<(i64, &'a str)>,
+        _limits: StateLimits,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<TurnOutcome, EngineError>> + 'a>>
+    {
+        Box::pin(async move {
+            Ok(TurnOutcome {
+                event: Event::Failed,
+                summary: format!(
+                    "agent {} runs the program `{}`, and this host starts no external agents",
+                    agent.name,
+                    external.command().command
+                ),
+                output: None,
+            })
+        })
+    }
+}
 
 /// Why a run could not go on (as opposed to a task that failed, which is an outcome).
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +153,8 @@ pub struct Engine<'a> {
     pub agents: &'a dyn AgentLookup,
     pub llms: &'a dyn LlmProvider,
     pub tools: &'a dyn ToolHost,
+    /// Runs the states of agents whose work an external program does.
+    pub externals: &'a dyn ExternalAgents,
     pub arbiter: Arbiter<'a>,
     pub events: &'a dyn EventSink,
     pub cancel: CancelFlag,
@@ -122,7 +164,7 @@ pub struct Engine<'a> {
     pub max_steps: u32,
     /// Whether the user trusts the workspace's own agents. Whatever an untrusted agent starts
     /// (an agent it calls, the states after it) runs untrusted too ([`Agent::on_behalf_of`]).
-    pub workspace_trusted: bool,
+    pub workspace_trust: Trust,
     /// The share of a model's window a request may fill before it is compacted.
     pub context_threshold: f32,
     /// Tokens the task may use in all (`defaults.limits.maxTokens`); reaching it interrupts it.
@@ -167,7 +209,7 @@ impl Engine<'_> {
             .iter()
             .filter(|t| t.parent_id.is_none())
             .filter_map(|t| self.agents.agent(&t.agent))
-            .find(|a| a.is_untrusted(self.workspace_trusted));
+            .find(|a| a.is_untrusted(self.workspace_trust));
         let mut state = task.state.clone();
         let mut steps = task.steps.max(0) as u32;
         // Only the state the task was resumed in can have ended without its transition.
@@ -220,10 +262,10 @@ impl Engine<'_> {
             };
 
             let agent = match &untrusted_by {
-                Some(by) => Arc::new(agent.on_behalf_of(by, self.workspace_trusted, false)),
+                Some(by) => Arc::new(agent.on_behalf_of(by, self.workspace_trust, false)),
                 None => agent,
             };
-            if untrusted_by.is_none() && agent.is_untrusted(self.workspace_trusted) {
+            if untrusted_by.is_none() && agent.is_untrusted(self.workspace_trust) {
                 untrusted_by = Some(agent.clone());
             }
 
@@ -420,7 +462,8 @@ impl Engine<'_> {
             };
             if let Some(external) = &agent.external {
                 return self
-                    .external_turn(task, agent, external, call, limits)
+                    .externals
+                    .turn(self, task, agent, external, call, limits)
                     .await;
             }
             let llm = match self.llms.llm_for(agent).await {
@@ -500,7 +543,7 @@ impl Engine<'_> {
     }
 
     /// Record how a state's turn ended, and say so.
-    fn close_turn(
+    pub fn close_turn(
         &self,
         turn: i64,
         agent: &Agent,
@@ -525,7 +568,7 @@ impl Engine<'_> {
     }
 
     /// The first message of a top-level state: the task, and what earlier states reported.
-    fn initial_prompt(&self, task: &str, agent: &Agent) -> Result<String, EngineError> {
+    pub fn initial_prompt(&self, task: &str, agent: &Agent) -> Result<String, EngineError> {
         let t = self.store.task(task)?;
         let mut prompt = format!("Task:\n{}\n", t.prompt);
         let earlier: Vec<_> = self
@@ -1143,7 +1186,7 @@ impl Engine<'_> {
             )));
         }
         // The callee works for the caller: with no more than the caller's trust and grants.
-        let callee = &callee.on_behalf_of(caller, self.workspace_trusted, true);
+        let callee = &callee.on_behalf_of(caller, self.workspace_trust, true);
         self.store.record_decision(
             task,
             &AuditEntry::new(
@@ -1177,8 +1220,9 @@ impl Engine<'_> {
         )))
     }
 
+    /// Record one finished tool call of `turn` (its verdict and how long it took).
     #[allow(clippy::too_many_arguments)]
-    fn record_call(
+    pub fn record_call(
         &self,
         turn: i64,
         id: &str,

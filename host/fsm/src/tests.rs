@@ -243,6 +243,7 @@ impl World {
             agents: &self.agents,
             llms: &self.script,
             tools: &self.tools,
+            externals: &NoExternalAgents,
             arbiter: Arbiter {
                 mode: ArbiterMode::Fixed,
                 max_failures: 3,
@@ -255,7 +256,7 @@ impl World {
                 timeout: Duration::from_secs(60),
             },
             max_steps: 50,
-            workspace_trusted: true,
+            workspace_trust: Trust::Trusted,
             context_threshold: crate::context::DEFAULT_THRESHOLD,
             max_task_tokens: None,
         }

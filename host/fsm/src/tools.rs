@@ -11,8 +11,7 @@ use rawko_agents::model::Agent;
 use rawko_capability::Decision;
 use rawko_store::AuditEntry;
 
-/// The name of the tool that ends a state.
-pub const FINISH: &str = "finish";
+pub use rawko_agents::model::FINISH;
 
 /// The result of running one tool for an agent.
 #[derive(Debug, Clone)]
@@ -81,15 +80,6 @@ pub trait ToolHost {
     /// for writing, against `agent`'s grants as its tools would have them.
     fn judge_path(&self, _agent: &Agent, _path: &std::path::Path, _write: bool) -> Judgement {
         Judgement::deny("no files here to judge paths against")
-    }
-    /// Start `agent`'s external program in its kernel sandbox with stdio piped, and the
-    /// decisions that made it.
-    fn spawn_external(
-        &self,
-        _agent: &Agent,
-        _external: &rawko_agents::model::External,
-    ) -> Result<(tokio::process::Child, Vec<AuditEntry>), String> {
-        Err("external agents cannot run here".into())
     }
 }
 

@@ -863,7 +863,8 @@ fn spawn(spec: &ServerSpec, launch: &Launch, tmp: &Path) -> Result<tokio::proces
         path_dirs: &launch.path_dirs,
         processes: None,
     }
-    .command()?;
+    .command()
+    .map_err(|e| e.to_string())?;
     let mut cmd = tokio::process::Command::from(std_cmd);
     cmd.stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

@@ -8,8 +8,8 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use rawko_fsm::session::{SessionTools, tool_budget};
 use rawko_runtime::Runtime;
+use rawko_session::{SessionTools, tool_budget};
 use rawko_toolset::ToolSet;
 use rawko_toolset::chain::Chain;
 
@@ -67,7 +67,7 @@ fn main() {
             workspace.clone(),
             ToolSet::builtin(&runtime).await.unwrap(),
             Chain::load(&runtime, &[]).await.unwrap(),
-            true,
+            rawko_config::Trust::Trusted,
             tool_budget(),
             rawko_shell::exec::Launch::Unconfined { reaper: None },
         )

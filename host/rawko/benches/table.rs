@@ -20,8 +20,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use rawko::bench::{self, Bench, Inputs, Kind, Row, Skip, Target, median, median_async};
-use rawko_fsm::session::{SessionTools, tool_budget};
 use rawko_runtime::ToolPlugin;
+use rawko_session::{SessionTools, tool_budget};
 use rawko_toolset::ToolSet;
 use rawko_toolset::chain::Chain;
 
@@ -142,7 +142,7 @@ async fn step_rows(b: &Bench) -> Vec<Row> {
         ws.clone(),
         ToolSet::builtin(&b.rt).await.unwrap(),
         Chain::load(&b.rt, &[]).await.unwrap(),
-        true,
+        rawko_config::Trust::Trusted,
         tool_budget(),
         rawko_shell::exec::Launch::Unconfined { reaper: None },
     )

@@ -14,13 +14,6 @@ pub enum NotFound {
     NotInstalled(String),
 }
 
-/// For callers that still report a failed start as text.
-impl From<NotFound> for String {
-    fn from(e: NotFound) -> String {
-        e.to_string()
-    }
-}
-
 /// `command` as a path: with a `/`, relative to `workspace`; else the first runnable match in
 /// `path_dirs`. The error says what is missing.
 pub fn resolve(

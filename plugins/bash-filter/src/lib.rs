@@ -20,7 +20,7 @@ struct Imports;
 
 impl policy::Host for Imports {
     fn parse(&self, script: &str, cwd: &str) -> Result<Command, String> {
-        bash_filter::parse(script, cwd)
+        bash_filter::parse(script, cwd).map_err(|e| e.0)
     }
 
     fn resolve_program(&self, program: &str, cwd: &str) -> Program {

@@ -38,9 +38,21 @@ pub trait Filter {
 }
 
 /// Parse `script` as a shell started in `cwd` would (for the script of `bash -c`, say).
-pub fn parse(script: &str, cwd: &str) -> Result<Command, String> {
-    host::parse(script, cwd)
+pub fn parse(script: &str, cwd: &str) -> Result<Command, ParseError> {
+    host::parse(script, cwd).map_err(ParseError)
 }
+
+/// Why the host could not parse a script, in its words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError(pub String);
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ParseError {}
 
 /// Resolve a program name found inside a command exactly as the host resolves `argv[0]`.
 pub fn resolve_program(program: &str, cwd: &str) -> Program {

@@ -159,6 +159,7 @@ pub async fn steps(tools: &dyn ToolHost, dir: &Path, steps: usize) -> Vec<Durati
         agents: &agents,
         llms: &provider,
         tools,
+        externals: &rawko_fsm::NoExternalAgents,
         arbiter: Arbiter {
             mode: ArbiterMode::Fixed,
             max_failures: 3,
@@ -171,7 +172,7 @@ pub async fn steps(tools: &dyn ToolHost, dir: &Path, steps: usize) -> Vec<Durati
             timeout: Duration::from_secs(3600),
         },
         max_steps: 10,
-        workspace_trusted: true,
+        workspace_trust: rawko_config::Trust::Trusted,
         context_threshold: rawko_fsm::context::DEFAULT_THRESHOLD,
         max_task_tokens: None,
     };

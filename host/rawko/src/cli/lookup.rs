@@ -5,20 +5,12 @@ use std::sync::Arc;
 
 use crate::cli::{BadInput, Context};
 use rawko_agents::Agent;
-use rawko_agents::diag::{did_you_mean, printable};
+use rawko_agents::diag::printable;
 use rawko_agents::registry::{Registry, SearchPath};
 
 /// The error for a name no agent has, with the nearest name or the known ones.
 pub(crate) fn unknown_agent(registry: &Registry, name: &str) -> BadInput {
-    let names: Vec<&str> = registry.entries().map(|e| e.name.as_str()).collect();
-    let hint = match did_you_mean(name, &names) {
-        Some(s) => format!("did you mean '{s}'?"),
-        None => format!("known agents: {}", names.join(", ")),
-    };
-    BadInput::new(printable(
-        &format!("no agent named '{name}' ({hint})"),
-        false,
-    ))
+    BadInput::new(registry.unknown(name))
 }
 
 /// An agent in effect, by name: an unknown name or a definition with errors is bad input.

@@ -194,7 +194,7 @@ impl Context {
     pub fn config_layers(&self) -> anyhow::Result<Layers> {
         let raw = Layers::load(&self.dirs.config, &self.workspace)
             .map_err(|e| BadInput::new(e.to_string()))?;
-        let (layers, ignored) = raw.effective(self.workspace_trust() == Trust::Trusted);
+        let (layers, ignored) = raw.effective(self.workspace_trust());
         if let Some(line) = rawko_config::Ignored::summary(&ignored)
             && !self.warned_config.replace(true)
         {

@@ -8,10 +8,9 @@ use std::rc::Rc;
 use crate::cli::policy::configured_filters;
 use crate::cli::servers::{configured_servers, connect_servers};
 use crate::cli::{BadInput, Context};
-use rawko_adapters::Trust;
 use rawko_agents::Agent;
-use rawko_fsm::session::{READ_ONLY_TOOLS, SessionTools, command_tool_spec, untrusted_agent};
 use rawko_runtime::{Budget, Runtime, ToolPlugin};
+use rawko_session::{READ_ONLY_TOOLS, SessionTools, command_tool_spec, untrusted_agent};
 use rawko_toolset::ToolSet;
 use rawko_toolset::chain::Chain;
 
@@ -63,7 +62,7 @@ pub(crate) async fn offered_tools(
     }
     servers.close().await;
     if let Some(agent) = agent {
-        let trusted = cx.workspace_trust() == Trust::Trusted;
+        let trusted = cx.workspace_trust();
         let restricted = untrusted_agent(agent, trusted);
         tools.retain(|o| {
             agent.may_call(&o.name) && (!restricted || READ_ONLY_TOOLS.contains(&o.name.as_str()))
@@ -90,7 +89,7 @@ pub(crate) async fn session_tools(
     plugins: &[PathBuf],
     budget: Budget,
 ) -> anyhow::Result<SessionTools> {
-    let trusted = cx.workspace_trust() == Trust::Trusted;
+    let trusted = cx.workspace_trust();
     let rt = Rc::new(cx.runtime()?);
     let set = tool_set(cx, &rt, plugins).await?;
     let filters = configured_filters(&cx.config_layers()?, &cx.dirs.data)?;

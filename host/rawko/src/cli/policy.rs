@@ -8,10 +8,9 @@ use clap::Args;
 use crate::cli::{BadInput, Context};
 use rawko_capability::{Access, FsGrants};
 use rawko_config::Layers;
-use rawko_distribution::PluginStore;
 use rawko_runtime::Runtime;
 use rawko_shell::{Policy, Resolver};
-use rawko_toolset::chain::{Chain, read_filter_files};
+use rawko_toolset::chain::Chain;
 
 /// The command policy given on the command line (`bash check` without `--agent`, `tool call`).
 #[derive(Debug, Args, Clone, Default)]
@@ -68,20 +67,8 @@ pub fn configured_filters(
     layers: &Layers,
     data_dir: &Path,
 ) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
-    let store = PluginStore::new(data_dir);
-    let mut out: Vec<(String, Vec<u8>)> = Vec::new();
-    for (path, config) in [&layers.user, &layers.workspace].into_iter().flatten() {
-        let Some(bash) = &config.bash else { continue };
-        let base = path.parent().unwrap_or(Path::new("."));
-        for (name, wasm) in read_filter_files(base, &bash.filters, &store)
-            .map_err(|e| BadInput::new(format!("{}: {e}", path.display())))?
-        {
-            if !out.iter().any(|(_, w)| *w == wasm) {
-                out.push((name, wasm));
-            }
-        }
-    }
-    Ok(out)
+    rawko_session::run::configured_filters(layers, data_dir)
+        .map_err(|e| BadInput::new(e.to_string()).into())
 }
 
 /// Grants from `--read` and `--write`, relative to the workspace.

@@ -4,7 +4,6 @@
 use std::rc::Rc;
 
 use crate::cli::{BadInput, Context, print_err};
-use rawko_adapters::Trust;
 use rawko_mcp::client::{Connection, Launch as McpLaunch, ServerSpec, Servers, Source};
 use rawko_mcp::consent::{Consents, PrivateEndpoint};
 
@@ -43,7 +42,7 @@ pub(crate) fn configured_servers(cx: &Context) -> anyhow::Result<Vec<ServerSpec>
         }
     }
     let dot_mcp = cx.workspace().join(".mcp.json");
-    if cx.workspace_trust() == Trust::Trusted && dot_mcp.is_file() {
+    if cx.workspace_trust().is_trusted() && dot_mcp.is_file() {
         let text = rawko_capability::fs::read_regular(&dot_mcp, 1 << 20)
             .map_err(|e| BadInput::new(format!("{}: {e}", dot_mcp.display())))?;
         let text = String::from_utf8_lossy(&text);

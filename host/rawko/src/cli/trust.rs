@@ -5,6 +5,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 
 use crate::cli::{Context, terminal_safe};
+use rawko_config::Trust;
 use rawko_config::trust::{Status, TrustStore};
 
 /// What a workspace brings, one indented line per file (at most 20), for people.
@@ -23,21 +24,21 @@ pub fn brought_list(brought: &[std::path::PathBuf]) -> String {
 /// Whether this workspace's own `.rawko/` files are trusted for this run: remembered (and
 /// unchanged since), given with `--trust` (remembered too), or asked on a terminal when the
 /// workspace brings agents or config of its own, showing what it brings.
-pub(crate) fn decide_trust(cx: &Context, flag: bool, may_prompt: bool) -> anyhow::Result<bool> {
+pub(crate) fn decide_trust(cx: &Context, flag: bool, may_prompt: bool) -> anyhow::Result<Trust> {
     let store = TrustStore::new(&cx.dirs.data);
     let ws = cx.workspace();
     if flag {
         store.trust(ws, "--trust")?;
-        return Ok(true);
+        return Ok(Trust::Trusted);
     }
     let changed = match store.status(ws)? {
-        Status::Trusted(_) => return Ok(true),
+        Status::Trusted(_) => return Ok(Trust::Trusted),
         Status::Changed(_) => true,
         Status::Untrusted => false,
     };
     let brought = rawko_config::trust::brought(ws);
     if brought.is_empty() {
-        return Ok(false);
+        return Ok(Trust::Untrusted);
     }
     if may_prompt && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
         let why = if changed {
@@ -53,15 +54,15 @@ pub(crate) fn decide_trust(cx: &Context, flag: bool, may_prompt: bool) -> anyhow
         );
         if ask(&question)? {
             store.trust(ws, "prompt")?;
-            return Ok(true);
+            return Ok(Trust::Trusted);
         }
-        return Ok(false);
+        return Ok(Trust::Untrusted);
     }
     if changed {
         eprintln!("warning: {}", crate::cli::changed_since_trusted());
     }
     tracing::info!("workspace is not trusted: its own agents get read-only tools");
-    Ok(false)
+    Ok(Trust::Untrusted)
 }
 
 /// Ask a yes/no question on the terminal; anything but y/yes is no.

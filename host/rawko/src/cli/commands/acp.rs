@@ -18,11 +18,12 @@ use clap::Args;
 
 use crate::cli::lookup::usable_agent;
 use crate::cli::servers::mcp_servers;
-use crate::cli::setup::{DEFAULT_START, OutputFlags, Setup, Start, open_store};
+use crate::cli::setup::{DEFAULT_START, OutputFlags, Setup, Start, drive_with, open_store};
 use crate::cli::trust::decide_trust;
 use crate::cli::{BadInput, Context};
 use rawko_acp::client::{Stop, Update};
 use rawko_acp::serve::{Editor, FromEditor, PromptReply};
+use rawko_config::Trust;
 use rawko_fsm::CancelFlag;
 use rawko_fsm::events::{EventSink, RunEvent};
 use rawko_store::{TaskStatus, TaskStore};
@@ -69,7 +70,7 @@ impl AcpCmd {
         if self.max_steps == 0 {
             return Err(BadInput::new("--max-steps must be at least 1").into());
         }
-        let trusted = decide_trust(cx, self.trust, false)?;
+        let trust = decide_trust(cx, self.trust, false)?;
         usable_agent(cx, &self.agent)?;
         let store = open_store(&cx.store_path())?;
         let mcp = mcp_servers(cx, self.yes).await?;
@@ -131,7 +132,7 @@ impl AcpCmd {
                                     text,
                                     resume: resume.cloned(),
                                     agent: self.agent.clone(),
-                                    trusted,
+                                    trust,
                                     max_steps: self.max_steps,
                                     mcp: mcp.clone(),
                                     cancel: cancel.clone(),
@@ -189,7 +190,7 @@ struct PromptRun {
     text: String,
     resume: Option<String>,
     agent: String,
-    trusted: bool,
+    trust: Trust,
     max_steps: u32,
     mcp: std::rc::Rc<rawko_mcp::client::Servers>,
     cancel: CancelFlag,
@@ -223,13 +224,11 @@ async fn drive(cx: &Context, store: &TaskStore, p: PromptRun) -> anyhow::Result<
         no_stream: false,
         ..Default::default()
     };
-    let setup = Setup {
-        max_steps: p.max_steps,
-        mcp: Some(p.mcp.clone()),
-        sink: Some(sink.clone()),
-        timeline_hint: false,
-        ..Setup::new(cx, p.trusted, &quiet)?
-    };
+    let mut setup = Setup::new(cx, p.trust, &quiet)?;
+    setup.run.max_steps = p.max_steps;
+    setup.run.mcp = Some(p.mcp.clone());
+    setup.sink = Some(sink.clone());
+    setup.timeline_hint = false;
     let options = serde_json::json!({ "max_steps": p.max_steps, "start": p.agent, "acp": true });
     let start = match &p.resume {
         Some(id) => {
@@ -264,7 +263,7 @@ async fn drive(cx: &Context, store: &TaskStore, p: PromptRun) -> anyhow::Result<
             )
         })
     };
-    let end = prepared.drive_with(store, p.cancel.clone(), false).await;
+    let end = drive_with(prepared, store, p.cancel.clone(), false).await;
     drop(asker);
     let _ = store.release_lease(&task);
     let end = end?;

@@ -17,8 +17,8 @@ use rawko_agents::diag::printable;
 use rawko_agents::registry::{Entry, Registry, SearchPath, discover};
 use rawko_agents::watch::{ChangeKind, Report, Watcher};
 use rawko_agents::{Agent, AgentOrigin, Diagnostic, Severity, load_file};
-use rawko_fsm::session::{agent_model, instance_name};
 use rawko_sandbox::Mode;
+use rawko_session::{agent_model, instance_name};
 
 /// Inspect, validate and watch agent definitions
 #[derive(Debug, Args)]
@@ -205,7 +205,7 @@ async fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
         .filter(|d| d.file == entry.file.display)
         .collect();
     // What the agent gets (sandbox, network) depends on whether its workspace is trusted.
-    let trusted = cx.workspace_trust() == Trust::Trusted;
+    let trusted = cx.workspace_trust();
     let gets = match &entry.agent {
         Some(a) => Some(Gets::of(cx, a).await?),
         None => None,
@@ -282,7 +282,7 @@ async fn show(cx: &Context, args: ShowArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn describe(a: &Agent, gets: &Gets, trusted: bool, line: &mut impl FnMut(&str, &str)) {
+fn describe(a: &Agent, gets: &Gets, trusted: Trust, line: &mut impl FnMut(&str, &str)) {
     if let Some(d) = &a.display_name {
         line("display name:", d);
     }
@@ -451,7 +451,7 @@ fn describe(a: &Agent, gets: &Gets, trusted: bool, line: &mut impl FnMut(&str, &
 }
 
 /// The sandbox mode the agent's programs run in, and why, when it is not what it asks for.
-fn sandbox_line(a: &Agent, trusted: bool) -> String {
+fn sandbox_line(a: &Agent, trusted: Trust) -> String {
     let mode = a.sandbox_mode(trusted);
     let mut text = match mode {
         Mode::Full => "full (no kernel sandbox)".to_string(),
@@ -469,7 +469,7 @@ fn sandbox_line(a: &Agent, trusted: bool) -> String {
 }
 
 /// Whether the agent's programs may use the network, and why not when it asks.
-fn network_line(a: &Agent, trusted: bool) -> String {
+fn network_line(a: &Agent, trusted: Trust) -> String {
     if a.network_allowed(trusted) {
         "on".to_string()
     } else if a.network {

@@ -15,13 +15,14 @@ use std::time::Instant;
 use clap::Args;
 
 use crate::cli::{BadInput, Context, print_out};
+use rawko::demo::{PROJECT, RECORDING, TASK};
 use rawko_adapters::instance::{InstalledAdapters, resolve};
 use rawko_adapters::{AdapterOrigin, Trust};
 use rawko_config::AdapterConfig;
-use rawko_fsm::demo::{PROJECT, RECORDING, TASK};
 use rawko_store::TaskStatus;
 
 use crate::cli::setup::{OutputFlags, Setup, Start, exit_code, open_store};
+use rawko_session::run::RunOptions;
 
 /// The adapter instance the demo's agents use.
 const ADAPTER: &str = "demo";
@@ -87,23 +88,23 @@ impl DemoCmd {
             root.path().join("state")
         };
         let store = open_store(&rawko_store::path_for(&state_dir, &workspace))?;
-        let setup = Setup {
-            workspace: workspace.clone(),
-            data_dir: root.path().join("data"),
-            config_dir,
-            cache_dir: cx.dirs.cache.clone(),
+        let mut run = RunOptions::new(
+            workspace.clone(),
+            [root.path().join("data"), config_dir, cx.dirs.cache.clone()],
             // The demo's workspace is rawko's own sample, made just now.
-            trusted: true,
-            adapter: Some(ADAPTER.into()),
-            recorder: None,
+            Trust::Trusted,
+            cx.launch()?,
+        );
+        run.adapter = Some(ADAPTER.into());
+        run.instances = Some(instances);
+        run.max_steps = 20;
+        run.stream = !self.output.no_stream;
+        // The demo is offline and self-contained: no MCP servers (`run.mcp` stays empty).
+        let setup = Setup {
+            run,
             output: self.output.clone(),
-            instances: Some(instances),
-            max_steps: 20,
-            launch: cx.launch()?,
             // The demo workspace is deleted (or, kept, printed with its own hint below).
             timeline_hint: false,
-            // The demo is offline and self-contained: no MCP servers.
-            mcp: None,
             sink: None,
         };
         let options = serde_json::json!({ "adapter": ADAPTER, "max_steps": 20, "demo": true });

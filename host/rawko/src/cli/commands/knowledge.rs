@@ -12,7 +12,6 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
 use crate::cli::{BadInput, Context, print_err, print_json, print_out};
-use rawko_adapters::Trust;
 use rawko_knowledge::{Embedder, Index, KnowledgeConfig, KnowledgeError, Progress, registry};
 
 /// Index and search this repository's docs and source
@@ -296,7 +295,7 @@ async fn embedder(
         return Ok(None);
     };
     let trusted = if root == cx.workspace() {
-        cx.workspace_trust() == Trust::Trusted
+        cx.workspace_trust().is_trusted()
     } else {
         matches!(
             rawko_config::trust::TrustStore::new(&cx.dirs.data).status(root),

@@ -9,13 +9,12 @@ use clap::{Args, Subcommand};
 
 use crate::cli::lookup::usable_agent;
 use crate::cli::offered::session_tools;
-use crate::cli::setup::{OutputFlags, Setup, Start, open_store};
+use crate::cli::setup::{OutputFlags, Setup, Start, drive, open_store};
 use crate::cli::{BadInput, Context};
-use rawko_adapters::Trust;
-use rawko_fsm::session::SessionTools;
 use rawko_fsm::tools::ToolHost;
 use rawko_mcp::serve::{CallReply, CallRequest, HttpListener, HttpOptions, ServedTool, Server};
 use rawko_runtime::Budget;
+use rawko_session::SessionTools;
 use rawko_store::{TaskStatus, TaskStore, ToolCall, now_ms};
 
 /// The variable `--http` reads its bearer token from.
@@ -124,17 +123,16 @@ async fn serve(cx: &Context, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let ask_setup = if agent_tools.is_empty() {
         None
     } else {
-        let trusted = cx.workspace_trust() == Trust::Trusted;
+        let trust = cx.workspace_trust();
         let quiet = OutputFlags {
             quiet: true,
             no_stream: true,
             ..Default::default()
         };
-        Some(Setup {
-            max_steps: 1,
-            timeline_hint: false,
-            ..Setup::new(cx, trusted, &quiet)?
-        })
+        let mut setup = Setup::new(cx, trust, &quiet)?;
+        setup.run.max_steps = 1;
+        setup.timeline_hint = false;
+        Some(setup)
     };
     let names: Vec<String> = served.iter().map(|t| t.name.clone()).collect();
 
@@ -308,7 +306,7 @@ impl Served {
             Err(e) => return error(format!("{e:#}")),
         };
         let task = prepared.task().to_string();
-        if let Err(e) = prepared.drive(&self.store).await {
+        if let Err(e) = drive(prepared, &self.store).await {
             return error(format!("{e:#}"));
         }
         // The answer is the agent's own finish, whatever the task did after it.

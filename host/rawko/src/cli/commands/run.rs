@@ -89,19 +89,17 @@ impl RunCmd {
         if self.max_steps == 0 {
             return Err(BadInput::new("--max-steps must be at least 1").into());
         }
-        let trusted = decide_trust(cx, self.trust, !self.output.json)?;
+        let trust = decide_trust(cx, self.trust, !self.output.json)?;
         let store_path = cx.store_path();
         let fresh = !store_path.exists();
         let recorder =
             Recorder::for_flag(self.record.as_deref()).map_err(|e| BadInput::new(e.to_string()))?;
         let store = open_store(&store_path)?;
-        let setup = Setup {
-            adapter: self.adapter.clone(),
-            recorder,
-            max_steps: self.max_steps,
-            mcp: Some(mcp_servers(cx, self.yes).await?),
-            ..Setup::new(cx, trusted, &self.output)?
-        };
+        let mut setup = Setup::new(cx, trust, &self.output)?;
+        setup.run.adapter = self.adapter.clone();
+        setup.run.recorder = recorder;
+        setup.run.max_steps = self.max_steps;
+        setup.run.mcp = Some(mcp_servers(cx, self.yes).await?);
         let options = serde_json::json!({
             "adapter": self.adapter,
             "max_steps": self.max_steps,
@@ -151,7 +149,7 @@ impl ResumeCmd {
                 1
             }));
         }
-        let trusted = decide_trust(cx, self.trust, !self.output.json)?;
+        let trust = decide_trust(cx, self.trust, !self.output.json)?;
         let adapter = self.adapter.clone().or_else(|| {
             task.options
                 .get("adapter")
@@ -164,12 +162,10 @@ impl ResumeCmd {
             .and_then(|m| m.as_u64())
             .map(|m| m.clamp(1, u32::MAX as u64) as u32)
             .unwrap_or(DEFAULT_MAX_STEPS);
-        let setup = Setup {
-            adapter,
-            max_steps,
-            mcp: Some(mcp_servers(cx, self.yes).await?),
-            ..Setup::new(cx, trusted, &self.output)?
-        };
+        let mut setup = Setup::new(cx, trust, &self.output)?;
+        setup.run.adapter = adapter;
+        setup.run.max_steps = max_steps;
+        setup.run.mcp = Some(mcp_servers(cx, self.yes).await?);
         if matches!(task.status, TaskStatus::Cancelled | TaskStatus::Interrupted) {
             store.reopen(&task.id)?;
         }

@@ -7,8 +7,7 @@ use clap::{Args, Subcommand};
 use crate::cli::lookup::usable_agent;
 use crate::cli::offered::offered_tools;
 use crate::cli::{Context, Table, print_err, print_json, print_out};
-use rawko_adapters::Trust;
-use rawko_fsm::session::untrusted_agent;
+use rawko_session::untrusted_agent;
 
 /// Inspect the available tools
 #[derive(Debug, Args)]
@@ -52,7 +51,7 @@ async fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
     };
     let tools = offered_tools(cx, agent.as_deref(), args.yes).await?;
     if let Some(agent) = &agent
-        && untrusted_agent(agent, cx.workspace_trust() == Trust::Trusted)
+        && untrusted_agent(agent, cx.workspace_trust())
         && !args.json
     {
         print_err(&format!(

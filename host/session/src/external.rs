@@ -1,7 +1,7 @@
 //! States run by external coding agents: an ACP agent (rawko is its client) or a coding CLI's
 //! non-interactive mode.
 //!
-//! The agent's program runs in the state's kernel sandbox ([`ToolHost::spawn_external`]), since
+//! The agent's program runs in the state's kernel sandbox ([`SessionTools::spawn_external`]), since
 //! its own built-in tools never ask rawko. What it does ask (ACP's `fs/*` and `terminal/*`) is
 //! served here with the state's own tools and grants: `fs/read_text_file` through the
 //! workspace-scoped read of the agent's grants, `fs/write_text_file` through the `Write` tool,
@@ -25,12 +25,15 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use serde_json::json;
 
-use crate::arbiter::Event;
-use crate::conversation::{Content, Message};
-use crate::events::{EventSink, RunEvent, event_input, preview};
-use crate::llm::CompletionRequest;
-use crate::tools::{Judgement, ToolOutcome, finish_spec, parse_finish};
-use crate::{Engine, EngineError, StateLimits, TurnOutcome, untrusted};
+use rawko_fsm::arbiter::Event;
+use rawko_fsm::conversation::{Content, Message};
+use rawko_fsm::events::{EventSink, RunEvent, event_input, preview};
+use rawko_fsm::llm::CompletionRequest;
+use rawko_fsm::tools::ToolHost;
+use rawko_fsm::tools::{Judgement, ToolOutcome, finish_spec, parse_finish};
+use rawko_fsm::{Engine, EngineError, ExternalAgents, StateLimits, TurnOutcome, untrusted};
+
+use crate::SessionTools;
 use rawko_acp::client::{Connection, Grants, Request, Stop, TerminalState, Update};
 use rawko_agents::model::{Agent, External};
 use rawko_shell::verdict::Decision;
@@ -321,9 +324,42 @@ impl EventSink for Passed<'_> {
     }
 }
 
-impl Engine<'_> {
+/// The engine as an external state sees it: its store and events, and the session's tools.
+struct Ext<'e> {
+    engine: &'e Engine<'e>,
+    tools: &'e SessionTools,
+}
+
+impl<'e> std::ops::Deref for Ext<'e> {
+    type Target = Engine<'e>;
+    fn deref(&self) -> &Engine<'e> {
+        self.engine
+    }
+}
+
+impl ExternalAgents for SessionTools {
+    fn turn<'a>(
+        &'a self,
+        engine: &'a Engine<'a>,
+        task: &'a str,
+        agent: &'a Agent,
+        external: &'a External,
+        call: Option<(i64, &'a str)>,
+        limits: StateLimits,
+    ) -> Pin<Box<dyn Future<Output = Result<TurnOutcome, EngineError>> + 'a>> {
+        Box::pin(async move {
+            let ext = Ext {
+                engine,
+                tools: self,
+            };
+            ext.external_turn(task, agent, external, call, limits).await
+        })
+    }
+}
+
+impl Ext<'_> {
     /// Run `agent`'s state with its external program.
-    pub(crate) async fn external_turn(
+    async fn external_turn(
         &self,
         task: &str,
         agent: &Agent,
@@ -367,7 +403,7 @@ impl Engine<'_> {
                 .in_turn(turn),
             )
         };
-        let outcome = if agent.is_untrusted(self.workspace_trusted) {
+        let outcome = if agent.is_untrusted(self.workspace_trust) {
             let why = format!(
                 "agent {} would run the program `{}`, and it comes from a workspace you have not \
                  trusted (or works for an agent that does): `rawko trust` first",
@@ -392,7 +428,7 @@ impl Engine<'_> {
             let spawned = self.tools.spawn_external(agent, external);
             match spawned {
                 Err(e) => {
-                    refuse(&e)?;
+                    refuse(&e.to_string())?;
                     fail(format!(
                         "agent {}: cannot start `{}`: {e}",
                         agent.name,

@@ -1,42 +1,24 @@
-//! A run session: everything a task needs from this workspace, assembled once and handed to the
-//! [`Engine`](crate::Engine).
-//!
-//! The engine knows agents, models and tools only through traits; this module binds them to the
-//! real things: the agent registry (a snapshot: a run keeps the agents it started with), the
-//! adapter instances from `config.yaml` opened on first use, the wasm tool plugins and the
-//! `Bash` host tool under each agent's own capabilities, and the workspace's trust decision.
-//!
-//! Capabilities are decided here, per call, from the agent definition and the trust decision,
-//! never from anything a model or a tool wrote: an agent that cannot write gets read-only
-//! grants; an agent from an untrusted workspace's `.rawko/agents` gets read-only tools only.
+//! The tools a session runs for agents: the wasm tool plugins, the host tools and the agents' command tools, each under the calling agent's own capabilities.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 
-use rawko_plugin_sdk::llm as wire;
-
-use crate::conversation::{Message, Role};
-use crate::events::{EventSink, RunEvent};
-use crate::llm::{Completion, CompletionRequest, Llm, LlmError, LlmFuture, ToolSpec};
-use crate::tools::{JudgeFuture, Judgement, ToolFuture, ToolHost, ToolOutcome};
-use crate::{AgentLookup, LlmFor, LlmProvider};
-use rawko_adapters::{Adapter, AdapterInstance, OpenError, OpenOptions, Recorder};
 use rawko_agents::model::{Agent, ParamType};
-use rawko_agents::registry::Registry;
 use rawko_capability::{Access, FsGrants, GrantError};
+use rawko_config::Trust;
+use rawko_fsm::llm::ToolSpec;
+use rawko_fsm::tools::{JudgeFuture, Judgement, ToolFuture, ToolHost, ToolOutcome};
 use rawko_mcp::client::Servers;
-use rawko_runtime::progress::ProgressSink;
 use rawko_runtime::tool::CallContext;
-use rawko_runtime::{AdapterCallError, Budget, Runtime, ToolCallError};
+use rawko_runtime::{Budget, Runtime, ToolCallError};
 use rawko_sandbox::{Mode as SandboxMode, Policy as SandboxPolicy};
 use rawko_shell::exec::{Launch, TaskTmp};
 use rawko_shell::verdict::{CheckReport, Decision};
 use rawko_shell::{Policy, Resolver};
-use rawko_store::{AuditEntry, Usage};
+use rawko_store::AuditEntry;
 use rawko_toolset::bash::BashContext;
 use rawko_toolset::chain::Chain;
 use rawko_toolset::command_tool::{self, CommandToolContext};
@@ -49,22 +31,10 @@ pub const READ_ONLY_TOOLS: &[&str] = rawko_agents::model::READ_TOOLS;
 /// Most characters of one tool result the model is shown; the rest is cut with a notice.
 pub const MAX_RESULT_CHARS: usize = 60_000;
 
-/// An event sink the adapter's progress callbacks can hold.
-pub type SharedSink = Arc<dyn EventSink + Send + Sync>;
-
-/// The agents a run works with: a registry snapshot.
-pub struct Agents(pub Registry);
-
-impl AgentLookup for Agents {
-    fn agent(&self, name: &str) -> Option<Arc<Agent>> {
-        self.0.get(name)
-    }
-}
-
 /// Whether an agent is untrusted ([`Agent::is_untrusted`]: from a workspace the user has not
 /// trusted, or working for such an agent), which limits it to [`READ_ONLY_TOOLS`].
-pub fn untrusted_agent(agent: &Agent, workspace_trusted: bool) -> bool {
-    agent.is_untrusted(workspace_trusted)
+pub fn untrusted_agent(agent: &Agent, trust: Trust) -> bool {
+    agent.is_untrusted(trust)
 }
 
 fn untrusted_reason(agent: &Agent) -> String {
@@ -85,6 +55,22 @@ fn untrusted_reason(agent: &Agent) -> String {
     )
 }
 
+/// Why an external agent's program could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("no reaper to start the program under")]
+    NoReaper,
+    #[error("cannot make the task's temporary directory")]
+    NoTmp,
+    #[error(transparent)]
+    NotFound(#[from] rawko_sandbox::program::NotFound),
+    #[error("{program}: {source}")]
+    Start {
+        program: String,
+        source: std::io::Error,
+    },
+}
+
 /// Runs tools for agents: the wasm tool plugins, `Bash`, and the agents' command tools.
 pub struct SessionTools {
     rt: Rc<Runtime>,
@@ -92,7 +78,7 @@ pub struct SessionTools {
     set: ToolSet,
     chain: Chain,
     resolver: Resolver,
-    workspace_trusted: bool,
+    workspace_trust: Trust,
     /// The budget of one wasm tool call.
     budget: Budget,
     /// The workspace, granted read-only and read-write: what every call gets, made once.
@@ -113,13 +99,13 @@ pub struct SessionTools {
 
 impl SessionTools {
     /// Tools for agents working in `workspace` (absolute and canonical), each wasm call held to
-    /// `budget`; `workspace_trusted` decides what the workspace's own agents may do.
+    /// `budget`; `workspace_trust` decides what the workspace's own agents may do.
     pub fn new(
         rt: Rc<Runtime>,
         workspace: PathBuf,
         set: ToolSet,
         chain: Chain,
-        workspace_trusted: bool,
+        workspace_trust: Trust,
         budget: Budget,
         launch: Launch,
     ) -> Result<Self, GrantError> {
@@ -135,7 +121,7 @@ impl SessionTools {
             workspace,
             set,
             chain,
-            workspace_trusted,
+            workspace_trust,
             budget,
             policies: RefCell::new(HashMap::new()),
             launch,
@@ -155,7 +141,7 @@ impl SessionTools {
     /// The filesystem an agent's tools get: the workspace, read-write only if the agent may
     /// change it and is trusted to.
     fn grants_for(&self, agent: &Agent) -> &FsGrants {
-        if agent.can_write() && !untrusted_agent(agent, self.workspace_trusted) {
+        if agent.can_write() && !untrusted_agent(agent, self.workspace_trust) {
             &self.read_write
         } else {
             &self.read_only
@@ -186,16 +172,15 @@ impl SessionTools {
     /// `--no-sandbox`), in the agent's effective mode and with its network setting; `full` (only
     /// ever from the user's own agents) runs them unconfined.
     fn launch_for(&self, agent: &Agent) -> Launch {
-        let trusted = self.workspace_trusted;
         match &self.launch {
-            Launch::Sandboxed { launcher, .. } => match agent.sandbox_mode(trusted) {
+            Launch::Sandboxed { launcher, .. } => match agent.sandbox_mode(self.workspace_trust) {
                 SandboxMode::Full => Launch::Unconfined {
                     reaper: Some(launcher.clone()),
                 },
                 mode => Launch::Sandboxed {
                     launcher: launcher.clone(),
                     mode: Some(mode),
-                    network: agent.network_allowed(trusted),
+                    network: agent.network_allowed(self.workspace_trust),
                     // Without one (it could not be made), each command makes its own, and
                     // says why not if it cannot either.
                     tmp: self
@@ -242,7 +227,7 @@ impl SessionTools {
     /// the agent may call it).
     pub async fn run(&self, agent: &Agent, name: &str, input: &str) -> ToolOutcome {
         let mut decisions = Vec::new();
-        if untrusted_agent(agent, self.workspace_trusted) && !READ_ONLY_TOOLS.contains(&name) {
+        if untrusted_agent(agent, self.workspace_trust) && !READ_ONLY_TOOLS.contains(&name) {
             let why = untrusted_reason(agent);
             decisions.push(Self::decision(agent, "tool", name, false, &why));
             return denied(why, decisions);
@@ -443,7 +428,7 @@ fn denied(message: String, decisions: Vec<AuditEntry>) -> ToolOutcome {
 
 impl ToolHost for SessionTools {
     fn specs(&self, agent: &Agent) -> Vec<ToolSpec> {
-        let restricted = untrusted_agent(agent, self.workspace_trusted);
+        let restricted = untrusted_agent(agent, self.workspace_trust);
         let mut out: Vec<ToolSpec> = self
             .set
             .tools()
@@ -511,7 +496,7 @@ impl ToolHost for SessionTools {
 
     fn judge_command<'a>(&'a self, agent: &'a Agent, command: &'a str) -> JudgeFuture<'a> {
         Box::pin(async move {
-            if untrusted_agent(agent, self.workspace_trusted) {
+            if untrusted_agent(agent, self.workspace_trust) {
                 return Judgement::deny(format!("tools: {}", untrusted_reason(agent)));
             }
             let policy = match self.policy_for(agent) {
@@ -574,11 +559,22 @@ impl ToolHost for SessionTools {
         }
     }
 
-    fn spawn_external(
+    fn withheld(&self, agent: &Agent, name: &str) -> Option<String> {
+        let has =
+            self.set.find(name).is_some() || agent.command_tools.iter().any(|t| t.name == name);
+        (has && untrusted_agent(agent, self.workspace_trust) && !READ_ONLY_TOOLS.contains(&name))
+            .then(|| untrusted_reason(agent))
+    }
+}
+
+impl SessionTools {
+    /// Start `agent`'s external program in its kernel sandbox with stdio piped, and the
+    /// decisions that made it.
+    pub fn spawn_external(
         &self,
         agent: &Agent,
         external: &rawko_agents::model::External,
-    ) -> Result<(tokio::process::Child, Vec<AuditEntry>), String> {
+    ) -> Result<(tokio::process::Child, Vec<AuditEntry>), SpawnError> {
         let cmd = external.command();
         let (launcher, unconfined, mode, network, tmp) = match self.launch_for(agent) {
             Launch::Sandboxed {
@@ -590,12 +586,12 @@ impl ToolHost for SessionTools {
             } => (
                 launcher,
                 false,
-                mode.unwrap_or_else(|| agent.sandbox_mode(self.workspace_trusted)),
+                mode.unwrap_or_else(|| agent.sandbox_mode(self.workspace_trust)),
                 network,
                 tmp,
             ),
             Launch::Unconfined { reaper } => (
-                reaper.ok_or("no reaper to start the program under")?,
+                reaper.ok_or(SpawnError::NoReaper)?,
                 true,
                 SandboxMode::Full,
                 true,
@@ -609,7 +605,7 @@ impl ToolHost for SessionTools {
                 .get_or_init(|| TaskTmp::new().ok())
                 .as_ref()
                 .map(|t| t.path().to_path_buf())
-                .ok_or("cannot make the task's temporary directory")?,
+                .ok_or(SpawnError::NoTmp)?,
         };
         let program = rawko_sandbox::program::Program {
             launcher: &launcher,
@@ -630,9 +626,10 @@ impl ToolHost for SessionTools {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
-        let child = command
-            .spawn()
-            .map_err(|e| format!("{}: {e}", cmd.command))?;
+        let child = command.spawn().map_err(|source| SpawnError::Start {
+            program: cmd.command.clone(),
+            source,
+        })?;
         let line = std::iter::once(cmd.command.as_str())
             .chain(cmd.args.iter().map(String::as_str))
             .collect::<Vec<_>>()
@@ -653,13 +650,6 @@ impl ToolHost for SessionTools {
             Self::decision(agent, "sandbox", &line, true, &sandbox),
         ];
         Ok((child, decisions))
-    }
-
-    fn withheld(&self, agent: &Agent, name: &str) -> Option<String> {
-        let has =
-            self.set.find(name).is_some() || agent.command_tools.iter().any(|t| t.name == name);
-        (has && untrusted_agent(agent, self.workspace_trusted) && !READ_ONLY_TOOLS.contains(&name))
-            .then(|| untrusted_reason(agent))
     }
 }
 
@@ -691,365 +681,6 @@ pub fn command_tool_spec(agent: &Agent, tool: &rawko_agents::model::CommandTool)
             "properties": properties,
             "required": required,
         }),
-    }
-}
-
-/// Streams an adapter's text into the run's events, for one agent.
-struct TextToEvents {
-    agent: String,
-    sink: SharedSink,
-}
-
-impl ProgressSink for TextToEvents {
-    fn text(&self, delta: &str) {
-        if !delta.is_empty() {
-            self.sink.emit(&RunEvent::Text {
-                agent: self.agent.clone(),
-                text: delta.to_string(),
-            });
-        }
-    }
-
-    fn thinking(&self, _delta: &str) {}
-}
-
-/// One agent's model: an opened adapter instance.
-pub struct AdapterLlm {
-    rt: Rc<Runtime>,
-    adapter: Rc<Adapter>,
-    progress: Arc<dyn ProgressSink>,
-    stream: bool,
-    /// The agent's own model settings, over the instance's.
-    model: Option<String>,
-    max_tokens: Option<u32>,
-    reasoning_effort: Option<wire::ReasoningEffort>,
-    thinking_budget: Option<u32>,
-}
-
-/// The instance an agent's model comes from, before any is looked up: `forced` (`--adapter`),
-/// else the instance the agent names, else the built-in instance of the provider it names,
-/// else `default` (`defaults.adapter`). `None` when nothing names one.
-pub fn instance_name(agent: &Agent, forced: Option<&str>, default: Option<&str>) -> Option<String> {
-    if let Some(f) = forced {
-        return Some(f.to_string());
-    }
-    if let Some(a) = &agent.model.adapter {
-        return Some(a.clone());
-    }
-    if let Some(p) = agent.model.provider {
-        // Provider fields map onto the built-in instance of that provider.
-        let name = match p {
-            rawko_agents::model::Provider::OpenAi => "openai",
-            rawko_agents::model::Provider::Anthropic => "anthropic",
-        };
-        return Some(name.to_string());
-    }
-    default.map(str::to_string)
-}
-
-/// The model `instance` is asked for on the agent's behalf: the agent's own `model` through
-/// the instance's aliases (`config_aliases`, then its plugin's), unless `--adapter` chose the
-/// instance (`forced`: then the instance's model is what the user asked for); else the
-/// instance's model.
-pub fn agent_model(
-    agent: &Agent,
-    instance: &AdapterInstance,
-    forced: bool,
-    config_aliases: &BTreeMap<String, String>,
-) -> String {
-    match (&agent.model.model, forced) {
-        (Some(m), false) => instance.model_for(m, config_aliases),
-        _ => instance.model.clone(),
-    }
-}
-
-impl Llm for AdapterLlm {
-    fn adapter(&self) -> &str {
-        self.adapter.name()
-    }
-
-    fn model(&self) -> &str {
-        self.model
-            .as_deref()
-            .unwrap_or(&self.adapter.instance().model)
-    }
-
-    fn context_window(&self) -> u32 {
-        self.adapter.instance().context_window
-    }
-
-    fn complete<'a>(&'a self, request: CompletionRequest<'a>) -> LlmFuture<'a> {
-        Box::pin(async move {
-            let messages = request.messages.to_vec();
-            let tools = request
-                .tools
-                .iter()
-                .map(|t| wire::ToolSpec {
-                    name: t.name.clone(),
-                    description: t.description.clone(),
-                    input_schema: t.input_schema.clone(),
-                })
-                .collect();
-            let mut req = self.adapter.request(request.system, messages, tools);
-            req.stream = self.stream;
-            if let Some(m) = &self.model {
-                req.model = m.clone();
-            }
-            if let Some(m) = self.max_tokens {
-                req.options.max_tokens = Some(m);
-            }
-            if let Some(e) = self.reasoning_effort {
-                req.options.reasoning_effort = Some(e);
-            }
-            if let Some(t) = self.thinking_budget {
-                req.options.thinking_budget = Some(t);
-            }
-            match self
-                .adapter
-                .complete(&self.rt, req, self.progress.clone())
-                .await
-            {
-                Ok(r) => Ok(Completion {
-                    message: Message {
-                        role: Role::Assistant,
-                        content: r.content,
-                    },
-                    stop_reason: r.stop_reason,
-                    usage: Usage {
-                        input_tokens: clamp(r.usage.input_tokens),
-                        output_tokens: clamp(r.usage.output_tokens),
-                        cache_read: clamp(r.usage.cache_read_tokens),
-                        cache_write: clamp(r.usage.cache_write_tokens),
-                    },
-                    model: r.model,
-                }),
-                Err(AdapterCallError::InvalidToolCall { response, .. }) => {
-                    // The reply was real; the agent loop answers the malformed call.
-                    let r = *response;
-                    Ok(Completion {
-                        message: Message {
-                            role: Role::Assistant,
-                            content: r.content,
-                        },
-                        stop_reason: r.stop_reason,
-                        usage: Usage::default(),
-                        model: r.model,
-                    })
-                }
-                Err(e) => Err(llm_error(e)),
-            }
-        })
-    }
-}
-
-fn clamp(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-fn llm_error(e: AdapterCallError) -> LlmError {
-    match e {
-        AdapterCallError::Adapter(a) => match a {
-            wire::AdapterError::Transport { message } => LlmError::Transport(message),
-            wire::AdapterError::Status { status, message } => LlmError::Status { status, message },
-            wire::AdapterError::Malformed { message } => LlmError::Malformed(message),
-            wire::AdapterError::Unsupported { message } => LlmError::Other(message),
-        },
-        other => LlmError::Other(other.to_string()),
-    }
-}
-
-/// Gives each agent its model: the instance the agent names, else the run's `--adapter`, else
-/// the config's default. Instances are opened once and shared, so a replay instance plays one
-/// recording in order across agents.
-pub struct SessionLlms {
-    pub rt: Rc<Runtime>,
-    pub instances: BTreeMap<String, AdapterInstance>,
-    /// `--adapter`: used for every agent (it overrides the agents' own choice).
-    pub forced: Option<String>,
-    /// `defaults.adapter` from the config: for agents that name none.
-    pub default: Option<String>,
-    pub events: SharedSink,
-    pub stream: bool,
-    pub recorder: Option<Arc<Recorder>>,
-    /// Resolve names of hosts in tests (loopback model servers).
-    pub options: OpenOptions,
-    opened: RefCell<BTreeMap<String, Rc<Adapter>>>,
-    /// Completions each instance has already had in this task.
-    pub completed: RefCell<BTreeMap<String, u32>>,
-    /// The config files `default` was looked for in, for the error when it is missing.
-    pub config_files: Vec<PathBuf>,
-    /// `context.summariser`: the instance that summarises conversations grown past their
-    /// window (default: the agent's own).
-    pub summariser: Option<String>,
-    /// `model_aliases` from the config.
-    pub model_aliases: BTreeMap<String, String>,
-}
-
-impl SessionLlms {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        rt: Rc<Runtime>,
-        instances: BTreeMap<String, AdapterInstance>,
-        forced: Option<String>,
-        default: Option<String>,
-        events: SharedSink,
-        stream: bool,
-        recorder: Option<Arc<Recorder>>,
-    ) -> Self {
-        SessionLlms {
-            rt,
-            instances,
-            forced,
-            default,
-            events,
-            stream,
-            recorder,
-            options: OpenOptions::default(),
-            opened: RefCell::new(BTreeMap::new()),
-            completed: RefCell::new(BTreeMap::new()),
-            config_files: Vec::new(),
-            summariser: None,
-            model_aliases: BTreeMap::new(),
-        }
-    }
-
-    /// The instance name an agent's model comes from.
-    pub fn instance_for(&self, agent: &Agent) -> Result<String, String> {
-        instance_name(agent, self.forced.as_deref(), self.default.as_deref()).ok_or_else(|| {
-            let looked: Vec<String> = self
-                .config_files
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
-            format!(
-                "agent {} names no adapter and no config sets `defaults.adapter` (looked in {}); \
-                 set it there, or pass --adapter NAME (available: {})",
-                agent.name,
-                if looked.is_empty() {
-                    "no config file".to_string()
-                } else {
-                    looked.join(" and ")
-                },
-                self.instances
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
-    }
-
-    /// Open (once) the instance called `name`.
-    pub async fn open(&self, name: &str) -> Result<Rc<Adapter>, String> {
-        if let Some(a) = self.opened.borrow().get(name) {
-            return Ok(a.clone());
-        }
-        let Some(instance) = self.instances.get(name).cloned() else {
-            return Err(format!(
-                "no adapter named `{name}` (available: {})",
-                self.instances
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        };
-        let env = |k: &str| std::env::var(k).ok();
-        let mut adapter = Adapter::open(&self.rt, instance, &env, self.options.clone())
-            .await
-            .map_err(|e| match e {
-                OpenError::Load(l) => format!("adapter {name}: {l}"),
-                other => other.to_string(),
-            })?;
-        if let Some(r) = &self.recorder {
-            adapter.record_to(r.clone());
-        }
-        if let Some(n) = self.completed.borrow().get(name) {
-            adapter.continue_from(*n);
-        }
-        let adapter = Rc::new(adapter);
-        self.opened
-            .borrow_mut()
-            .insert(name.to_string(), adapter.clone());
-        Ok(adapter)
-    }
-
-    /// Open every instance the given agents will use, so a missing key or a bad recording is
-    /// reported before the task starts rather than in the middle of it.
-    pub async fn open_all<'a>(
-        &self,
-        agents: impl Iterator<Item = &'a Agent>,
-    ) -> Result<(), String> {
-        let mut names: Vec<String> = Vec::new();
-        // An external agent needs a model only to read its report, when it names one.
-        for a in agents.filter(|a| a.external.is_none() || a.model.adapter.is_some()) {
-            let n = self.instance_for(a)?;
-            if !names.contains(&n) {
-                names.push(n);
-            }
-        }
-        for n in names {
-            self.open(&n).await?;
-        }
-        Ok(())
-    }
-
-    fn llm(&self, agent: &Agent, adapter: Rc<Adapter>) -> Rc<dyn Llm> {
-        let model = agent.model.model.is_some().then(|| {
-            agent_model(
-                agent,
-                adapter.instance(),
-                self.forced.is_some(),
-                &self.model_aliases,
-            )
-        });
-        Rc::new(AdapterLlm {
-            rt: self.rt.clone(),
-            adapter,
-            progress: Arc::new(TextToEvents {
-                agent: agent.name.clone(),
-                sink: self.events.clone(),
-            }),
-            stream: self.stream,
-            model,
-            max_tokens: agent.model.max_tokens,
-            reasoning_effort: agent.model.reasoning_effort.map(|e| match e {
-                rawko_agents::model::ReasoningEffort::Low => wire::ReasoningEffort::Low,
-                rawko_agents::model::ReasoningEffort::Medium => wire::ReasoningEffort::Medium,
-                rawko_agents::model::ReasoningEffort::High => wire::ReasoningEffort::High,
-            }),
-            thinking_budget: agent.model.thinking_budget,
-        })
-    }
-
-    /// The model for the arbiter in `llm` mode.
-    pub async fn arbiter(&self, name: &str) -> Result<Rc<dyn Llm>, String> {
-        let adapter = self.open(name).await?;
-        Ok(Rc::new(AdapterLlm {
-            rt: self.rt.clone(),
-            adapter,
-            progress: Arc::new(rawko_runtime::progress::NoProgress),
-            stream: false,
-            model: None,
-            max_tokens: None,
-            reasoning_effort: None,
-            thinking_budget: None,
-        }))
-    }
-}
-
-impl LlmProvider for SessionLlms {
-    fn llm_for<'a>(&'a self, agent: &'a Agent) -> LlmFor<'a> {
-        Box::pin(async move {
-            let name = self.instance_for(agent)?;
-            let adapter = self.open(&name).await?;
-            Ok(self.llm(agent, adapter))
-        })
-    }
-
-    fn summariser(&self) -> Option<LlmFor<'_>> {
-        let name = self.summariser.clone()?;
-        Some(Box::pin(async move { self.arbiter(&name).await }))
     }
 }
 

@@ -81,7 +81,7 @@ fn a_permission_request_names_its_commands_and_paths_in_the_shapes_agents_use() 
 
 #[test]
 fn a_turn_passes_on_its_cap_then_says_once_that_the_rest_is_cut() {
-    let sink = crate::events::Recorder::default();
+    let sink = rawko_fsm::events::Recorder::default();
     let passed = Passed::new(&sink, "flooder");
     let text = |t: &str| RunEvent::Text {
         agent: "flooder".into(),
