@@ -163,35 +163,6 @@ const fn selects(access: Option<ToolAccess>, of: ToolAccess) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{BUILTIN_TOOLS, FINISH, READ_TOOLS, WRITE_TOOLS};
-
-    #[test]
-    fn the_lists_of_tool_names_come_from_the_catalogue() {
-        assert_eq!(
-            BUILTIN_TOOLS,
-            [
-                "Read",
-                "Write",
-                "Edit",
-                "Glob",
-                "Grep",
-                "LS",
-                "Bash",
-                "Git",
-                "Knowledge",
-                FINISH
-            ]
-        );
-        assert_eq!(
-            READ_TOOLS,
-            ["Read", "Glob", "Grep", "LS", "Git", "Knowledge"]
-        );
-        assert_eq!(WRITE_TOOLS, ["Write", "Edit", "Bash"]);
-        let mut names: Vec<&str> = CATALOGUE.iter().map(|t| t.name).collect();
-        names.sort_unstable();
-        names.dedup();
-        assert_eq!(names.len(), CATALOGUE.len(), "a tool named twice");
-    }
 
     #[test]
     fn each_acp_kind_is_judged_as_the_tool_with_its_rights() {

@@ -31,11 +31,18 @@ pub fn dialect_of(path: &Path) -> Option<Dialect> {
         Some(Dialect::Copilot)
     } else if parent.ends_with(".opencode/agent") || parent.ends_with(".opencode/agents") {
         Some(Dialect::Opencode)
-    } else if super::kodelet::in_recipes_dir(path) {
+    } else if in_recipes_dir(path) {
         Some(Dialect::Kodelet)
     } else {
         None
     }
+}
+
+/// Whether `path` lies in a kodelet recipes folder (`.kodelet/recipes/`, at any depth).
+pub fn in_recipes_dir(path: &Path) -> bool {
+    path.ancestors()
+        .skip(1)
+        .any(|a| a.ends_with(".kodelet/recipes"))
 }
 
 /// The file name an agent of this file is called by: without `.agent` for Copilot's

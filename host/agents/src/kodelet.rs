@@ -14,6 +14,7 @@ use std::path::Path;
 use super::FileInfo;
 use super::decode::{Fields, Spanned, Strictness};
 use super::diag::{Problems, did_you_mean};
+use super::foreign;
 use super::markdown;
 use super::model::{Agent, Dialect, ModelSettings, Provider, ReasoningEffort, Spans};
 use super::validate;
@@ -37,16 +38,9 @@ pub const MARKERS: &[&str] = &[
 /// Frontmatter keys only kodelet's recipes have.
 pub const RECIPE_KEYS: &[&str] = &["arguments", "defaults", "workflow"];
 
-/// Whether `path` lies in a kodelet recipes folder (`.kodelet/recipes/`, at any depth).
-pub fn in_recipes_dir(path: &Path) -> bool {
-    path.ancestors()
-        .skip(1)
-        .any(|a| a.ends_with(".kodelet/recipes"))
-}
-
 /// Whether the file at `path` with frontmatter `root` is a kodelet recipe.
 pub fn is_recipe(path: &Path, root: &Node) -> bool {
-    in_recipes_dir(path) || RECIPE_KEYS.iter().any(|k| root.get(k).is_some())
+    foreign::in_recipes_dir(path) || RECIPE_KEYS.iter().any(|k| root.get(k).is_some())
 }
 
 const MAX_TOKENS: u64 = 1_000_000;
@@ -76,7 +70,7 @@ pub fn decode(
     let mut f = Fields::of(root, "the frontmatter", p)?;
     let mut spans = Spans::default();
     let recipe = is_recipe(file.path, root);
-    let name = super::foreign::file_named(&mut f, file.stem(), !recipe, &mut spans, p);
+    let name = foreign::file_named(&mut f, file.stem(), !recipe, &mut spans, p);
     let description = f.string("description", p).map(|s| s.value);
     // kodelet fills a recipe's arguments into its body (`{{.name}}`); rawko does not.
     let template = ["arguments", "defaults"]

@@ -5,7 +5,11 @@ use std::path::Path;
 use rawko_capability::Mode;
 use rawko_config::Trust;
 
-use super::model::{AgentOrigin, Dialect, ParamType, Provider, ReasoningEffort, Target};
+use super::catalogue::CATALOGUE;
+use super::model::{
+    AgentOrigin, BUILTIN_TOOLS, Dialect, FINISH, ParamType, Provider, READ_TOOLS, ReasoningEffort,
+    Target, WRITE_TOOLS,
+};
 use super::{FileInfo, Loaded, load_file, load_text};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/agents");
@@ -1249,4 +1253,32 @@ fn external_agents_are_acp_or_cli_with_a_program_and_need_no_prompt() {
         let text = format!("{p:?}");
         assert!(text.contains(want), "{bad}: {text}");
     }
+}
+
+#[test]
+fn the_lists_of_tool_names_come_from_the_catalogue() {
+    assert_eq!(
+        BUILTIN_TOOLS,
+        [
+            "Read",
+            "Write",
+            "Edit",
+            "Glob",
+            "Grep",
+            "LS",
+            "Bash",
+            "Git",
+            "Knowledge",
+            FINISH
+        ]
+    );
+    assert_eq!(
+        READ_TOOLS,
+        ["Read", "Glob", "Grep", "LS", "Git", "Knowledge"]
+    );
+    assert_eq!(WRITE_TOOLS, ["Write", "Edit", "Bash"]);
+    let mut names: Vec<&str> = CATALOGUE.iter().map(|t| t.name).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), CATALOGUE.len(), "a tool named twice");
 }
