@@ -14,7 +14,6 @@ pub mod exec;
 pub mod glob;
 pub mod model;
 pub mod parse;
-pub mod parser_panics;
 pub mod policy;
 pub mod resolve;
 pub mod verdict;

@@ -16,6 +16,7 @@ use super::model::*;
 use super::resolve::Resolver;
 
 mod limits;
+mod panics;
 mod shells;
 #[cfg(test)]
 mod tests;
@@ -24,6 +25,7 @@ pub use limits::MAX_HERE_SUBSTITUTIONS;
 use limits::{
     check_here_documents, expansion_depth, here_body_too_complex, nesting_depth, paren_depth,
 };
+pub use panics::CaughtPanic;
 pub use shells::hands_text_to_a_shell;
 
 /// Longest command line accepted.
@@ -73,7 +75,7 @@ pub enum ParseError {
     #[error(
         "the shell parser failed on this command (an internal error in it, {0}), so it is refused; write the command more plainly"
     )]
-    ParserFailed(crate::parser_panics::CaughtPanic),
+    ParserFailed(CaughtPanic),
     #[error(
         "the command is too complex to judge: the shell parser did not finish within {} s",
         .0.as_secs_f32()
@@ -132,7 +134,7 @@ pub fn parse(raw: &str, cwd: &Path, opts: &ParseOptions<'_>) -> Result<ParsedCom
     // brush-parser 0.4's tokenizer loops for ever on some malformed here-documents (`a <<'' x`,
     // `$(c<$<< l x`), allocating until the process dies; only well-formed ones reach it.
     check_here_documents(raw)?;
-    crate::parser_panics::check_numbers(raw)?;
+    panics::check_numbers(raw)?;
     // Words, quotes, pipes, lists and redirections parse in linear time; the parser's
     // backtracking (the stalls the fuzzers found) comes with parentheses, `$` expansions,
     // backquotes and here-documents. Those parses run under a time budget, on owned copies of
@@ -173,7 +175,7 @@ fn parse_now(raw: &str, cwd: &Path, opts: &ParseOptions<'_>) -> Result<ParsedCom
     // A command a model sends must never take rawko down: what brush-parser is known to panic
     // on was refused above, and a panic no check foresaw is a refusal like any syntax error,
     // kept off the terminal.
-    let script = crate::parser_panics::catch_quietly(|| w.source(raw, &mut cwd, &[]))
+    let script = panics::catch_quietly(|| w.source(raw, &mut cwd, &[]))
         .map_err(ParseError::ParserFailed)?
         .map_err(ParseError::Syntax)?;
     if w.commands.is_empty() && w.unsupported.is_empty() {

@@ -12,7 +12,7 @@ use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, PanicHookInfo};
 use std::sync::Once;
 
-use crate::parse::ParseError;
+use super::ParseError;
 
 /// Digits shown of a number in a refusal (they can run to the command's length).
 const SHOWN_DIGITS: usize = 40;
@@ -265,13 +265,13 @@ mod tests {
             });
             let e = r.unwrap_err().to_string();
             assert!(e.contains("quiet: inside the parse"), "{e}");
-            assert!(e.contains("parser_panics.rs"), "{e}");
+            assert!(e.contains("parse/panics.rs"), "{e}");
             assert!(std::panic::catch_unwind(|| panic!("loud: after the parse")).is_err());
             return;
         }
         let out = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
-                "parser_panics::tests::a_caught_panic_is_quiet_and_no_other_is",
+                "parse::panics::tests::a_caught_panic_is_quiet_and_no_other_is",
                 "--exact",
                 "--nocapture",
             ])
