@@ -1,18 +1,18 @@
 //! The `Bash` tool, provided by the host: a command line is parsed, judged by the filter chain,
 //! and (only when allowed) run by rawko's executor under the `exec` capability.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use crate::chain::{Chain, settle_ask};
-use crate::host::{Audit, HostCallContext, HostFuture, HostTool, catalogued};
-use rawko_agents::catalogue::{AcpKind, ToolAccess};
+use crate::chain::settle_ask;
+pub use crate::tool::BashContext;
+use crate::tool::{Audit, HostCallContext, HostFuture, HostTool};
 use rawko_runtime::tool::GuestErrorKind;
-use rawko_runtime::{Runtime, ToolCallError, ToolCallOutput, ToolInfo};
-use rawko_shell::exec::{self, ExecOptions, ExecOutput, Launch};
+use rawko_runtime::{ToolCallError, ToolCallOutput, ToolInfo};
+use rawko_shell::exec::{self, ExecOptions, ExecOutput};
 use rawko_shell::verdict::{CheckReport, Decision};
-use rawko_shell::{Policy, Resolver};
 
 /// The tool's name, as models call it.
 pub const NAME: &str = "Bash";
@@ -56,17 +56,6 @@ struct Input {
     description: Option<String>,
 }
 
-/// What a call needs: the runtime, the filters, the policy and the resolver of this workspace.
-#[derive(Clone, Copy)]
-pub struct BashContext<'a> {
-    pub rt: &'a Runtime,
-    pub chain: &'a Chain,
-    pub policy: &'a Policy,
-    pub resolver: &'a Resolver,
-    /// How the command's programs are started (the kernel sandbox, or not).
-    pub launch: &'a Launch,
-}
-
 /// A finished call: the text for the model, the run's details, and the check that allowed it.
 #[derive(Debug, Clone)]
 pub struct BashOutcome {
@@ -75,35 +64,20 @@ pub struct BashOutcome {
     pub check: CheckReport,
 }
 
+/// The tool, for the registry.
+pub fn register() -> Option<Arc<dyn HostTool>> {
+    Some(Arc::new(Bash { info: info() }))
+}
+
 /// The `Bash` tool.
 #[derive(Debug)]
 pub struct Bash {
     info: ToolInfo,
 }
 
-impl Bash {
-    pub fn new() -> Self {
-        Bash { info: info() }
-    }
-}
-
-impl Default for Bash {
-    fn default() -> Self {
-        Bash::new()
-    }
-}
-
 impl HostTool for Bash {
     fn info(&self) -> &ToolInfo {
         &self.info
-    }
-
-    fn access(&self) -> ToolAccess {
-        catalogued(NAME).access
-    }
-
-    fn acp_kind(&self) -> AcpKind {
-        catalogued(NAME).acp_kind
     }
 
     fn runs_commands(&self) -> bool {

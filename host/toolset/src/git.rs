@@ -2,10 +2,10 @@
 //! gitoxide ([`rawko_git`]), which never runs a program the repository names.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
-use crate::host::{Audit, HostCallContext, HostFuture, HostTool, catalogued, fs_capability};
-use rawko_agents::catalogue::{AcpKind, ToolAccess};
+use crate::tool::{Audit, HostCallContext, HostFuture, HostTool, fs_capability};
 use rawko_capability::{Access, FsGrants};
 use rawko_git::{GitError, Identity, Options, READ_OPS, Request, WRITE_OPS};
 use rawko_runtime::tool::GuestErrorKind;
@@ -52,35 +52,20 @@ pub fn info() -> ToolInfo {
     )
 }
 
+/// The tool, for the registry.
+pub fn register() -> Option<Arc<dyn HostTool>> {
+    Some(Arc::new(Git { info: info() }))
+}
+
 /// The `Git` tool.
 #[derive(Debug)]
 pub struct Git {
     info: ToolInfo,
 }
 
-impl Git {
-    pub fn new() -> Self {
-        Git { info: info() }
-    }
-}
-
-impl Default for Git {
-    fn default() -> Self {
-        Git::new()
-    }
-}
-
 impl HostTool for Git {
     fn info(&self) -> &ToolInfo {
         &self.info
-    }
-
-    fn access(&self) -> ToolAccess {
-        catalogued(NAME).access
-    }
-
-    fn acp_kind(&self) -> AcpKind {
-        catalogued(NAME).acp_kind
     }
 
     /// The workspace is audited as used with the call's grant before anything is read.

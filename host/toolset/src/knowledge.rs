@@ -3,10 +3,10 @@
 //! stat changed are read again), so what an agent finds includes the edits made so far.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
-use crate::host::{Audit, HostCallContext, HostFuture, HostTool, catalogued, fs_capability};
-use rawko_agents::catalogue::{AcpKind, ToolAccess};
+use crate::tool::{Audit, HostCallContext, HostFuture, HostTool, fs_capability};
 use rawko_capability::FsGrants;
 use rawko_knowledge::{Index, KnowledgeConfig, KnowledgeError, Quiet};
 use rawko_runtime::tool::GuestErrorKind;
@@ -50,35 +50,20 @@ struct Input {
     k: Option<usize>,
 }
 
+/// The tool, for the registry.
+pub fn register() -> Option<Arc<dyn HostTool>> {
+    Some(Arc::new(Knowledge { info: info() }))
+}
+
 /// The `Knowledge` tool.
 #[derive(Debug)]
 pub struct Knowledge {
     info: ToolInfo,
 }
 
-impl Knowledge {
-    pub fn new() -> Self {
-        Knowledge { info: info() }
-    }
-}
-
-impl Default for Knowledge {
-    fn default() -> Self {
-        Knowledge::new()
-    }
-}
-
 impl HostTool for Knowledge {
     fn info(&self) -> &ToolInfo {
         &self.info
-    }
-
-    fn access(&self) -> ToolAccess {
-        catalogued(NAME).access
-    }
-
-    fn acp_kind(&self) -> AcpKind {
-        catalogued(NAME).acp_kind
     }
 
     /// The workspace is audited as used with the call's grant before the index is touched.

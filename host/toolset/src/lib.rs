@@ -12,6 +12,7 @@ pub mod host;
 pub mod knowledge;
 #[cfg(debug_assertions)]
 mod probe;
+mod tool;
 
 use std::path::Path;
 use std::sync::Arc;

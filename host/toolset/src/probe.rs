@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde::Deserialize;
 
-use crate::host::{Audit, HostCallContext, HostFuture, HostTool, fs_capability};
+use crate::tool::{Audit, HostCallContext, HostFuture, HostTool, fs_capability};
 use rawko_agents::catalogue::{AcpKind, ToolAccess};
 use rawko_runtime::{ToolCallOutput, ToolInfo};
 
