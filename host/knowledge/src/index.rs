@@ -763,9 +763,8 @@ impl Index {
         values.extend(terms[..counted].iter().map(|t| t as &dyn rusqlite::ToSql));
         let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.db_err(e))?;
         stmt.query_map(values.as_slice(), |r| {
-            let s = (-r.get::<_, f64>(1)?).max(0.0);
             let cover: i64 = r.get(2)?;
-            Ok((r.get::<_, i64>(0)?, cover as f64 + s / (1.0 + s)))
+            Ok((r.get::<_, i64>(0)?, cover as f64 + bm25_unit(r.get(1)?)))
         })
         .and_then(|rows| rows.collect())
         .map_err(|e| self.db_err(e))
@@ -782,8 +781,7 @@ impl Index {
             )
             .map_err(|e| self.db_err(e))?;
         stmt.query_map(rusqlite::params![expr, limit as i64], |r| {
-            let s = (-r.get::<_, f64>(1)?).max(0.0);
-            Ok((r.get::<_, i64>(0)?, s / (1.0 + s)))
+            Ok((r.get::<_, i64>(0)?, bm25_unit(r.get(1)?)))
         })
         .and_then(|rows| rows.collect())
         .map_err(|e| self.db_err(e))
@@ -1001,6 +999,12 @@ fn read_text(path: &Path, max: u64, buf: &mut Vec<u8>) -> Read {
 
 fn now() -> String {
     humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+}
+
+/// FTS5's BM25 (negative, lower is better) mapped into `[0, 1)`, higher is better.
+fn bm25_unit(bm25: f64) -> f64 {
+    let s = (-bm25).max(0.0);
+    s / (1.0 + s)
 }
 
 fn to_blob(v: &[f32]) -> Vec<u8> {
