@@ -17,11 +17,13 @@ use crate::fresh::{self, Stamp, Want};
 use crate::{Embedder, KnowledgeError, Progress};
 
 mod database;
+mod stored;
 #[cfg(test)]
 mod tests;
 mod words;
 
 use database::{Opened, SCHEMA_VERSION, db, open_checked};
+use stored::{Stored, merged};
 use words::query_terms;
 pub use words::query_words;
 
@@ -266,15 +268,19 @@ impl Index {
         let rechunk = previous.as_deref() != Some(fingerprint.as_str());
         let complete = self.meta("state")?.as_deref() == Some("complete");
         // What the index knows, sorted by path, with a mark for each path still there.
-        let mut stored_files: Vec<(String, Stamp)> = self.rows(
+        let mut stored_files: Stored<Stamp> = Stored::read(
+            &self.conn,
             "SELECT path, size, mtime, ctime, inode FROM files ORDER BY path",
-            |r| Ok((r.get(0)?, stamp_at(r, 1)?)),
-        )?;
+            |r| stamp_at(r, 1),
+        )
+        .map_err(|e| self.db_err(e))?;
         let mut files_seen = vec![false; stored_files.len()];
-        let stored_skipped: Vec<(String, (String, Stamp))> = self.rows(
+        let stored_skipped: Stored<(String, Stamp)> = Stored::read(
+            &self.conn,
             "SELECT path, why, size, mtime, ctime, inode FROM skipped ORDER BY path",
-            |r| Ok((r.get(0)?, (r.get(1)?, stamp_at(r, 2)?))),
-        )?;
+            |r| Ok((r.get(1)?, stamp_at(r, 2)?)),
+        )
+        .map_err(|e| self.db_err(e))?;
         let mut skipped_seen = vec![false; stored_skipped.len()];
         let stored_watched: Vec<(String, Stamp)> = self.rows(
             "SELECT path, size, mtime, ctime, inode FROM watched ORDER BY path",
@@ -283,7 +289,7 @@ impl Index {
         if rechunk {
             // What is indexed or how it is cut changed: every file counts as changed.
             report.rechunked = previous.is_some();
-            for (_, s) in &mut stored_files {
+            for s in &mut stored_files.values {
                 s.mtime = fresh::UNSETTLED;
             }
         }
@@ -295,12 +301,7 @@ impl Index {
         let listing: Vec<(&str, Option<Stamp>)> = match &walked {
             Some(w) => w.files.iter().map(|(p, s)| (p.as_str(), *s)).collect(),
             None => {
-                let mut known: Vec<&str> = stored_files
-                    .iter()
-                    .map(|(p, _)| p.as_str())
-                    .chain(stored_skipped.iter().map(|(p, _)| p.as_str()))
-                    .collect();
-                known.sort_unstable();
+                let known = merged(&stored_files, &stored_skipped);
                 let stamps = fresh::stat_all(&self.root, &known, Want::File);
                 known.into_iter().zip(stamps).collect()
             }
@@ -317,23 +318,25 @@ impl Index {
 
         let mut to_read: Vec<(&str, Stamp)> = Vec::new();
         let mut ops: Vec<Op> = Vec::new();
+        // The listing is sorted as the stored rows are: one pass matches them.
+        let (mut at_file, mut at_skipped) = (0, 0);
         for &(rel, stamp) in &listing {
             let Some(stamp) = stamp else { continue };
-            let file = find(&stored_files, rel);
+            let file = stored_files.seek(&mut at_file, rel);
             if let Some(i) = file
-                && stored_files[i].1 == stamp
+                && stored_files.values[i] == stamp
             {
                 files_seen[i] = true;
                 report.unchanged += 1;
                 continue;
             }
-            let skipped = find(&stored_skipped, rel);
+            let skipped = stored_skipped.seek(&mut at_skipped, rel);
             if let Some(i) = skipped
-                && stored_skipped[i].1.1 == stamp
+                && stored_skipped.values[i].1 == stamp
                 && !rechunk
             {
                 skipped_seen[i] = true;
-                report.count_skip(&stored_skipped[i].1.0);
+                report.count_skip(&stored_skipped.values[i].0);
                 continue;
             }
             if stamp.size as u64 > config.max_file_bytes {
@@ -368,12 +371,12 @@ impl Index {
                         _ => Skip::Unreadable,
                     };
                     report.count_skip(why.as_str());
-                    if let (Skip::Unreadable, Some(i)) = (why, find(&stored_files, rel)) {
+                    if let (Skip::Unreadable, Some(i)) = (why, stored_files.find(rel)) {
                         // Keep what was indexed: the file may be back next time.
                         files_seen[i] = true;
                         continue;
                     }
-                    if let Some(i) = find(&stored_skipped, rel) {
+                    if let Some(i) = stored_skipped.find(rel) {
                         skipped_seen[i] = true;
                     }
                     ops.push(Op::Skip {
@@ -385,7 +388,7 @@ impl Index {
                 }
             };
             let hash = format!("{:x}", Sha256::digest(content));
-            let file = find(&stored_files, rel);
+            let file = stored_files.find(rel);
             let old = match file {
                 Some(i) => {
                     files_seen[i] = true;
@@ -396,7 +399,7 @@ impl Index {
             match old {
                 Some(h) if h == hash && !rechunk => {
                     report.unchanged += 1;
-                    if file.is_some_and(|i| stored_files[i].1 != settled) {
+                    if file.is_some_and(|i| stored_files.values[i] != settled) {
                         ops.push(Op::Restamp {
                             path: rel.to_string(),
                             stamp: settled,
@@ -424,17 +427,17 @@ impl Index {
             }
         }
 
-        let gone: Vec<&String> = stored_files
-            .iter()
+        let gone: Vec<&str> = stored_files
+            .paths()
             .zip(&files_seen)
             .filter(|(_, seen)| !**seen)
-            .map(|((p, _), _)| p)
+            .map(|(p, _)| p)
             .collect();
-        let unskipped: Vec<&String> = stored_skipped
-            .iter()
+        let unskipped: Vec<&str> = stored_skipped
+            .paths()
             .zip(&skipped_seen)
             .filter(|(_, seen)| !**seen)
-            .map(|((p, _), _)| p)
+            .map(|(p, _)| p)
             .collect();
         let watched = watched.filter(|w| *w != stored_watched);
         report.removed = gone.len();
@@ -948,11 +951,6 @@ impl Skip {
             Skip::Unreadable => "unreadable",
         }
     }
-}
-
-/// Where `rel` is in `rows`, sorted by path.
-fn find<T>(rows: &[(String, T)], rel: &str) -> Option<usize> {
-    rows.binary_search_by(|(p, _)| p.as_str().cmp(rel)).ok()
 }
 
 /// The stamp in columns `at..at + 4` (size, mtime, ctime, inode).
