@@ -222,39 +222,45 @@ pub fn stat_all<S: AsRef<str> + Sync>(root: &Path, rels: &[S], want: Want) -> Ve
         .map_or(1, |n| n.get())
         .min(rels.len().div_ceil(STATS_PER_THREAD))
         .min(8);
+    let mut out = vec![None; rels.len()];
     if threads < 2 {
-        return stat_part(root, rels, want);
+        stat_part(root, rels, want, &mut out);
+        return out;
     }
+    // Each thread fills its own share of one buffer: nothing is copied after.
     let per = rels.len().div_ceil(threads);
-    std::thread::scope(|s| {
+    let failed: Vec<usize> = std::thread::scope(|s| {
         let parts: Vec<_> = rels
             .chunks(per)
-            .map(|part| (part, s.spawn(move || stat_part(root, part, want))))
+            .zip(out.chunks_mut(per))
+            .map(|(part, into)| s.spawn(move || stat_part(root, part, want, into)))
             .collect();
-        let mut out = Vec::with_capacity(rels.len());
-        for (part, handle) in parts {
-            match handle.join() {
-                Ok(stamps) => out.extend(stamps),
-                // A thread that died stat'ed nothing: do its share here.
-                Err(_) => out.extend(stat_part(root, part, want)),
-            }
-        }
-        out
-    })
+        parts
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, handle)| handle.join().is_err().then_some(i))
+            .collect()
+    });
+    // A thread that died stat'ed nothing: do its share here.
+    for i in failed {
+        let range = i * per..((i + 1) * per).min(rels.len());
+        stat_part(root, &rels[range.clone()], want, &mut out[range]);
+    }
+    out
 }
 
-/// [`stat_all`] on this thread. Each directory is opened once (a path descriptor) and its
-/// files stat'ed by name, so the kernel resolves one component per file, not the whole path.
+/// [`stat_all`] on this thread, into `out` (as long as `rels`). Each directory is opened once
+/// (a path descriptor) and its files stat'ed by name, so the kernel resolves one component per
+/// file, not the whole path.
 #[cfg(unix)]
-fn stat_part<S: AsRef<str>>(root: &Path, rels: &[S], want: Want) -> Vec<Option<Stamp>> {
+fn stat_part<S: AsRef<str>>(root: &Path, rels: &[S], want: Want, out: &mut [Option<Stamp>]) {
     use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-    let mut out = Vec::with_capacity(rels.len());
     let mut dir: Option<(&str, Option<rustix::fd::OwnedFd>)> = None;
-    for rel in rels {
+    for (rel, out) in rels.iter().zip(out) {
         let rel = rel.as_ref();
         let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
         if name.is_empty() {
-            out.push(stat_path(&root.join(rel), want));
+            *out = stat_path(&root.join(rel), want);
             continue;
         }
         if dir.as_ref().is_none_or(|(d, _)| *d != parent) {
@@ -275,16 +281,15 @@ fn stat_part<S: AsRef<str>>(root: &Path, rels: &[S], want: Want) -> Vec<Option<S
                 kind.is_file() || (want == Want::FileOrDir && kind.is_dir())
             })
             .map(|st| Stamp::of_stat(&st));
-        out.push(stamp);
+        *out = stamp;
     }
-    out
 }
 
 #[cfg(not(unix))]
-fn stat_part<S: AsRef<str>>(root: &Path, rels: &[S], want: Want) -> Vec<Option<Stamp>> {
-    rels.iter()
-        .map(|rel| stat_path(&root.join(rel.as_ref()), want))
-        .collect()
+fn stat_part<S: AsRef<str>>(root: &Path, rels: &[S], want: Want, out: &mut [Option<Stamp>]) {
+    for (rel, out) in rels.iter().zip(out) {
+        *out = stat_path(&root.join(rel.as_ref()), want);
+    }
 }
 
 fn stat_path(path: &Path, want: Want) -> Option<Stamp> {

@@ -298,12 +298,12 @@ impl Index {
         let listed = complete && !rechunk && fresh::unchanged(&self.root, &stored_watched);
         let walked = (!listed).then(|| fresh::walk(&self.root, config));
         report.walked = walked.is_some();
-        let listing: Vec<(&str, Option<Stamp>)> = match &walked {
-            Some(w) => w.files.iter().map(|(p, s)| (p.as_str(), *s)).collect(),
+        let (listing, stamps): (Vec<&str>, Vec<Option<Stamp>>) = match &walked {
+            Some(w) => w.files.iter().map(|(p, s)| (p.as_str(), *s)).unzip(),
             None => {
                 let known = merged(&stored_files, &stored_skipped);
                 let stamps = fresh::stat_all(&self.root, &known, Want::File);
-                known.into_iter().zip(stamps).collect()
+                (known, stamps)
             }
         };
         let watched: Option<Vec<(String, Stamp)>> = walked.as_ref().map(|w| {
@@ -320,7 +320,7 @@ impl Index {
         let mut ops: Vec<Op> = Vec::new();
         // The listing is sorted as the stored rows are: one pass matches them.
         let (mut at_file, mut at_skipped) = (0, 0);
-        for &(rel, stamp) in &listing {
+        for (&rel, &stamp) in listing.iter().zip(&stamps) {
             let Some(stamp) = stamp else { continue };
             let file = stored_files.seek(&mut at_file, rel);
             if let Some(i) = file

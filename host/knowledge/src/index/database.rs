@@ -207,6 +207,9 @@ pub(super) fn open(path: &Path) -> rusqlite::Result<Connection> {
     conn.pragma_update(None, "trusted_schema", false)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // Pages are read from a mapping of the file rather than copied into buffers of the page
+    // cache: a query in a new process reads hundreds of them, and faults in fewer pages.
+    conn.pragma_update(None, "mmap_size", 256i64 << 20)?;
     Ok(conn)
 }
 

@@ -9,7 +9,7 @@ pub(super) struct Stored<T> {
     /// Every path, one after another.
     text: String,
     /// Where each path ends in `text`.
-    ends: Vec<usize>,
+    ends: Vec<u32>,
     pub(super) values: Vec<T>,
 }
 
@@ -34,7 +34,8 @@ impl<T> Stored<T> {
                 .as_str()
                 .map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, Type::Text, e.into()))?;
             out.text.push_str(path);
-            out.ends.push(out.text.len());
+            let end = u32::try_from(out.text.len()).map_err(|_| rusqlite::Error::InvalidQuery)?;
+            out.ends.push(end);
             out.values.push(value(row)?);
         }
         if !out.is_sorted() {
@@ -49,8 +50,8 @@ impl<T> Stored<T> {
     }
 
     pub(super) fn path(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.text[start..self.ends[i]]
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.text[start..self.ends[i] as usize]
     }
 
     pub(super) fn paths(&self) -> impl Iterator<Item = &str> {
@@ -96,9 +97,9 @@ impl<T> Stored<T> {
             values: Vec::with_capacity(order.len()),
         };
         for i in order {
-            let start = if i == 0 { 0 } else { self.ends[i - 1] };
-            out.text.push_str(&self.text[start..self.ends[i]]);
-            out.ends.push(out.text.len());
+            let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+            out.text.push_str(&self.text[start..self.ends[i] as usize]);
+            out.ends.push(out.text.len() as u32);
             out.values.extend(values[i].take());
         }
         out
