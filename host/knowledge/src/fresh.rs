@@ -227,18 +227,22 @@ pub fn stat_all<S: AsRef<str> + Sync>(root: &Path, rels: &[S], want: Want) -> Ve
         stat_part(root, rels, want, &mut out);
         return out;
     }
-    // Each thread fills its own share of one buffer: nothing is copied after.
+    // Each thread fills its own share of one buffer, so nothing is copied after; this thread
+    // takes the first share.
     let per = rels.len().div_ceil(threads);
     let failed: Vec<usize> = std::thread::scope(|s| {
-        let parts: Vec<_> = rels
-            .chunks(per)
-            .zip(out.chunks_mut(per))
+        let mut parts = rels.chunks(per).zip(out.chunks_mut(per));
+        let first = parts.next();
+        let others: Vec<_> = parts
             .map(|(part, into)| s.spawn(move || stat_part(root, part, want, into)))
             .collect();
-        parts
+        if let Some((part, into)) = first {
+            stat_part(root, part, want, into);
+        }
+        others
             .into_iter()
             .enumerate()
-            .filter_map(|(i, handle)| handle.join().is_err().then_some(i))
+            .filter_map(|(i, handle)| handle.join().is_err().then_some(i + 1))
             .collect()
     });
     // A thread that died stat'ed nothing: do its share here.
