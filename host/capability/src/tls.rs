@@ -11,6 +11,65 @@ pub fn install_provider() {
     }
 }
 
+/// Why the server's certificate was not trusted, in plain words, when `error` (or one of its
+/// causes) is a certificate rustls refused; `None` for any other error. The clients put it after
+/// the host, as `HOST: the server's certificate is not trusted: WHY`.
+pub fn untrusted_certificate(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    use rustls::CertificateError as E;
+    let why = match find_certificate_error(error)? {
+        E::UnknownIssuer => {
+            "it is not signed by an authority this machine trusts (self-signed, or from an unknown CA)"
+                .to_string()
+        }
+        E::Expired | E::ExpiredContext { .. } => "it has expired".to_string(),
+        E::NotValidYet | E::NotValidYetContext { .. } => "it is not valid yet".to_string(),
+        E::NotValidForName => "it is for another host name".to_string(),
+        E::NotValidForNameContext { expected, presented } => {
+            let names: Vec<&str> = presented
+                .iter()
+                .map(|p| {
+                    p.strip_prefix("DnsName(\"")
+                        .and_then(|p| p.strip_suffix("\")"))
+                        .unwrap_or(p)
+                })
+                .collect();
+            format!(
+                "it is for {}, not {}",
+                if names.is_empty() {
+                    "no host name".to_string()
+                } else {
+                    names.join(", ")
+                },
+                expected.to_str()
+            )
+        }
+        E::Revoked => "it has been revoked".to_string(),
+        other => format!("it is invalid ({other:?})"),
+    };
+    Some(why)
+}
+
+/// The certificate error in `error`'s causes. An `io::Error` wrapping another error hides it
+/// from `source()` (it reports the inner error's cause instead), so those are opened here.
+fn find_certificate_error<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a rustls::CertificateError> {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(rustls::Error::InvalidCertificate(c)) = e.downcast_ref::<rustls::Error>() {
+            return Some(c);
+        }
+        next = match e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        };
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

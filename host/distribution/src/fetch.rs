@@ -81,8 +81,12 @@ pub fn client() -> Result<reqwest::Client, FetchError> {
         .map_err(|e| FetchError::Other(format!("cannot start the HTTP client: {e}")))
 }
 
-/// Describe a reqwest error with its causes, which hold the useful part.
+/// Describe a reqwest error with its causes, which hold the useful part; a certificate that did
+/// not verify in plain words (the caller puts the URL first).
 pub fn describe(e: &reqwest::Error) -> String {
+    if let Some(why) = rawko_capability::tls::untrusted_certificate(e) {
+        return format!("the server's certificate is not trusted: {why}");
+    }
     let mut msg = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {

@@ -657,7 +657,16 @@ impl Connection {
                 let service = tokio::time::timeout(deadline, client_info().serve(transport))
                     .await
                     .map_err(|_| late())?
-                    .map_err(|e| start(e.to_string()))?;
+                    .map_err(|e| {
+                        start(match untrusted_certificate(&e) {
+                            Some(why) => format!(
+                                "{}:{}: the server's certificate is not trusted: {why}",
+                                url.host_str().unwrap_or_default(),
+                                url.port_or_known_default().unwrap_or(443)
+                            ),
+                            None => e.to_string(),
+                        })
+                    })?;
                 (service, None)
             }
         };
@@ -934,6 +943,28 @@ fn http_transport(
     Ok(rmcp::transport::StreamableHttpClientTransport::with_client(
         client, config,
     ))
+}
+
+/// Why the server's certificate was not trusted, when that is why the handshake failed. The
+/// transport's errors do not name their causes, so they are opened here.
+fn untrusted_certificate(e: &rmcp::service::ClientInitializeError) -> Option<String> {
+    use rmcp::service::ClientInitializeError as Init;
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    match e {
+        Init::TransportError { error, .. } => {
+            let inner: &(dyn std::error::Error + 'static) = &*error.error;
+            match inner.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+                Some(StreamableHttpError::Client(e)) => {
+                    rawko_capability::tls::untrusted_certificate(e)
+                }
+                _ => rawko_capability::tls::untrusted_certificate(inner),
+            }
+        }
+        Init::LegacyFallbackFailed { discover, fallback } => {
+            untrusted_certificate(discover).or_else(|| untrusted_certificate(fallback))
+        }
+        _ => None,
+    }
 }
 
 /// A reader that fails once a line runs past `max` bytes, so a server that never ends its

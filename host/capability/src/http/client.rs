@@ -405,10 +405,15 @@ impl HttpClient {
                 }
                 Ok(resp) => return Ok((resp, deadline)),
                 Err(e) => {
+                    // A certificate that did not verify will not verify on a retry either.
+                    let untrusted = crate::tls::untrusted_certificate(&e).is_some();
                     let e = self.classify(e);
                     let HttpError::Connect(m) = &e else {
                         return Err(e);
                     };
+                    if untrusted {
+                        return Err(e);
+                    }
                     match self.backoff(retry, None, waited) {
                         Some(wait) => {
                             tracing::debug!(
@@ -459,6 +464,12 @@ impl HttpClient {
             }
             source = s.source();
         }
+        if let Some(why) = crate::tls::untrusted_certificate(&e) {
+            let host = e.url().map(authority).unwrap_or_default();
+            return HttpError::Connect(format!(
+                "{host}: the server's certificate is not trusted: {why}"
+            ));
+        }
         let message = self.redactor.text(&error_text(&e)).into_owned();
         if e.is_timeout() {
             HttpError::Timeout
@@ -493,6 +504,15 @@ impl HttpClient {
                 pending_tail: Vec::new(),
             },
         }
+    }
+}
+
+/// `host:port` of `url`.
+fn authority(url: &Url) -> String {
+    let host = url.host_str().unwrap_or_default();
+    match url.port_or_known_default() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_string(),
     }
 }
 
