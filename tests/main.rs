@@ -39,6 +39,9 @@
 //!   HTTP: the agent's tools, its grants and sandbox, the audit log, the bearer token.
 //! - `run_crash`: `rawko run` killed with SIGKILL at several points, then `rawko resume`.
 //! - `run_scenarios`: `rawko run` end to end, one folder per scenario under `tests/scenarios/`.
+//! - `tls_attacks`: HTTPS servers whose certificate does not verify (self-signed, for another
+//!   name, expired), refused by an adapter, `rawko plugin install` and an MCP server over HTTP;
+//!   the same server with a certificate from a CA the test trusts, used.
 //! - `trust_boundary`: a stranger's repository attacking the trust boundary: config, task store,
 //!   agents.
 
@@ -74,4 +77,5 @@ mod sandbox;
 mod shell;
 mod snapshots;
 mod test_plugins;
+mod tls_attacks;
 mod trust_boundary;

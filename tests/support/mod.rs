@@ -4,6 +4,7 @@
 
 pub mod model_server;
 pub mod services;
+pub mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
