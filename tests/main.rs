@@ -39,9 +39,11 @@
 //!   HTTP: the agent's tools, its grants and sandbox, the audit log, the bearer token.
 //! - `run_crash`: `rawko run` killed with SIGKILL at several points, then `rawko resume`.
 //! - `run_scenarios`: `rawko run` end to end, one folder per scenario under `tests/scenarios/`.
+//! - `store_leases`: a task's lease between hosts (`RAWKO_HOST_ID`), judged by the store's clock,
+//!   held by one process's identity; `rawko tasks list --all` over several workspaces.
 //! - `tls_attacks`: HTTPS servers whose certificate does not verify (self-signed, for another
-//!   name, expired), refused by an adapter, `rawko plugin install` and an MCP server over HTTP;
-//!   the same server with a certificate from a CA the test trusts, used.
+//!   name, expired), refused by an adapter, `rawko plugin install` (a URL and an OCI registry)
+//!   and an MCP server over HTTP; the same server with a certificate from a trusted CA, used.
 //! - `trust_boundary`: a stranger's repository attacking the trust boundary: config, task store,
 //!   agents.
 
@@ -76,6 +78,7 @@ mod run_scenarios;
 mod sandbox;
 mod shell;
 mod snapshots;
+mod store_leases;
 mod test_plugins;
 mod tls_attacks;
 mod trust_boundary;

@@ -1,22 +1,27 @@
 //! HTTPS servers whose certificate does not verify, through the real binary: a self-signed
-//! certificate for `localhost`, one from a trusted CA for another name, and an expired one from
-//! that CA. An adapter instance, `rawko plugin install` and an MCP server over streamable HTTP
-//! each refuse them, naming the host and saying the certificate is not trusted, and send nothing
-//! past the handshake. Then the same server with a good certificate from the CA, trusted the way
-//! rawko trusts extra roots (the system's trust store; `SSL_CERT_FILE` names a file of roots to
-//! use instead of it), works.
+//! certificate for `localhost` (a plain one, and one marked as a CA's, as `openssl req -x509`
+//! makes by default), one from a trusted CA for another name, and an expired one from that CA.
+//! An adapter instance, `rawko plugin install` from an https URL and from an OCI registry, and an
+//! MCP server over streamable HTTP each refuse them, naming the host and saying the certificate
+//! is not trusted and why, and send nothing past the handshake. Then the same server with a good
+//! certificate from the CA works, the CA trusted the one way rawko has to trust extra roots: the
+//! system's trust store, which `SSL_CERT_FILE` replaces with a file of roots.
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 
 use crate::support::model_server::{ModelServer, openai};
-use crate::support::services::{Reply, Server};
+use crate::support::services::{Registry, Reply, Server};
 use crate::support::tls::{HOST, Leaf, Pki, TlsProxy, WRONG_NAME};
 use crate::support::{Run, TEST_KEY, Workspace, rawko};
 
 /// The certificates that must be refused, with what the refusal says about each.
-const ATTACKS: [(Leaf, &str); 3] = [
+const ATTACKS: [(Leaf, &str); 4] = [
     (Leaf::SelfSigned, "self-signed"),
+    (
+        Leaf::SelfSignedCa,
+        "certificate authority's own certificate",
+    ),
     (Leaf::WrongName, WRONG_NAME),
     (Leaf::Expired, "expired"),
 ];
@@ -37,6 +42,11 @@ fn run(mut c: Command, args: &[&str]) -> Run {
 
 /// The refusal names the host and says the certificate is not trusted, and why.
 fn assert_refused(r: &Run, proxy: &TlsProxy, why: &str, what: &str) {
+    assert_refused_at(r, proxy, HOST, why, what);
+}
+
+/// [`assert_refused`] for a server reached as `host`.
+fn assert_refused_at(r: &Run, proxy: &TlsProxy, host: &str, why: &str, what: &str) {
     assert_ne!(r.code, 0, "{what}: {r:?}");
     assert_eq!(
         proxy.handshakes(),
@@ -44,7 +54,7 @@ fn assert_refused(r: &Run, proxy: &TlsProxy, why: &str, what: &str) {
         "{what}: a handshake completed: {r:?}"
     );
     assert_eq!(proxy.forwarded(), 0, "{what}: bytes got through: {r:?}");
-    let host = format!("{HOST}:{}", proxy.port);
+    let host = format!("{host}:{}", proxy.port);
     for said in [host.as_str(), "certificate is not trusted", why] {
         assert!(r.stderr.contains(said), "{what}: `{said}` not said: {r:?}");
     }
@@ -144,6 +154,53 @@ fn plugin_install_refuses_a_server_whose_certificate_does_not_verify() {
     let url = format!("{}/greeter.wasm", proxy.url());
     let r = run(trusting(&ws, &pki), &["plugin", "install", &url, "--yes"]);
     assert_eq!(r.code, 0, "{r:?}");
+    let r = run(trusting(&ws, &pki), &["plugin", "list", "--json"]);
+    assert_eq!(r.json().as_array().map(Vec::len), Some(1), "{r:?}");
+}
+
+/// A registry is spoken to over plain HTTP when it is on this machine by name or address
+/// (`localhost`, `127.0.0.0/8`, `[::1]`); named by 127.0.0.1 mapped into IPv6 it is not, so it
+/// is reached over HTTPS, here through the TLS server in front of a real registry.
+#[test]
+fn an_oci_registry_over_https_is_refused_when_its_certificate_does_not_verify() {
+    let registry = Registry::start();
+    let ws = Workspace::new();
+    std::fs::copy(
+        rawko_test_artifacts::GREETER,
+        ws.path().join("greeter.wasm"),
+    )
+    .unwrap();
+    let plain = format!("oci://{}/rawko-tests/greeter:1", registry.addr);
+    let r = run(rawko(&ws), &["plugin", "publish", "greeter.wasm", &plain]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let upstream = registry.addr.parse().expect("the registry's address");
+    let pki = Pki::generate();
+    let mut runs = Vec::new();
+    for (leaf, why) in ATTACKS {
+        let ws = Workspace::new();
+        let proxy = TlsProxy::start(&pki, leaf, upstream);
+        let tag = format!(
+            "oci://[::ffff:127.0.0.1]:{}/rawko-tests/greeter:1",
+            proxy.port
+        );
+        let r = run(trusting(&ws, &pki), &["plugin", "install", &tag, "--yes"]);
+        let what = format!("OCI registry, {leaf:?}");
+        assert_refused_at(&r, &proxy, "[::ffff:7f00:1]", why, &what);
+        runs.push((leaf, r, proxy.port));
+        let r = run(trusting(&ws, &pki), &["plugin", "list", "--json"]);
+        assert_eq!(r.json(), serde_json::json!([]), "{r:?}");
+    }
+    insta::assert_snapshot!("oci_registry_refusals", refusals(&runs));
+
+    let ws = Workspace::new();
+    let proxy = TlsProxy::start(&pki, Leaf::Good, upstream);
+    let tag = format!(
+        "oci://[::ffff:127.0.0.1]:{}/rawko-tests/greeter:1",
+        proxy.port
+    );
+    let r = run(trusting(&ws, &pki), &["plugin", "install", &tag, "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(proxy.handshakes() > 0);
     let r = run(trusting(&ws, &pki), &["plugin", "list", "--json"]);
     assert_eq!(r.json().as_array().map(Vec::len), Some(1), "{r:?}");
 }

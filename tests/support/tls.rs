@@ -25,6 +25,9 @@ pub const WRONG_NAME: &str = "wrong-name.rawko.test";
 pub enum Leaf {
     /// For `localhost`, signed by its own key.
     SelfSigned,
+    /// For `localhost`, signed by its own key and marked as a CA's, as `openssl req -x509`
+    /// makes one by default.
+    SelfSignedCa,
     /// From the test CA, for [`WRONG_NAME`].
     WrongName,
     /// From the test CA, for `localhost`, valid only in January 2020.
@@ -37,6 +40,7 @@ impl Leaf {
     fn file(self) -> &'static str {
         match self {
             Leaf::SelfSigned => "self-signed",
+            Leaf::SelfSignedCa => "self-signed-ca",
             Leaf::WrongName => "wrong-name",
             Leaf::Expired => "expired",
             Leaf::Good => "good",
@@ -75,11 +79,15 @@ basicConstraints = critical,CA:TRUE
 keyUsage = critical,keyCertSign,cRLSign
 subjectKeyIdentifier = hash
 
+[ ca_localhost ]
+basicConstraints = critical,CA:TRUE
+subjectAltName = DNS:localhost,IP:::ffff:127.0.0.1
+
 [ leaf_localhost ]
 basicConstraints = critical,CA:FALSE
 keyUsage = critical,digitalSignature
 extendedKeyUsage = serverAuth
-subjectAltName = DNS:localhost
+subjectAltName = DNS:localhost,IP:::ffff:127.0.0.1
 
 [ leaf_wrong ]
 basicConstraints = critical,CA:FALSE
@@ -131,28 +139,24 @@ impl Pki {
                 "/CN=rawko test CA",
             ],
         );
-        openssl(
-            d,
-            &[
-                "req",
-                "-x509",
-                "-config",
-                "openssl.cnf",
-                "-extensions",
-                "leaf_localhost",
-            ],
-            &ec,
-            &[
+        for (leaf, ext) in [
+            ("self-signed", "leaf_localhost"),
+            ("self-signed-ca", "ca_localhost"),
+        ] {
+            let (key, pem) = (format!("{leaf}.key"), format!("{leaf}.pem"));
+            let x509 = ["req", "-x509", "-config", "openssl.cnf", "-extensions", ext];
+            let out = [
                 "-keyout",
-                "self-signed.key",
+                &key,
                 "-out",
-                "self-signed.pem",
+                &pem,
                 "-days",
                 "30",
                 "-subj",
                 "/CN=localhost",
-            ],
-        );
+            ];
+            openssl(d, &x509, &ec, &out);
+        }
         for (leaf, cn, ext, dates) in [
             ("wrong-name", WRONG_NAME, "leaf_wrong", None),
             (
@@ -194,7 +198,14 @@ impl Pki {
             }
             openssl(d, &args, &[], &[]);
         }
-        for name in ["ca", "self-signed", "wrong-name", "expired", "good"] {
+        for name in [
+            "ca",
+            "self-signed",
+            "self-signed-ca",
+            "wrong-name",
+            "expired",
+            "good",
+        ] {
             openssl(
                 d,
                 &[

@@ -44,6 +44,12 @@ pub fn untrusted_certificate(error: &(dyn std::error::Error + 'static)) -> Optio
             )
         }
         E::Revoked => "it has been revoked".to_string(),
+        // What `openssl req -x509` makes unless told otherwise. rustls holds webpki's error as
+        // an opaque one, so it is told by its name.
+        E::Other(e) if e.to_string() == "CaUsedAsEndEntity" => {
+            "it is a certificate authority's own certificate, not a server's (self-signed as a CA)"
+                .to_string()
+        }
         other => format!("it is invalid ({other:?})"),
     };
     Some(why)
@@ -72,6 +78,16 @@ fn find_certificate_error<'a>(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_refused_certificate_is_found_inside_io_errors_and_said_plainly() {
+        use std::io::{Error, ErrorKind};
+        let refused = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        let wrapped = Error::other(Error::new(ErrorKind::InvalidData, refused));
+        let why = super::untrusted_certificate(&wrapped).expect("found");
+        assert!(why.contains("self-signed"), "{why}");
+        assert_eq!(super::untrusted_certificate(&Error::other("refused")), None);
+    }
+
     #[test]
     fn the_provider_is_installed_once_and_stays() {
         super::install_provider();
