@@ -57,6 +57,28 @@ pub struct Config {
     /// MCP servers whose tools agents may call, as `mcp__<server>__<tool>`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp: BTreeMap<String, McpServerConfig>,
+    /// The task store. Read from the user's config only: a workspace never chooses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreConfig>,
+}
+
+/// The task store's settings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeaseConfig>,
+}
+
+/// How a runner keeps its lease on a task: it renews it every `heartbeatMs`; a lease not
+/// renewed for `staleMs` (by the store's clock) may be taken over by a runner on another host.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LeaseConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_ms: Option<u64>,
 }
 
 /// One MCP server: a program spoken to over stdio (`command`) or a streamable HTTP endpoint

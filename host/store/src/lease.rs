@@ -1,13 +1,88 @@
-//! Leases: which process runs a task now, and how another runner tells that it has gone (its
-//! process no longer there, or its heartbeat too old), so that a task is taken over only when
-//! nobody runs it.
+//! Leases: which runner runs a task now, and how another runner tells that it has gone (its
+//! process no longer there, or its heartbeat too old by the store's clock), so that a task is
+//! taken over only when nobody runs it.
 
 use std::time::Duration;
 
-/// How long a runner's lease holds without a heartbeat before another runner may take the task.
+/// How long a runner's lease holds without a heartbeat before another runner may take the task,
+/// unless the user's config says otherwise ([`LeaseSettings`]).
 pub const LEASE_STALE: Duration = Duration::from_secs(30);
-/// How often a runner renews its lease.
+/// How often a runner renews its lease, unless the user's config says otherwise.
 pub const LEASE_HEARTBEAT: Duration = Duration::from_secs(10);
+
+/// How often a runner renews its lease, and how old a heartbeat may be before the lease is
+/// stale. The store's clock judges the age, never a runner's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseSettings {
+    pub heartbeat: Duration,
+    pub stale: Duration,
+}
+
+impl Default for LeaseSettings {
+    fn default() -> Self {
+        LeaseSettings {
+            heartbeat: LEASE_HEARTBEAT,
+            stale: LEASE_STALE,
+        }
+    }
+}
+
+impl LeaseSettings {
+    /// Settings from milliseconds, today's values where not given. A staleness not larger than
+    /// the heartbeat would let a live runner's task be taken over between two heartbeats: an
+    /// error, as is a heartbeat of zero.
+    pub fn from_millis(heartbeat: Option<u64>, stale: Option<u64>) -> Result<Self, String> {
+        let d = LeaseSettings::default();
+        let heartbeat = heartbeat.map_or(d.heartbeat, Duration::from_millis);
+        let stale = stale.map_or(d.stale, Duration::from_millis);
+        if heartbeat.is_zero() {
+            return Err("heartbeatMs must be larger than 0".into());
+        }
+        if stale <= heartbeat {
+            return Err(format!(
+                "staleMs ({}) must be larger than heartbeatMs ({}): a runner's lease would go \
+                 stale between two of its heartbeats",
+                stale.as_millis(),
+                heartbeat.as_millis()
+            ));
+        }
+        Ok(LeaseSettings { heartbeat, stale })
+    }
+}
+
+/// Who holds a lease: a host, a process on it, and a token the process drew when it started,
+/// so that two processes with one pid (two containers, two machines with one name) are told
+/// apart. Acquiring, renewing and giving up a lease all match the whole identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub host: String,
+    pub pid: u32,
+    pub token: String,
+}
+
+impl Holder {
+    /// This process, as it holds leases: [`host_id`], its pid and a token drawn once.
+    pub fn this_process() -> &'static Holder {
+        static ME: std::sync::OnceLock<Holder> = std::sync::OnceLock::new();
+        ME.get_or_init(|| {
+            let mut rng = fastrand::Rng::new();
+            let token: String = (0..4).map(|_| format!("{:08x}", rng.u32(..))).collect();
+            Holder {
+                host: host_id(),
+                pid: std::process::id(),
+                token,
+            }
+        })
+    }
+}
+
+/// The host a runner says it is on: `RAWKO_HOST_ID` when set, else the machine's name.
+pub fn host_id() -> String {
+    match std::env::var("RAWKO_HOST_ID") {
+        Ok(id) if !id.trim().is_empty() => id.trim().to_string(),
+        _ => host_name(),
+    }
+}
 
 /// Who runs a task now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,18 +95,22 @@ pub struct Lease {
     /// since given to another process is not taken for the runner. None in a lease an older
     /// rawko took, or where it could not be read.
     pub start: Option<String>,
+    /// The holder's token ([`Holder`]); None in a lease an older rawko took.
+    pub token: Option<String>,
+    /// Milliseconds since the last heartbeat, by the store's clock.
+    pub age: i64,
 }
 
 impl Lease {
-    /// Why the holder of this lease no longer runs the task, judged from machine `host` at `now`
-    /// (milliseconds since the Unix epoch); None while it still does. On the holder's own
-    /// machine its process decides: the same process (pid and start) still there is the runner,
-    /// however late its heartbeat (a stopped or busy process may come back and go on). From
-    /// another machine, or for a lease that does not say when its process started, only a
-    /// heartbeat younger than [`LEASE_STALE`] shows it is alive.
-    pub fn gone(&self, host: &str, now: i64) -> Option<String> {
-        let age = now - self.at;
-        let fresh = age < LEASE_STALE.as_millis() as i64;
+    /// Why the holder of this lease no longer runs the task, judged from host `host` with
+    /// leases going stale after `stale`; None while it still does. On the holder's own host its
+    /// process decides: the same process (pid and start) still there is the runner, however late
+    /// its heartbeat (a stopped or busy process may come back and go on). From another host, or
+    /// for a lease that does not say when its process started, only a heartbeat younger than
+    /// `stale` (by the store's clock) shows it is alive.
+    pub fn gone(&self, host: &str, stale: Duration) -> Option<String> {
+        let age = self.age;
+        let fresh = age < stale.as_millis() as i64;
         let who = format!("its runner (pid {} on {})", self.pid, self.host);
         let late = || {
             format!(
@@ -53,9 +132,16 @@ impl Lease {
             _ => None,
         }
     }
+
+    /// Whether `holder` holds this lease: host, pid and token all match.
+    pub fn held_by(&self, holder: &Holder) -> bool {
+        self.pid == holder.pid
+            && self.host == holder.host
+            && self.token.as_deref() == Some(holder.token.as_str())
+    }
 }
 
-/// This machine's name, for leases.
+/// This machine's name.
 pub fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())

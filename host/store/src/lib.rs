@@ -24,11 +24,15 @@ use sha2::{Digest, Sha256};
 mod lease;
 mod records;
 mod schema;
+mod workspace;
 
-pub use lease::{LEASE_HEARTBEAT, LEASE_STALE, Lease, host_name, process_start};
+pub use lease::{
+    Holder, LEASE_HEARTBEAT, LEASE_STALE, Lease, LeaseSettings, host_id, host_name, process_start,
+};
 pub use records::{AuditEntry, Message, Task, TaskStatus, ToolCall, Transition, Turn, Usage};
 use records::{lease_of, task_row, tool_call_row, turn_row};
 use schema::{MIGRATIONS, SchemaCheck, check_schema, defend, retry_busy};
+pub use workspace::WorkspaceId;
 
 /// The file name of a workspace's store, in its folder of the state directory.
 pub const FILE_NAME: &str = "state.db";
@@ -111,10 +115,32 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// The store's clock, in milliseconds since the Unix epoch, as SQL: every lease is written and
+/// judged by it, so that a runner whose own clock is wrong neither keeps nor takes a lease.
+macro_rules! store_now {
+    () => {
+        "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+    };
+}
+
+/// A task row's columns, as [`records::task_row`] reads them.
+macro_rules! task_columns {
+    () => {
+        concat!(
+            "id, prompt, status, state, options, steps, summary, created_at, updated_at,
+             lease_pid, lease_host, lease_at, lease_start, lease_token, ",
+            store_now!(),
+            " - lease_at, workspace_root, workspace_remote, workspace_path, host"
+        )
+    };
+}
+
 /// An open task store.
 pub struct TaskStore {
     conn: Connection,
     path: PathBuf,
+    lease: std::cell::Cell<LeaseSettings>,
+    workspace: std::cell::RefCell<Option<WorkspaceId>>,
 }
 
 impl std::fmt::Debug for TaskStore {
@@ -207,11 +233,27 @@ impl TaskStore {
         Ok(TaskStore {
             conn,
             path: path.to_path_buf(),
+            lease: Default::default(),
+            workspace: Default::default(),
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// How leases are renewed and when they go stale, from now on.
+    pub fn set_lease_settings(&self, settings: LeaseSettings) {
+        self.lease.set(settings);
+    }
+
+    pub fn lease_settings(&self) -> LeaseSettings {
+        self.lease.get()
+    }
+
+    /// The workspace the tasks this store creates from now on belong to.
+    pub fn set_workspace(&self, workspace: WorkspaceId) {
+        *self.workspace.borrow_mut() = Some(workspace);
     }
 
     /// `PRAGMA integrity_check`: `Ok(())` when the file is sound.
@@ -236,12 +278,26 @@ impl TaskStore {
         options: &serde_json::Value,
     ) -> Result<String> {
         let now = now_ms();
+        let workspace = self.workspace.borrow().clone();
+        let workspace = workspace.as_ref();
         loop {
             let id = new_task_id();
             let inserted = self.conn.execute(
-                "INSERT OR IGNORE INTO tasks (id, prompt, status, state, options, created_at, updated_at)
-                 VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?5)",
-                params![id, prompt, state, options.to_string(), now],
+                "INSERT OR IGNORE INTO tasks (id, prompt, status, state, options, created_at,
+                                              updated_at, workspace_root, workspace_remote,
+                                              workspace_path, host)
+                 VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    id,
+                    prompt,
+                    state,
+                    options.to_string(),
+                    now,
+                    workspace.and_then(|w| w.root.as_deref()),
+                    workspace.and_then(|w| w.remote.as_deref()),
+                    workspace.map(|w| w.path.as_str()),
+                    host_id(),
+                ],
             )?;
             if inserted == 1 {
                 return Ok(id);
@@ -252,11 +308,11 @@ impl TaskStore {
     /// The task `id`, or the unique task whose id starts with `id`; its status as it is now
     /// (see [`TaskStore::tasks`]).
     pub fn task(&self, id: &str) -> Result<Task> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT id, prompt, status, state, options, steps, summary, created_at, updated_at,
-                    lease_pid, lease_host, lease_at, lease_start
-             FROM tasks WHERE id = ?1 OR id LIKE ?2 ESCAPE '\\' ORDER BY id = ?1 DESC LIMIT 2",
-        )?;
+        let mut stmt = self.conn.prepare_cached(concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks WHERE id = ?1 OR id LIKE ?2 ESCAPE '\\' ORDER BY id = ?1 DESC LIMIT 2"
+        ))?;
         let pattern = format!(
             "{}%",
             id.replace('\\', "\\\\")
@@ -264,7 +320,9 @@ impl TaskStore {
                 .replace('_', "\\_")
         );
         let rows: Vec<Task> = stmt
-            .query_map(params![id, pattern], task_row)?
+            .query_map(params![id, pattern], |r| {
+                task_row(r, self.lease.get().stale)
+            })?
             .collect::<std::result::Result<_, _>>()?;
         match rows.as_slice() {
             [t] => Ok(t.clone()),
@@ -277,13 +335,28 @@ impl TaskStore {
     /// whose runner is gone (its lease says so: [`Lease::gone`]) reads interrupted, with why as
     /// its summary, until a runner takes it up again.
     pub fn tasks(&self) -> Result<Vec<Task>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT id, prompt, status, state, options, steps, summary, created_at, updated_at,
-                    lease_pid, lease_host, lease_at, lease_start
-             FROM tasks ORDER BY created_at DESC, id DESC",
-        )?;
+        let mut stmt = self.conn.prepare_cached(concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks ORDER BY created_at DESC, id DESC"
+        ))?;
         let rows = stmt
-            .query_map([], task_row)?
+            .query_map([], |r| task_row(r, self.lease.get().stale))?
+            .collect::<std::result::Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    /// The tasks of workspace `path`, newest first, as [`TaskStore::tasks`]; a task an older
+    /// rawko made, which does not say, belongs to the workspace whose store holds it.
+    pub fn tasks_in(&self, path: &str) -> Result<Vec<Task>> {
+        let mut stmt = self.conn.prepare_cached(concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks WHERE workspace_path = ?1 OR workspace_path IS NULL
+             ORDER BY created_at DESC, id DESC"
+        ))?;
+        let rows = stmt
+            .query_map([path], |r| task_row(r, self.lease.get().stale))?
             .collect::<std::result::Result<_, _>>()?;
         Ok(rows)
     }
@@ -323,41 +396,60 @@ impl TaskStore {
     /// Become `task`'s one runner: take its lease unless another runner holds it and is still
     /// at it ([`Lease::gone`] says not). Returns the holder when it is someone else. Taking a
     /// running task over from a runner that is gone records, in the audit log, that the task was
-    /// interrupted and why.
+    /// interrupted and why. The lease is held by this process's whole identity ([`Holder`]) and
+    /// its heartbeat written by the store's clock.
     pub fn acquire_lease(&self, task: &str) -> Result<std::result::Result<(), Lease>> {
-        let me = std::process::id();
-        let host = host_name();
+        let me = Holder::this_process();
+        let stale = self.lease.get().stale;
         retry_busy(|| self.conn.execute_batch("BEGIN IMMEDIATE"))?;
         let held = (|| -> rusqlite::Result<Option<Lease>> {
             let row = self
                 .conn
                 .query_row(
-                    "SELECT lease_pid, lease_host, lease_at, lease_start, status
-                     FROM tasks WHERE id = ?1",
+                    concat!(
+                        "SELECT lease_pid, lease_host, lease_at, lease_start, lease_token, ",
+                        store_now!(),
+                        " - lease_at, status FROM tasks WHERE id = ?1"
+                    ),
                     params![task],
-                    |r| Ok((lease_of(r, 0)?, r.get::<_, String>(4)?)),
+                    |r| Ok((lease_of(r, 0)?, r.get::<_, String>(6)?)),
                 )
                 .optional()?;
-            if let Some((Some(lease), status)) = row {
-                let now = now_ms();
-                match lease.gone(&host, now) {
-                    None if lease.pid == me && lease.host == host => {}
+            if let Some((Some(lease), status)) = row
+                && !lease.held_by(me)
+            {
+                match lease.gone(&me.host, stale) {
                     None => return Ok(Some(lease)),
                     Some(why) if status == TaskStatus::Running.as_str() => {
                         self.conn.execute(
                             "INSERT INTO decisions
                              (task_id, subject, capability, detail, decision, reason, at)
                              VALUES (?1, 'rawko', 'lease', ?2, 'interrupted', ?3, ?4)",
-                            params![task, format!("taken over by pid {me} on {host}"), why, now],
+                            params![
+                                task,
+                                format!("taken over by pid {} on {}", me.pid, me.host),
+                                why,
+                                now_ms()
+                            ],
                         )?;
                     }
                     Some(_) => {}
                 }
             }
             self.conn.execute(
-                "UPDATE tasks SET lease_pid = ?2, lease_host = ?3, lease_at = ?4, lease_start = ?5
-                 WHERE id = ?1",
-                params![task, me as i64, host, now_ms(), process_start(me)],
+                concat!(
+                    "UPDATE tasks SET lease_pid = ?2, lease_host = ?3, lease_token = ?4,
+                                      lease_start = ?5, lease_at = ",
+                    store_now!(),
+                    " WHERE id = ?1"
+                ),
+                params![
+                    task,
+                    me.pid as i64,
+                    me.host,
+                    me.token,
+                    process_start(me.pid)
+                ],
             )?;
             Ok(None)
         })();
@@ -373,22 +465,29 @@ impl TaskStore {
         }
     }
 
-    /// Renew this process's lease on `task` (a heartbeat); false when it is not ours any more.
+    /// Renew this process's lease on `task` (a heartbeat, by the store's clock); false when it
+    /// is not this process's any more.
     pub fn renew_lease(&self, task: &str) -> Result<bool> {
+        let me = Holder::this_process();
         let n = self.conn.execute(
-            "UPDATE tasks SET lease_at = ?3 WHERE id = ?1 AND lease_pid = ?2",
-            params![task, std::process::id() as i64, now_ms()],
+            concat!(
+                "UPDATE tasks SET lease_at = ",
+                store_now!(),
+                " WHERE id = ?1 AND lease_pid = ?2 AND lease_host = ?3 AND lease_token = ?4"
+            ),
+            params![task, me.pid as i64, me.host, me.token],
         )?;
         Ok(n == 1)
     }
 
-    /// Give up this process's lease on `task`.
+    /// Give up this process's lease on `task`; a lease another runner holds stays.
     pub fn release_lease(&self, task: &str) -> Result<()> {
+        let me = Holder::this_process();
         self.conn.execute(
             "UPDATE tasks SET lease_pid = NULL, lease_host = NULL, lease_at = NULL,
-                              lease_start = NULL
-             WHERE id = ?1 AND lease_pid = ?2",
-            params![task, std::process::id() as i64],
+                              lease_start = NULL, lease_token = NULL
+             WHERE id = ?1 AND lease_pid = ?2 AND lease_host = ?3 AND lease_token = ?4",
+            params![task, me.pid as i64, me.host, me.token],
         )?;
         Ok(())
     }
@@ -825,6 +924,124 @@ mod tests {
         // A task that ended reads as it ended, whatever its lease says.
         s.finish_task(&id, TaskStatus::Failed, "broke").unwrap();
         assert_eq!(read(&s, &id), (TaskStatus::Failed, Some("broke".into())));
+    }
+
+    #[test]
+    fn a_lease_is_held_by_the_whole_identity_and_the_stores_clock() {
+        let (_d, s) = store();
+        let id = s
+            .create_task("t", "planner", &serde_json::json!({}))
+            .unwrap();
+        let me = Holder::this_process();
+        // This process's pid and host, another process's token: not ours to renew or release,
+        // nor to take while its process (this one's pid and start) is there.
+        let other = |age_ms: i64| {
+            s.conn
+                .execute(
+                    "UPDATE tasks SET lease_pid = ?2, lease_host = ?3, lease_at = ?4,
+                     lease_start = ?5, lease_token = 'another' WHERE id = ?1",
+                    params![
+                        id,
+                        me.pid as i64,
+                        me.host,
+                        now_ms() - age_ms,
+                        process_start(me.pid)
+                    ],
+                )
+                .unwrap();
+        };
+        other(0);
+        assert!(!s.renew_lease(&id).unwrap());
+        s.release_lease(&id).unwrap();
+        let token: Option<String> = s
+            .conn
+            .query_row("SELECT lease_token FROM tasks WHERE id = ?1", [&id], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(token.as_deref(), Some("another"));
+        assert!(s.acquire_lease(&id).unwrap().is_err());
+        // A heartbeat in the future (a runner whose clock runs ahead) is judged by the store's
+        // clock; a heartbeat is written by the store's clock, whatever the runner's says.
+        s.conn
+            .execute(
+                "UPDATE tasks SET lease_pid = NULL, lease_host = NULL, lease_at = NULL,
+                 lease_token = NULL WHERE id = ?1",
+                [&id],
+            )
+            .unwrap();
+        assert_eq!(s.acquire_lease(&id).unwrap(), Ok(()));
+        let skew: i64 = s
+            .conn
+            .query_row(
+                concat!(
+                    "SELECT abs(lease_at - ",
+                    store_now!(),
+                    ") FROM tasks WHERE id = ?1"
+                ),
+                [&id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(skew < 5_000, "{skew}");
+        // From another host, staleness is the store's settings': 200 ms here.
+        s.set_lease_settings(LeaseSettings::from_millis(Some(50), Some(200)).unwrap());
+        hold(&s, &id, 7, "elsewhere", 100, None);
+        assert!(s.acquire_lease(&id).unwrap().is_err());
+        hold(&s, &id, 7, "elsewhere", 300, None);
+        assert_eq!(s.acquire_lease(&id).unwrap(), Ok(()));
+        assert!(LeaseSettings::from_millis(Some(1000), Some(1000)).is_err());
+        assert_eq!(
+            LeaseSettings::from_millis(None, None).unwrap(),
+            LeaseSettings::default()
+        );
+    }
+
+    #[test]
+    fn a_store_of_schema_version_3_migrates_and_keeps_its_tasks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        {
+            let c = Connection::open(&path).unwrap();
+            for sql in &MIGRATIONS[..3] {
+                c.execute_batch(sql).unwrap();
+            }
+            c.pragma_update(None, "user_version", 3).unwrap();
+            c.execute(
+                "INSERT INTO tasks (id, prompt, status, state, options, created_at, updated_at,
+                                    lease_pid, lease_host, lease_at, lease_start)
+                 VALUES ('old1', 'old task', 'running', 'planner', '{}', 1, 1, 7, 'elsewhere',
+                         1, NULL)",
+                [],
+            )
+            .unwrap();
+        }
+        let s = TaskStore::open(&path).unwrap();
+        let version: i64 = s
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version as usize, MIGRATIONS.len());
+        let t = s.task("old1").unwrap();
+        assert_eq!((t.workspace, t.host), (None, None));
+        // Its old runner's heartbeat is long stale: the task reads interrupted and is taken.
+        assert_eq!(t.status, TaskStatus::Interrupted);
+        assert_eq!(s.tasks_in("/anywhere").unwrap().len(), 1);
+        assert_eq!(s.acquire_lease("old1").unwrap(), Ok(()));
+        // New tasks say where they were made.
+        s.set_workspace(WorkspaceId {
+            root: None,
+            remote: None,
+            path: "/w".into(),
+        });
+        let id = s
+            .create_task("t", "planner", &serde_json::json!({}))
+            .unwrap();
+        let t = s.task(&id).unwrap();
+        assert_eq!(t.workspace.unwrap().path, "/w");
+        assert_eq!(t.host, Some(host_id()));
+        assert_eq!(s.tasks_in("/other").unwrap().len(), 1);
+        assert_eq!(s.tasks_in("/w").unwrap().len(), 2);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 
 use serde::Serialize;
 
-use crate::lease::{Lease, host_name};
+use crate::lease::{Lease, host_id};
 use crate::now_ms;
+use crate::workspace::WorkspaceId;
 
 /// Where a task stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -73,6 +74,10 @@ pub struct Task {
     pub summary: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The workspace it was made in; None for a task an older rawko made.
+    pub workspace: Option<WorkspaceId>,
+    /// The host it was made on; None for a task an older rawko made.
+    pub host: Option<String>,
 }
 
 /// A transition row.
@@ -187,8 +192,12 @@ impl std::ops::AddAssign for Usage {
     }
 }
 
-/// A task row (with its lease, columns 9 to 12), its status as it is now.
-pub(crate) fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
+/// A task row (with its lease, columns 9 to 14, then its workspace and host), its status as it
+/// is now, leases going stale after `stale`.
+pub(crate) fn task_row(
+    r: &rusqlite::Row<'_>,
+    stale: std::time::Duration,
+) -> rusqlite::Result<Task> {
     let status: String = r.get(2)?;
     let options: String = r.get(4)?;
     let mut task = Task {
@@ -201,10 +210,21 @@ pub(crate) fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
         summary: r.get(6)?,
         created_at: r.get(7)?,
         updated_at: r.get(8)?,
+        workspace: r
+            .get::<_, Option<String>>(17)?
+            .map(|path| -> rusqlite::Result<WorkspaceId> {
+                Ok(WorkspaceId {
+                    root: r.get(15)?,
+                    remote: r.get(16)?,
+                    path,
+                })
+            })
+            .transpose()?,
+        host: r.get(18)?,
     };
     if task.status == TaskStatus::Running
         && let Some(lease) = lease_of(r, 9)?
-        && let Some(why) = lease.gone(&host_name(), now_ms())
+        && let Some(why) = lease.gone(&host_id(), stale)
     {
         task.status = TaskStatus::Interrupted;
         task.summary = Some(why);
@@ -212,7 +232,8 @@ pub(crate) fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
     Ok(task)
 }
 
-/// The lease in columns `at..at + 4` (pid, host, heartbeat, start), if one is held.
+/// The lease in columns `at..at + 6` (pid, host, heartbeat, start, token, age by the store's
+/// clock), if one is held.
 pub(crate) fn lease_of(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Option<Lease>> {
     let pid: Option<i64> = r.get(at)?;
     let host: Option<String> = r.get(at + 1)?;
@@ -223,6 +244,8 @@ pub(crate) fn lease_of(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Opt
             host,
             at: at_ms,
             start: r.get(at + 3)?,
+            token: r.get(at + 4)?,
+            age: r.get::<_, Option<i64>>(at + 5)?.unwrap_or(0),
         }),
         _ => None,
     })

@@ -99,6 +99,13 @@ ALTER TABLE tasks ADD COLUMN lease_at INTEGER;
     r#"
 ALTER TABLE tasks ADD COLUMN lease_start TEXT;
 "#,
+    r#"
+ALTER TABLE tasks ADD COLUMN lease_token TEXT;
+ALTER TABLE tasks ADD COLUMN workspace_root TEXT;
+ALTER TABLE tasks ADD COLUMN workspace_remote TEXT;
+ALTER TABLE tasks ADD COLUMN workspace_path TEXT;
+ALTER TABLE tasks ADD COLUMN host TEXT;
+"#,
 ];
 
 /// Run `op` again while SQLite says the database is busy or locked, for up to five seconds.

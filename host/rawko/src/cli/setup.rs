@@ -63,6 +63,21 @@ pub struct Setup {
     pub timeline_hint: bool,
     /// Where the run's events go instead of the terminal or `--json` (an editor over ACP).
     pub sink: Option<SharedSink>,
+    /// How the task's lease is renewed and when it goes stale (the user's config).
+    pub lease: store::LeaseSettings,
+}
+
+/// The lease settings of the user's config (`store: {lease: {heartbeatMs, staleMs}}`; a
+/// workspace's config never sets them), today's values where not set.
+pub fn lease_settings(cx: &Context) -> anyhow::Result<store::LeaseSettings> {
+    let path = cx.dirs.config.join(rawko_config::FILE_NAME);
+    let config = rawko_config::Config::load(&path).map_err(|e| BadInput::new(e.to_string()))?;
+    let lease = config
+        .and_then(|c| c.store)
+        .and_then(|s| s.lease)
+        .unwrap_or_default();
+    store::LeaseSettings::from_millis(lease.heartbeat_ms, lease.stale_ms)
+        .map_err(|e| BadInput::new(format!("{}: store.lease: {e}", path.display())).into())
 }
 
 impl Setup {
@@ -85,6 +100,7 @@ impl Setup {
             output: output.clone(),
             timeline_hint: true,
             sink: None,
+            lease: lease_settings(cx)?,
         })
     }
 
@@ -121,7 +137,7 @@ impl Setup {
             ))
             .into());
         }
-        let _heartbeat = Heartbeat::start(store.path(), &id);
+        let _heartbeat = Heartbeat::start(store.path(), &id, store.lease_settings());
         let end = drive(run, store).await;
         let _ = store.release_lease(&id);
         let end = end?;
@@ -133,6 +149,8 @@ impl Setup {
     /// task.
     pub async fn prepare(self, start: Start<'_>, store: &TaskStore) -> anyhow::Result<Prepared> {
         let events = self.events();
+        store.set_lease_settings(self.lease);
+        store.set_workspace(store::WorkspaceId::of(&self.run.workspace));
         let config = RunConfig::load(self.run, &*events).map_err(setup_error)?;
         config
             .prepare(start, store, events)
@@ -220,7 +238,7 @@ struct Heartbeat {
 }
 
 impl Heartbeat {
-    fn start(path: &Path, task: &str) -> Heartbeat {
+    fn start(path: &Path, task: &str, lease: store::LeaseSettings) -> Heartbeat {
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let (path, task) = (path.to_path_buf(), task.to_string());
         let thread = std::thread::spawn(move || {
@@ -228,7 +246,7 @@ impl Heartbeat {
                 return;
             };
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-                stopped.recv_timeout(store::LEASE_HEARTBEAT)
+                stopped.recv_timeout(lease.heartbeat)
             {
                 if !store.renew_lease(&task).unwrap_or(false) {
                     return;

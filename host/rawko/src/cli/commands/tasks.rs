@@ -19,6 +19,10 @@ pub struct TasksCmd {
 enum TasksAction {
     /// Every task in this workspace, newest first
     List {
+        /// Every task the store holds, of every workspace (every store in the state
+        /// directory), with its workspace and host
+        #[arg(long)]
+        all: bool,
         /// Print JSON
         #[arg(long)]
         json: bool,
@@ -37,7 +41,23 @@ impl TasksCmd {
     pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
         let path = cx.store_path();
         match self.action {
-            TasksAction::List { json } => {
+            TasksAction::List { all: true, json } => {
+                let lease = crate::cli::setup::lease_settings(cx)?;
+                let mut tasks = Vec::new();
+                for path in stores(&cx.dirs.state) {
+                    match TaskStore::open(&path) {
+                        Ok(store) => {
+                            store.set_lease_settings(lease);
+                            tasks.extend(store.tasks()?);
+                        }
+                        Err(e) => eprintln!("warning: {}", terminal_safe(&e.to_string())),
+                    }
+                }
+                tasks.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+                list_all(&tasks, json)?;
+                Ok(ExitCode::SUCCESS)
+            }
+            TasksAction::List { all: false, json } => {
                 if !path.exists() {
                     if json {
                         print_json(&json!([]))?;
@@ -47,7 +67,11 @@ impl TasksCmd {
                     return Ok(ExitCode::SUCCESS);
                 }
                 let store = TaskStore::open(&path)?;
-                list(&store.tasks()?, json)?;
+                store.set_lease_settings(crate::cli::setup::lease_settings(cx)?);
+                list(
+                    &store.tasks_in(&cx.workspace().display().to_string())?,
+                    json,
+                )?;
                 Ok(ExitCode::SUCCESS)
             }
             TasksAction::Show { task, json } => {
@@ -58,6 +82,7 @@ impl TasksCmd {
                     .into());
                 }
                 let store = TaskStore::open(&path)?;
+                store.set_lease_settings(crate::cli::setup::lease_settings(cx)?);
                 match show(&store, &task, json) {
                     Err(e) => match e.downcast::<StoreError>() {
                         Ok(StoreError::NoSuchTask(t)) => {
@@ -100,6 +125,58 @@ fn list(tasks: &[Task], json: bool) -> std::io::Result<()> {
     }
     // Prompts, states and ids come from a store that may have come with the repository; the
     // table makes every cell safe.
+    print_out(&table.render())
+}
+
+/// Every task store in the state directory (`<state>/workspaces/*/state.db`), in a stable
+/// order.
+fn stores(state: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = std::fs::read_dir(state.join("workspaces"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join(rawko_store::FILE_NAME))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    found
+}
+
+fn list_all(tasks: &[Task], json: bool) -> std::io::Result<()> {
+    if json {
+        return print_json(&serde_json::to_value(tasks).unwrap_or_default());
+    }
+    if tasks.is_empty() {
+        return print_out("No tasks in any workspace yet (start one with `rawko run`).");
+    }
+    let mut table = Table::new(&[
+        "ID",
+        "STATUS",
+        "STATE",
+        "STEPS",
+        "WORKSPACE",
+        "HOST",
+        "TASK",
+    ]);
+    for t in tasks {
+        let prompt: String = t
+            .prompt
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(60)
+            .collect();
+        table.row([
+            t.id.as_str(),
+            t.status.as_str(),
+            t.state.as_str(),
+            &t.steps.to_string(),
+            t.workspace.as_ref().map_or("-", |w| w.label()),
+            t.host.as_deref().unwrap_or("-"),
+            &prompt,
+        ]);
+    }
     print_out(&table.render())
 }
 

@@ -1,0 +1,332 @@
+//! The task store between machines: a task's lease is held by one runner's identity (host, pid
+//! and a token of its process), judged stale by the store's clock after the user's `staleMs`;
+//! and `rawko tasks list --all` shows the tasks of every workspace with their workspace and host.
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::model_server::{ModelServer, Reply, openai};
+use crate::support::{Run, TEST_KEY, Workspace, rawko};
+
+fn finish(summary: &str) -> Reply {
+    openai::tool_call(
+        "c1",
+        "finish",
+        &json!({"status": "success", "summary": summary}),
+    )
+}
+
+/// A workspace whose user config talks to `server`, with `lease` as the store's lease settings.
+fn setup(lease: &str) -> (Workspace, ModelServer) {
+    let ws = Workspace::new();
+    let user = ws.config_home().join("rawko");
+    std::fs::create_dir_all(user.join("agents")).unwrap();
+    std::fs::write(
+        user.join("agents/worker.yaml"),
+        "name: worker\nwhenToUse: Does the work.\nsystemPrompt: You work.\n\
+         transitions:\n  onSuccess: done\n  onFailure: failed\n",
+    )
+    .unwrap();
+    let server = ModelServer::start();
+    std::fs::write(
+        user.join("config.yaml"),
+        format!(
+            "adapters:\n  scripted:\n    plugin: openai\n    model: m\n    base_url: {}\n    \
+             api_key_env: TEST_KEY\n    allow_private_network: true\n    timeout: 60\n\
+             defaults:\n  adapter: scripted\n{lease}",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    (ws, server)
+}
+
+/// `rawko run` on host `host`, and the task's id from its first event.
+fn start(ws: &Workspace, host: &str) -> (Child, String) {
+    let mut child = rawko(ws)
+        .env("TEST_KEY", TEST_KEY)
+        .env("RAWKO_HOST_ID", host)
+        .args([
+            "run",
+            "--agent",
+            "worker",
+            "--json",
+            "--no-stream",
+            "--max-steps",
+            "1",
+            "Look around.",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let event: serde_json::Value =
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    let id = event["task"].as_str().unwrap().to_string();
+    (child, id)
+}
+
+fn resume(ws: &Workspace, host: &str, id: &str) -> Run {
+    Run::of(
+        rawko(ws)
+            .env("TEST_KEY", TEST_KEY)
+            .env("RAWKO_HOST_ID", host)
+            .args(["resume", "--json", id])
+            .output()
+            .unwrap(),
+    )
+}
+
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The lease columns of task `id`: pid, host, heartbeat.
+fn lease(ws: &Workspace, id: &str) -> (Option<i64>, Option<String>, Option<i64>) {
+    let conn = rusqlite::Connection::open(crate::support::store_path(ws)).unwrap();
+    conn.query_row(
+        "SELECT lease_pid, lease_host, lease_at FROM tasks WHERE id = ?1",
+        [id],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
+    .unwrap()
+}
+
+/// A runner on another machine (another `RAWKO_HOST_ID`) cannot take a task over while its
+/// runner's heartbeat is fresh; once the heartbeat is older than `staleMs` (the runner stopped,
+/// its machine unreachable), `rawko resume` takes it over and finishes it.
+#[test]
+fn another_host_takes_a_task_over_only_once_its_heartbeat_is_stale() {
+    let (ws, server) = setup("store:\n  lease:\n    heartbeatMs: 200\n    staleMs: 1500\n");
+    server.push(finish("first").delay(Duration::from_secs(30)));
+    for _ in 0..6 {
+        server.push(finish("taken over"));
+    }
+    let (mut first, id) = start(&ws, "host-a");
+    wait_for("the lease", || lease(&ws, &id).1.is_some());
+    assert_eq!(lease(&ws, &id).1.as_deref(), Some("host-a"));
+
+    // Fresh for longer than `staleMs`: the heartbeat keeps it so.
+    std::thread::sleep(Duration::from_millis(2000));
+    let refused = resume(&ws, "host-b", &id);
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(
+        refused.stderr.contains("is being run by rawko (pid") && refused.stderr.contains("host-a"),
+        "{refused:?}"
+    );
+
+    // Its machine stops answering: no more heartbeats.
+    unsafe { libc::kill(first.id() as i32, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(2500));
+    let taken = resume(&ws, "host-b", &id);
+    unsafe { libc::kill(first.id() as i32, libc::SIGKILL) };
+    let _ = first.wait();
+    assert_eq!(taken.code, 0, "{taken:?}");
+    let shown = Run::of(
+        rawko(&ws)
+            .args(["tasks", "show", "--json", &id])
+            .output()
+            .unwrap(),
+    );
+    let shown = shown.json();
+    assert_eq!(shown["task"]["status"], "done", "{shown}");
+    let takeover = shown["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["capability"] == "lease")
+        .unwrap_or_else(|| panic!("no take-over recorded: {shown}"))
+        .clone();
+    assert!(
+        takeover["detail"].as_str().unwrap().ends_with("on host-b"),
+        "{takeover}"
+    );
+    assert!(
+        takeover["reason"]
+            .as_str()
+            .unwrap()
+            .contains("has not renewed its lease"),
+        "{takeover}"
+    );
+}
+
+/// Two rawko processes with the same pid (two containers, one pid namespace each) are two
+/// runners: a lease row with this process's pid and host but another process's token is not
+/// this process's to renew or give up.
+#[test]
+fn a_lease_with_the_same_pid_but_another_token_is_not_ours() {
+    let (ws, server) = setup("store:\n  lease:\n    heartbeatMs: 100\n    staleMs: 5000\n");
+    server.push(finish("done").delay(Duration::from_secs(3)));
+    let (first, id) = start(&ws, "box");
+    wait_for("the lease", || lease(&ws, &id).1.is_some());
+    let (pid, host, _) = lease(&ws, &id);
+    assert_eq!(pid, Some(first.id() as i64));
+
+    // The same pid and host, another process's token and heartbeat.
+    let conn = rusqlite::Connection::open(crate::support::store_path(&ws)).unwrap();
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    let marker: i64 = conn
+        .query_row(
+            "SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) - 7",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    // An older store has no token column: then only the heartbeat changes.
+    let _ = conn.execute(
+        "UPDATE tasks SET lease_token = 'another-process' WHERE id = ?1",
+        [&id],
+    );
+    conn.execute(
+        "UPDATE tasks SET lease_at = ?2 WHERE id = ?1",
+        rusqlite::params![id, marker],
+    )
+    .unwrap();
+
+    // Many heartbeats later, the other runner's heartbeat stands.
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(lease(&ws, &id), (pid, host.clone(), Some(marker)));
+
+    // Ending, the process gives up only its own lease: the other runner's stays.
+    let out = first.wait_with_output().unwrap();
+    assert!(out.status.code().is_some(), "{out:?}");
+    assert_eq!(lease(&ws, &id), (pid, host, Some(marker)));
+}
+
+/// A repository of one commit, with a remote whose URL holds credentials.
+fn repository(dir: &std::path::Path, remote: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .current_dir(dir)
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", dir)
+            .env("GIT_AUTHOR_DATE", "2020-01-01T00:00:00Z")
+            .env("GIT_COMMITTER_DATE", "2020-01-01T00:00:00Z")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["remote", "add", "origin", remote]);
+    std::fs::write(dir.join("README"), dir.display().to_string()).unwrap();
+    git(&["add", "README"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.com",
+        "commit",
+        "-q",
+        "-m",
+        "root",
+    ]);
+}
+
+/// `rawko tasks list` shows this workspace's tasks; `--all` those of every workspace whose store
+/// is in the state directory, with the workspace (its repository's remote, credentials
+/// stripped) and the host each was made on.
+#[test]
+fn tasks_list_all_shows_the_tasks_of_every_workspace() {
+    let (ws, server) = setup("");
+    let (a, b) = (ws.path().join("alpha"), ws.path().join("beta"));
+    repository(&a, "https://user:s3cret@example.com/team/alpha.git");
+    repository(&b, "git@example.com:team/beta.git");
+    for (dir, host, prompt) in [
+        (&a, "host-a", "Task in alpha."),
+        (&b, "host-b", "Task in beta."),
+    ] {
+        for _ in 0..6 {
+            server.push(finish("done"));
+        }
+        let r = Run::of(
+            rawko(&ws)
+                .env("TEST_KEY", TEST_KEY)
+                .env("RAWKO_HOST_ID", host)
+                .arg("--workspace")
+                .arg(dir)
+                .args([
+                    "run",
+                    "--agent",
+                    "worker",
+                    "--quiet",
+                    "--max-steps",
+                    "1",
+                    prompt,
+                ])
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let list = |dir: &std::path::Path, args: &[&str]| {
+        Run::of(
+            rawko(&ws)
+                .arg("--workspace")
+                .arg(dir)
+                .args(["tasks", "list"])
+                .args(args)
+                .output()
+                .unwrap(),
+        )
+    };
+    let here = list(&a, &["--json"]).json();
+    let here = here.as_array().unwrap();
+    assert_eq!(here.len(), 1, "{here:?}");
+    assert_eq!(here[0]["prompt"], "Task in alpha.");
+    assert_eq!(here[0]["host"], "host-a");
+    assert_eq!(
+        here[0]["workspace"]["remote"],
+        "https://example.com/team/alpha.git"
+    );
+    assert_eq!(here[0]["workspace"]["path"], a.display().to_string());
+    assert_eq!(
+        here[0]["workspace"]["root"].as_str().map(str::len),
+        Some(40),
+        "{here:?}"
+    );
+
+    let all = list(&a, &["--all", "--json"]).json();
+    let prompts: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["prompt"].as_str().unwrap())
+        .collect();
+    assert_eq!(prompts, ["Task in beta.", "Task in alpha."]);
+
+    let table = list(&a, &["--all"]);
+    assert_eq!(table.code, 0, "{table:?}");
+    assert!(!table.stdout.contains("s3cret"), "{table:?}");
+    let mut s = insta::Settings::clone_current();
+    s.add_filter(&regex_literal(&ws.path().display().to_string()), "[WS]");
+    s.add_filter(r"\b[0-9a-z]{10}\b", "[ID]");
+    s.add_filter(r"(?m)[ \t]+$", "");
+    s.bind(|| insta::assert_snapshot!("tasks_list_all", table.stdout));
+}
+
+fn regex_literal(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '/' || c == '_' || c == '-' {
+                c.to_string()
+            } else {
+                format!("\\{c}")
+            }
+        })
+        .collect()
+}
