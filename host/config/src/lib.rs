@@ -606,6 +606,13 @@ impl Layers {
                 "only your own config decides how plugins install",
             );
         }
+        // Where tasks are kept (and which database gets them) is never a workspace's decision.
+        if ws.store.is_some() {
+            drop(
+                "store".into(),
+                "only your own config decides where tasks are stored",
+            );
+        }
         let layers = Layers {
             user: self.user.clone(),
             workspace: Some((path.clone(), kept)),
@@ -779,6 +786,17 @@ defaults:
         assert_eq!(c.mcp["tools"].network, Some(true));
         let bad = Config::parse(Path::new("w"), "mcp:\n  x:\n    network: maybe\n").unwrap_err();
         assert!(bad.to_string().contains("expected on or off"), "{bad}");
+    }
+
+    #[test]
+    fn a_workspace_never_chooses_the_task_store() {
+        let ws = "store:\n  lease:\n    heartbeatMs: 1\n    staleMs: 2\n";
+        for trust in [Trust::Untrusted, Trust::Trusted] {
+            let (eff, ignored) = layers("", ws).effective(trust);
+            assert_eq!(eff.merged().store, None);
+            let dropped: Vec<&str> = ignored.iter().map(|i| i.setting.as_str()).collect();
+            assert_eq!(dropped, ["store"]);
+        }
     }
 
     #[test]

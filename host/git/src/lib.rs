@@ -202,6 +202,66 @@ pub(crate) fn failed(what: &str) -> impl Fn(&dyn std::fmt::Display) -> GitError 
     move |e| GitError::Failed(format!("{what}: {e}"))
 }
 
+/// What tells a repository apart across machines: its root commit and its default remote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RepositoryId {
+    /// The root commit at the end of HEAD's first-parent line (at most [`ROOT_WALK`] commits
+    /// are walked); None outside a repository, before its first commit, or past the bound.
+    pub root: Option<String>,
+    /// The default remote's URL, without user name or password in an `http(s)` URL and
+    /// without a password in any other.
+    pub remote: Option<String>,
+}
+
+/// The most commits [`repository_id`] walks to find a root commit.
+pub const ROOT_WALK: usize = 200_000;
+
+/// The identity of the repository whose root is `workspace` (nothing when the workspace is not
+/// a repository's root), read on a thread the kernel confines to reading the repository, with
+/// the same hardened open as every Git call: no program runs, no user or system config is read.
+pub fn repository_id(workspace: &Path) -> RepositoryId {
+    let Ok(located) = repo::locate(workspace) else {
+        return RepositoryId::default();
+    };
+    if located.root != located.workspace {
+        return RepositoryId::default();
+    }
+    let worker = std::thread::Builder::new()
+        .name("rawko-git".into())
+        .spawn(move || {
+            let _ = rawko_sandbox::confine_thread(std::slice::from_ref(&located.root), &[]);
+            let Ok(repo) = repo::open(&located) else {
+                return RepositoryId::default();
+            };
+            let root = repo.head_id().ok().and_then(|head| {
+                head.ancestors()
+                    .first_parent_only()
+                    .all()
+                    .ok()?
+                    .take(ROOT_WALK)
+                    .map_while(Result::ok)
+                    .enumerate()
+                    .last()
+                    .filter(|(n, info)| *n + 1 < ROOT_WALK || info.parent_ids.is_empty())
+                    .map(|(_, info)| info.id.to_string())
+            });
+            let name = repo
+                .remote_default_name(gix::remote::Direction::Fetch)
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "origin".into());
+            let remote = repo.find_remote(name.as_str()).ok().and_then(|r| {
+                let mut url = r.url(gix::remote::Direction::Fetch)?.clone();
+                url.set_password(None);
+                if matches!(url.scheme, gix::url::Scheme::Http | gix::url::Scheme::Https) {
+                    url.set_user(None);
+                }
+                Some(url.to_bstring().to_string())
+            });
+            RepositoryId { root, remote }
+        });
+    worker.ok().and_then(|w| w.join().ok()).unwrap_or_default()
+}
+
 /// Run `request` on the repository of `workspace`, on a thread of its own that the kernel
 /// confines to the repository (read-only unless the request writes). Returns the text for the
 /// model.

@@ -330,3 +330,32 @@ fn unknown_fields_and_ops_are_refused_by_the_request_type() {
         );
     }
 }
+
+#[test]
+fn a_repository_is_told_apart_by_its_root_commit_and_its_remote_without_credentials() {
+    let dir = scratch();
+    let d = dir.path();
+    let root = git(d, &["rev-list", "--max-parents=0", "HEAD"])
+        .trim()
+        .to_string();
+    git(
+        d,
+        &[
+            "remote",
+            "add",
+            "origin",
+            "https://someone:s3cret@example.com/team/repo.git",
+        ],
+    );
+    let id = rawko_git::repository_id(d);
+    assert_eq!(id.root.as_deref(), Some(root.as_str()));
+    assert_eq!(
+        id.remote.as_deref(),
+        Some("https://example.com/team/repo.git")
+    );
+
+    // A workspace inside a repository, or no repository at all, has no identity of its own.
+    assert_eq!(rawko_git::repository_id(&d.join("src")), Default::default());
+    let plain = tempfile::tempdir().unwrap();
+    assert_eq!(rawko_git::repository_id(plain.path()), Default::default());
+}

@@ -866,9 +866,12 @@ mod tests {
     fn hold(s: &TaskStore, task: &str, pid: i64, host: &str, age_ms: i64, start: Option<&str>) {
         s.conn
             .execute(
-                "UPDATE tasks SET lease_pid = ?2, lease_host = ?3, lease_at = ?4, lease_start = ?5
-                 WHERE id = ?1",
-                params![task, pid, host, now_ms() - age_ms, start],
+                concat!(
+                    "UPDATE tasks SET lease_pid = ?2, lease_host = ?3, lease_at = ",
+                    store_now!(),
+                    " - ?4, lease_start = ?5 WHERE id = ?1"
+                ),
+                params![task, pid, host, age_ms, start],
             )
             .unwrap();
     }

@@ -150,7 +150,12 @@ impl Setup {
     pub async fn prepare(self, start: Start<'_>, store: &TaskStore) -> anyhow::Result<Prepared> {
         let events = self.events();
         store.set_lease_settings(self.lease);
-        store.set_workspace(store::WorkspaceId::of(&self.run.workspace));
+        let repository = rawko_git::repository_id(&self.run.workspace);
+        store.set_workspace(store::WorkspaceId {
+            root: repository.root,
+            remote: repository.remote,
+            path: self.run.workspace.display().to_string(),
+        });
         let config = RunConfig::load(self.run, &*events).map_err(setup_error)?;
         config
             .prepare(start, store, events)
