@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
         user: Some(("user.yaml".into(), user.clone())),
         workspace: Some(("ws.yaml".into(), ws)),
     };
-    let (untrusted, _ignored) = layers.effective(false);
+    let (untrusted, _ignored) = layers.effective(rawko_config::Trust::Untrusted);
     let merged = untrusted.merged();
     assert_eq!(merged.adapters.keys().collect::<Vec<_>>(), ["mine"]);
     assert_eq!(merged.adapters["mine"], user.adapters["mine"]);
@@ -38,6 +38,6 @@ fuzz_target!(|data: &[u8]| {
     assert!(l.max_tokens.is_some_and(|n| n <= 1000));
     assert!(merged.arbiter.is_none() && merged.context.is_none());
     assert!(merged.model_aliases.is_empty());
-    let (trusted, _) = layers.effective(true);
+    let (trusted, _) = layers.effective(rawko_config::Trust::Trusted);
     let _ = trusted.merged();
 });
