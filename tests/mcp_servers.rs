@@ -217,13 +217,13 @@ fn a_workspaces_mcp_json_counts_only_once_the_workspace_is_trusted() {
 }
 
 /// The reference server's streamable HTTP transport, bound to loopback.
-struct HttpEverything {
+pub(crate) struct HttpEverything {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl HttpEverything {
-    fn start() -> HttpEverything {
+    pub(crate) fn start() -> HttpEverything {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::support::model_server::{ModelServer, Reply, openai};
-use crate::support::{Run, TEST_KEY, Workspace, rawko};
+use crate::support::{Run, TEST_KEY, Workspace, first_task_id, rawko};
 
 const AGENT: &str = "name: worker
 whenToUse: Does the work in steps.
@@ -434,15 +434,7 @@ fn a_task_being_run_is_not_run_twice() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The task's id, from the first event.
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(first.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let event: serde_json::Value = serde_json::from_str(&line).unwrap();
-    let id = event["task"].as_str().unwrap().to_string();
+    let id = first_task_id(&mut first);
     std::thread::sleep(Duration::from_millis(500));
     let second = Run::of(
         rawko(&ws)

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::support::model_server::{ModelServer, Reply, openai};
-use crate::support::{Run, TEST_KEY, Workspace, rawko};
+use crate::support::{Run, TEST_KEY, Workspace, first_task_id, rawko};
 
 fn finish(summary: &str) -> Reply {
     openai::tool_call(
@@ -63,15 +63,7 @@ fn start(ws: &Workspace, host: &str) -> (Child, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let event: serde_json::Value =
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
-    let id = event["task"].as_str().unwrap().to_string();
+    let id = first_task_id(&mut child);
     (child, id)
 }
 

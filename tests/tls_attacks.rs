@@ -7,9 +7,9 @@
 //! certificate from the CA works, the CA trusted the one way rawko has to trust extra roots: the
 //! system's trust store, which `SSL_CERT_FILE` replaces with a file of roots.
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
+use crate::mcp_servers::HttpEverything;
 use crate::support::model_server::{ModelServer, openai};
 use crate::support::services::{Registry, Reply, Server};
 use crate::support::tls::{HOST, Leaf, Pki, TlsProxy, WRONG_NAME};
@@ -203,59 +203,6 @@ fn an_oci_registry_over_https_is_refused_when_its_certificate_does_not_verify() 
     assert!(proxy.handshakes() > 0);
     let r = run(trusting(&ws, &pki), &["plugin", "list", "--json"]);
     assert_eq!(r.json().as_array().map(Vec::len), Some(1), "{r:?}");
-}
-
-/// The reference MCP server's streamable HTTP transport on 127.0.0.1.
-struct HttpEverything {
-    child: Child,
-    port: u16,
-}
-
-impl HttpEverything {
-    fn start() -> HttpEverything {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let everything = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-            .map(|d| d.join("mcp-server-everything"))
-            .find(|p| p.exists())
-            .unwrap_or_else(|| "/usr/bin/mcp-server-everything".into());
-        assert!(
-            everything.exists(),
-            "mcp-server-everything is not installed: `.ci/run` installs it \
-             (npm install -g @modelcontextprotocol/server-everything)"
-        );
-        let loopback = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/fixtures/mcp/loopback.cjs");
-        let child = Command::new("node")
-            .arg("--require")
-            .arg(loopback)
-            .arg(everything.canonicalize().unwrap())
-            .arg("streamableHttp")
-            .env("PORT", port.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("node");
-        let server = HttpEverything { child, port };
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return server;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        panic!("the MCP server did not start");
-    }
-}
-
-impl Drop for HttpEverything {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn mcp_config(ws: &Workspace, url: &str) {

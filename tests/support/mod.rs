@@ -140,6 +140,20 @@ impl std::fmt::Debug for Run {
     }
 }
 
+/// The task id in the first event a `rawko run --json` started as `child` (stdout piped)
+/// prints: the task it started, known before it ends.
+pub fn first_task_id(child: &mut std::process::Child) -> String {
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().expect("stdout piped")),
+        &mut line,
+    )
+    .expect("read the first event");
+    let event: serde_json::Value =
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    event["task"].as_str().expect("a task id").to_string()
+}
+
 /// Run `rawko args...` in `ws`.
 pub fn run(ws: &Workspace, args: &[&str]) -> Run {
     Run::of(rawko(ws).args(args).output().expect("run rawko"))

@@ -80,6 +80,10 @@ pub type NoModel = Box<dyn std::error::Error>;
 pub type LlmFor<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<Rc<dyn Llm>, NoModel>> + 'a>>;
 
+/// One state's turn, run to its outcome.
+pub type TurnFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<TurnOutcome, EngineError>> + 'a>>;
+
 /// Runs the states of agents whose work an external program does (an ACP agent, a coding
 /// CLI's non-interactive mode). The engine starts no program itself: it hands such a state,
 /// with itself for the task's store and events, to this.
@@ -93,7 +97,7 @@ pub trait ExternalAgents {
         external: &'a External,
         call: Option<(i64, &'a str)>,
         limits: StateLimits,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<TurnOutcome, EngineError>> + 'a>>;
+    ) -> TurnFuture<'a>;
 }
 
 /// A host that starts no external programs: an external agent's state fails, saying so.
@@ -109,8 +113,7 @@ impl ExternalAgents for NoExternalAgents {
         external: &'a External,
         _call: Option<(i64, &'a str)>,
         _limits: StateLimits,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<TurnOutcome, EngineError>> + 'a>>
-    {
+    ) -> TurnFuture<'a> {
         Box::pin(async move {
             Ok(TurnOutcome {
                 event: Event::Failed,
@@ -450,8 +453,7 @@ impl Engine<'_> {
         agent: &'s Agent,
         call: Option<(i64, &'s str)>,
         depth: u32,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<TurnOutcome, EngineError>> + 's>>
-    {
+    ) -> TurnFuture<'s> {
         Box::pin(async move {
             let limits = StateLimits {
                 max_iterations: agent

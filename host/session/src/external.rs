@@ -31,7 +31,9 @@ use rawko_fsm::events::{EventSink, RunEvent, event_input, preview};
 use rawko_fsm::llm::CompletionRequest;
 use rawko_fsm::tools::ToolHost;
 use rawko_fsm::tools::{Judgement, ToolOutcome, finish_spec, parse_finish};
-use rawko_fsm::{Engine, EngineError, ExternalAgents, StateLimits, TurnOutcome, untrusted};
+use rawko_fsm::{
+    Engine, EngineError, ExternalAgents, StateLimits, TurnFuture, TurnOutcome, untrusted,
+};
 
 use crate::SessionTools;
 use rawko_acp::client::{Connection, Grants, Request, Stop, TerminalState, Update};
@@ -346,7 +348,7 @@ impl ExternalAgents for SessionTools {
         external: &'a External,
         call: Option<(i64, &'a str)>,
         limits: StateLimits,
-    ) -> Pin<Box<dyn Future<Output = Result<TurnOutcome, EngineError>> + 'a>> {
+    ) -> TurnFuture<'a> {
         Box::pin(async move {
             let ext = Ext {
                 engine,

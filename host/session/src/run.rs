@@ -22,7 +22,7 @@ use rawko_fsm::{CancelFlag, Engine, EngineError, StateLimits, TaskEnd};
 use rawko_mcp::client::Servers;
 use rawko_runtime::{Runtime, RuntimeError};
 use rawko_shell::exec::Launch;
-use rawko_store::{StoreError, TaskStore};
+use rawko_store::{LeaseError, LeaseSettings, StoreError, TaskStore, WorkspaceId};
 use rawko_toolset::chain::{Chain, FilterFileError, read_filter_files};
 use rawko_toolset::{ToolSet, ToolSetError};
 
@@ -76,7 +76,8 @@ pub struct RunOptions {
     pub adapter: Option<String>,
     /// `--record`: where each model reply is also written.
     pub recorder: Option<Arc<Recorder>>,
-    /// Adapter instances to use instead of the config's (the demo brings its own).
+    /// Adapter instances to use instead of the config's (the demo brings its own); taken by
+    /// [`RunConfig::load`].
     pub instances: Option<BTreeMap<String, AdapterInstance>>,
     /// Most transitions the task may take.
     pub max_steps: u32,
@@ -133,19 +134,21 @@ pub struct RunConfig {
     pub model_aliases: BTreeMap<String, String>,
     /// The bash filters the config names, as (name, component bytes).
     pub filters: Vec<(String, Vec<u8>)>,
+    /// How the task's lease is renewed and when it goes stale (the user's config only).
+    pub lease: LeaseSettings,
 }
 
 impl RunConfig {
     /// Read the config layers `options` point at and check them: a setting dropped for trust
     /// is a warning on `events`; a value out of range, a name nothing defines, a filter that
     /// cannot be read is an error.
-    pub fn load(options: RunOptions, events: &dyn EventSink) -> Result<RunConfig, SetupError> {
+    pub fn load(mut options: RunOptions, events: &dyn EventSink) -> Result<RunConfig, SetupError> {
         let (layers, ignored) =
             Layers::load(&options.config_dir, &options.workspace)?.effective(options.trust);
         if let Some(message) = rawko_config::Ignored::summary(&ignored) {
             events.emit(&RunEvent::Warning { message });
         }
-        let instances = match options.instances.clone() {
+        let instances = match options.instances.take() {
             Some(i) => i,
             None => {
                 let installed = InstalledAdapters::load(&options.data_dir, &options.workspace);
@@ -194,6 +197,7 @@ impl RunConfig {
         };
         let model_aliases = merged.model_aliases.clone();
         let filters = configured_filters(&layers, &options.data_dir).map_err(SetupError::input)?;
+        let lease = lease_settings(layers.user.as_ref()).map_err(SetupError::input)?;
         Ok(RunConfig {
             options,
             layers,
@@ -207,6 +211,7 @@ impl RunConfig {
             arbiter_adapter,
             model_aliases,
             filters,
+            lease,
         })
     }
 
@@ -218,6 +223,7 @@ impl RunConfig {
         events: SharedSink,
     ) -> Result<Prepared, SetupError> {
         let options = &self.options;
+        store.set_lease_settings(self.lease);
         let registry = Registry::load(&SearchPath::standard(
             &options.workspace,
             &options.config_dir,
@@ -317,6 +323,15 @@ impl RunConfig {
         llms.open_all(first_agent.iter().map(|a| &**a))
             .await
             .map_err(SetupError::input)?;
+        if matches!(task, Task::New(..)) && !store.has_workspace() {
+            // Which repository a new task belongs to, read once per store.
+            let repository = rawko_git::repository_id(&options.workspace);
+            store.set_workspace(WorkspaceId {
+                root: repository.root,
+                remote: repository.remote,
+                path: options.workspace.display().to_string(),
+            });
+        }
         let task_id = match &task {
             Task::New(prompt, options) => {
                 // `Start::New` always names a loaded agent.
@@ -392,6 +407,36 @@ pub fn configured_filters(
         }
     }
     Ok(out)
+}
+
+/// A bad `store.lease` in the user's config.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: store.lease: {source}", config.display())]
+pub struct LeaseConfigError {
+    /// The user's config file.
+    pub config: PathBuf,
+    pub source: LeaseError,
+}
+
+/// The lease settings of the user's config layer (`store: {lease: {heartbeatMs, staleMs}}`;
+/// a workspace's config never sets them), today's values where it does not say.
+pub fn lease_settings(
+    user: Option<&(PathBuf, rawko_config::Config)>,
+) -> Result<LeaseSettings, LeaseConfigError> {
+    let Some((path, config)) = user else {
+        return Ok(LeaseSettings::default());
+    };
+    let lease = config
+        .store
+        .as_ref()
+        .and_then(|s| s.lease.clone())
+        .unwrap_or_default();
+    LeaseSettings::from_millis(lease.heartbeat_ms, lease.stale_ms).map_err(|source| {
+        LeaseConfigError {
+            config: path.clone(),
+            source,
+        }
+    })
 }
 
 /// How a run starts.

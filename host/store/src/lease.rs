@@ -31,23 +31,33 @@ impl LeaseSettings {
     /// Settings from milliseconds, today's values where not given. A staleness not larger than
     /// the heartbeat would let a live runner's task be taken over between two heartbeats: an
     /// error, as is a heartbeat of zero.
-    pub fn from_millis(heartbeat: Option<u64>, stale: Option<u64>) -> Result<Self, String> {
+    pub fn from_millis(heartbeat: Option<u64>, stale: Option<u64>) -> Result<Self, LeaseError> {
         let d = LeaseSettings::default();
         let heartbeat = heartbeat.map_or(d.heartbeat, Duration::from_millis);
         let stale = stale.map_or(d.stale, Duration::from_millis);
         if heartbeat.is_zero() {
-            return Err("heartbeatMs must be larger than 0".into());
+            return Err(LeaseError::NoHeartbeat);
         }
         if stale <= heartbeat {
-            return Err(format!(
-                "staleMs ({}) must be larger than heartbeatMs ({}): a runner's lease would go \
-                 stale between two of its heartbeats",
-                stale.as_millis(),
-                heartbeat.as_millis()
-            ));
+            return Err(LeaseError::StaleBeforeHeartbeat {
+                stale_ms: stale.as_millis(),
+                heartbeat_ms: heartbeat.as_millis(),
+            });
         }
         Ok(LeaseSettings { heartbeat, stale })
     }
+}
+
+/// Lease settings that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseError {
+    #[error("heartbeatMs must be larger than 0")]
+    NoHeartbeat,
+    #[error(
+        "staleMs ({stale_ms}) must be larger than heartbeatMs ({heartbeat_ms}): a runner's lease \
+         would go stale between two of its heartbeats"
+    )]
+    StaleBeforeHeartbeat { stale_ms: u128, heartbeat_ms: u128 },
 }
 
 /// Who holds a lease: a host, a process on it, and a token the process drew when it started,

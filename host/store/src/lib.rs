@@ -27,7 +27,8 @@ mod schema;
 mod workspace;
 
 pub use lease::{
-    Holder, LEASE_HEARTBEAT, LEASE_STALE, Lease, LeaseSettings, host_id, host_name, process_start,
+    Holder, LEASE_HEARTBEAT, LEASE_STALE, Lease, LeaseError, LeaseSettings, host_id, host_name,
+    process_start,
 };
 pub use records::{AuditEntry, Message, Task, TaskStatus, ToolCall, Transition, Turn, Usage};
 use records::{lease_of, task_row, tool_call_row, turn_row};
@@ -63,6 +64,20 @@ pub fn path_for(state_dir: &Path, workspace: &Path) -> PathBuf {
         format!("{name}-{hash}")
     };
     state_dir.join("workspaces").join(folder).join(FILE_NAME)
+}
+
+/// Every task store under the state directory (each workspace's [`path_for`]), in a stable
+/// order.
+pub fn stores_in(state_dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(state_dir.join("workspaces"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join(FILE_NAME))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    found
 }
 
 /// A store that could not be opened or written.
@@ -254,6 +269,11 @@ impl TaskStore {
     /// The workspace the tasks this store creates from now on belong to.
     pub fn set_workspace(&self, workspace: WorkspaceId) {
         *self.workspace.borrow_mut() = Some(workspace);
+    }
+
+    /// Whether [`TaskStore::set_workspace`] has said whose tasks this store creates.
+    pub fn has_workspace(&self) -> bool {
+        self.workspace.borrow().is_some()
     }
 
     /// `PRAGMA integrity_check`: `Ok(())` when the file is sound.
@@ -813,6 +833,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = TaskStore::open(&dir.path().join(FILE_NAME)).unwrap();
         (dir, s)
+    }
+
+    #[test]
+    fn every_workspaces_store_is_found_under_the_state_directory() {
+        let state = tempfile::tempdir().unwrap();
+        assert!(stores_in(state.path()).is_empty());
+        let mut made: Vec<PathBuf> = ["/work/a", "/work/b"]
+            .iter()
+            .map(|w| path_for(state.path(), Path::new(w)))
+            .collect();
+        for p in &made {
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            TaskStore::open(p).unwrap();
+        }
+        // A workspace folder without a store is not one.
+        std::fs::create_dir_all(state.path().join("workspaces/empty")).unwrap();
+        made.sort();
+        assert_eq!(stores_in(state.path()), made);
     }
 
     /// A store this rawko made, then changed with `sql` by someone else.

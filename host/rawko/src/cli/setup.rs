@@ -63,21 +63,18 @@ pub struct Setup {
     pub timeline_hint: bool,
     /// Where the run's events go instead of the terminal or `--json` (an editor over ACP).
     pub sink: Option<SharedSink>,
-    /// How the task's lease is renewed and when it goes stale (the user's config).
-    pub lease: store::LeaseSettings,
 }
 
 /// The lease settings of the user's config (`store: {lease: {heartbeatMs, staleMs}}`; a
-/// workspace's config never sets them), today's values where not set.
+/// workspace's config never sets them), today's values where not set: for the commands that
+/// judge leases without running a task (a run's own come with its [`RunConfig`]).
 pub fn lease_settings(cx: &Context) -> anyhow::Result<store::LeaseSettings> {
     let path = cx.dirs.config.join(rawko_config::FILE_NAME);
-    let config = rawko_config::Config::load(&path).map_err(|e| BadInput::new(e.to_string()))?;
-    let lease = config
-        .and_then(|c| c.store)
-        .and_then(|s| s.lease)
-        .unwrap_or_default();
-    store::LeaseSettings::from_millis(lease.heartbeat_ms, lease.stale_ms)
-        .map_err(|e| BadInput::new(format!("{}: store.lease: {e}", path.display())).into())
+    let user = rawko_config::Config::load(&path)
+        .map_err(|e| BadInput::new(e.to_string()))?
+        .map(|config| (path, config));
+    rawko_session::run::lease_settings(user.as_ref())
+        .map_err(|e| BadInput::new(e.to_string()).into())
 }
 
 impl Setup {
@@ -100,7 +97,6 @@ impl Setup {
             output: output.clone(),
             timeline_hint: true,
             sink: None,
-            lease: lease_settings(cx)?,
         })
     }
 
@@ -149,13 +145,6 @@ impl Setup {
     /// task.
     pub async fn prepare(self, start: Start<'_>, store: &TaskStore) -> anyhow::Result<Prepared> {
         let events = self.events();
-        store.set_lease_settings(self.lease);
-        let repository = rawko_git::repository_id(&self.run.workspace);
-        store.set_workspace(store::WorkspaceId {
-            root: repository.root,
-            remote: repository.remote,
-            path: self.run.workspace.display().to_string(),
-        });
         let config = RunConfig::load(self.run, &*events).map_err(setup_error)?;
         config
             .prepare(start, store, events)

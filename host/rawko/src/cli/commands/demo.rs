@@ -106,7 +106,6 @@ impl DemoCmd {
             // The demo workspace is deleted (or, kept, printed with its own hint below).
             timeline_hint: false,
             sink: None,
-            lease: Default::default(),
         };
         let options = serde_json::json!({ "adapter": ADAPTER, "max_steps": 20, "demo": true });
         let start = Start::New {

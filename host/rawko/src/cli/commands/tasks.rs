@@ -44,7 +44,7 @@ impl TasksCmd {
             TasksAction::List { all: true, json } => {
                 let lease = crate::cli::setup::lease_settings(cx)?;
                 let mut tasks = Vec::new();
-                for path in stores(&cx.dirs.state) {
+                for path in rawko_store::stores_in(&cx.dirs.state) {
                     match TaskStore::open(&path) {
                         Ok(store) => {
                             store.set_lease_settings(lease);
@@ -54,24 +54,18 @@ impl TasksCmd {
                     }
                 }
                 tasks.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
-                list_all(&tasks, json)?;
+                list(&tasks, true, json)?;
                 Ok(ExitCode::SUCCESS)
             }
             TasksAction::List { all: false, json } => {
                 if !path.exists() {
-                    if json {
-                        print_json(&json!([]))?;
-                    } else {
-                        print_out("No tasks in this workspace yet (start one with `rawko run`).")?;
-                    }
+                    list(&[], false, json)?;
                     return Ok(ExitCode::SUCCESS);
                 }
                 let store = TaskStore::open(&path)?;
                 store.set_lease_settings(crate::cli::setup::lease_settings(cx)?);
-                list(
-                    &store.tasks_in(&cx.workspace().display().to_string())?,
-                    json,
-                )?;
+                let tasks = store.tasks_in(&cx.workspace().display().to_string())?;
+                list(&tasks, false, json)?;
                 Ok(ExitCode::SUCCESS)
             }
             TasksAction::Show { task, json } => {
@@ -98,14 +92,24 @@ impl TasksCmd {
     }
 }
 
-fn list(tasks: &[Task], json: bool) -> std::io::Result<()> {
+/// The tasks as a table (with `all`, of every workspace: their workspace and host too) or JSON.
+fn list(tasks: &[Task], all: bool, json: bool) -> std::io::Result<()> {
     if json {
         return print_json(&serde_json::to_value(tasks).unwrap_or_default());
     }
     if tasks.is_empty() {
-        return print_out("No tasks in this workspace yet (start one with `rawko run`).");
+        return print_out(if all {
+            "No tasks in any workspace yet (start one with `rawko run`)."
+        } else {
+            "No tasks in this workspace yet (start one with `rawko run`)."
+        });
     }
-    let mut table = Table::new(&["ID", "STATUS", "STATE", "STEPS", "TASK"]);
+    let mut header = vec!["ID", "STATUS", "STATE", "STEPS"];
+    if all {
+        header.extend(["WORKSPACE", "HOST"]);
+    }
+    header.push("TASK");
+    let mut table = Table::new(&header);
     for t in tasks {
         let prompt: String = t
             .prompt
@@ -115,68 +119,21 @@ fn list(tasks: &[Task], json: bool) -> std::io::Result<()> {
             .chars()
             .take(60)
             .collect();
-        table.row([
-            t.id.as_str(),
-            t.status.as_str(),
-            t.state.as_str(),
-            &t.steps.to_string(),
-            &prompt,
-        ]);
+        let mut row = vec![
+            t.id.clone(),
+            t.status.as_str().to_string(),
+            t.state.clone(),
+            t.steps.to_string(),
+        ];
+        if all {
+            row.push(t.workspace.as_ref().map_or("-", |w| w.label()).to_string());
+            row.push(t.host.as_deref().unwrap_or("-").to_string());
+        }
+        row.push(prompt);
+        table.row(row);
     }
     // Prompts, states and ids come from a store that may have come with the repository; the
     // table makes every cell safe.
-    print_out(&table.render())
-}
-
-/// Every task store in the state directory (`<state>/workspaces/*/state.db`), in a stable
-/// order.
-fn stores(state: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut found: Vec<_> = std::fs::read_dir(state.join("workspaces"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path().join(rawko_store::FILE_NAME))
-        .filter(|p| p.is_file())
-        .collect();
-    found.sort();
-    found
-}
-
-fn list_all(tasks: &[Task], json: bool) -> std::io::Result<()> {
-    if json {
-        return print_json(&serde_json::to_value(tasks).unwrap_or_default());
-    }
-    if tasks.is_empty() {
-        return print_out("No tasks in any workspace yet (start one with `rawko run`).");
-    }
-    let mut table = Table::new(&[
-        "ID",
-        "STATUS",
-        "STATE",
-        "STEPS",
-        "WORKSPACE",
-        "HOST",
-        "TASK",
-    ]);
-    for t in tasks {
-        let prompt: String = t
-            .prompt
-            .lines()
-            .next()
-            .unwrap_or("")
-            .chars()
-            .take(60)
-            .collect();
-        table.row([
-            t.id.as_str(),
-            t.status.as_str(),
-            t.state.as_str(),
-            &t.steps.to_string(),
-            t.workspace.as_ref().map_or("-", |w| w.label()),
-            t.host.as_deref().unwrap_or("-"),
-            &prompt,
-        ]);
-    }
     print_out(&table.render())
 }
 
