@@ -547,6 +547,27 @@ fn a_registered_host_tool_is_listed_and_called() {
     assert!(r.stderr.contains("invalid input for HostProbe"), "{r:?}");
     assert!(!ws.path().join("ran").exists());
 
+    // Agents are read against what the tool says of itself: naming it in an agent file is no
+    // warning, and an agent allowed only it is judged read-only by the class the tool gives.
+    let agent = ws.write(
+        ".test-config/rawko/agents/prober.md",
+        "---\nname: prober\ndescription: Probes.\ntools: HostProbe\n---\nProbe.\n",
+    );
+    let agent = agent.to_str().unwrap();
+    let r = with_probe(&["agents", "validate", agent]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        !format!("{}{}", r.stdout, r.stderr).contains("'HostProbe'"),
+        "{r:?}"
+    );
+    let r = with_probe(&["agents", "show", "prober", "--json"]);
+    assert_eq!(r.json()["sandbox"], "read-only", "{r:?}");
+    let r = run(&ws, &["agents", "validate", agent]);
+    assert!(
+        r.stdout.contains("'HostProbe' is not a rawko tool"),
+        "{r:?}"
+    );
+
     // Without the variable there is no such tool, and nothing else answers for it.
     let r = run(&ws, &["tools", "list"]);
     assert!(!r.stdout.contains("HostProbe"), "{r:?}");

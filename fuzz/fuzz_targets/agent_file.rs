@@ -27,6 +27,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let path = PLACES[usize::from(pick) % PLACES.len()];
+    // The host's tools as rawko knows them when it reads agents (this target does not link them).
+    rawko_agents::catalogue::install_stand_ins();
     let loaded = load_text(
         text,
         FileInfo {

@@ -1,10 +1,13 @@
 //! The tools rawko itself provides, each with what it does to the workspace and the kind an
 //! editor shows it as: one table that agent validation, the dialect readers, the trust rules,
-//! the host tools, the file tools' plugin and `rawko acp` all read, so a list of tool names is
-//! never kept by hand in two places.
+//! the file tools' plugin and `rawko acp` all read, so a list of tool names is never kept by
+//! hand in two places.
 //!
-//! The tools themselves live in `rawko-toolset` (which depends on this crate); its tests check
-//! that this table and the tools it serves name the same tools.
+//! The file tools' plugin's entries are here ([`FILE_TOOLS`]). The host's own tools live in
+//! `rawko-toolset` (which depends on this crate) and describe themselves: it [`install`]s their
+//! entries once, at start, before any agent is read, so a new host tool needs no line here.
+
+use std::sync::OnceLock;
 
 /// What a tool does to the workspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,7 +78,7 @@ impl AcpKind {
             AcpKind::Think | AcpKind::Fetch | AcpKind::Other => return None,
             k => k,
         };
-        CATALOGUE
+        catalogue()
             .iter()
             .find(|t| t.acp_kind == like)
             .map(|t| t.name)
@@ -99,70 +102,80 @@ const fn tool(name: &'static str, access: ToolAccess, acp_kind: AcpKind) -> Buil
     }
 }
 
-/// The tools rawko itself provides (the file tools' plugin, then the host's own), in the order
-/// agents and users see them listed. The agent loop's `finish` is not a tool of this kind.
-pub const CATALOGUE: &[BuiltinTool] = &[
+/// The file tools' plugin's tools, in the order agents and users see them listed.
+pub const FILE_TOOLS: &[BuiltinTool] = &[
     tool("Read", ToolAccess::Read, AcpKind::Read),
     tool("Write", ToolAccess::Write, AcpKind::Edit),
     tool("Edit", ToolAccess::Write, AcpKind::Edit),
     tool("Glob", ToolAccess::Read, AcpKind::Search),
     tool("Grep", ToolAccess::Read, AcpKind::Search),
     tool("LS", ToolAccess::Read, AcpKind::Read),
+];
+
+static INSTALLED: OnceLock<Vec<BuiltinTool>> = OnceLock::new();
+
+/// Complete the catalogue with the host's own tools, as they describe themselves, after the
+/// file tools. Once per process: `rawko-toolset` calls it when its host tools are made, which
+/// every entry point that reads agents does first. A later call changes nothing.
+pub fn install(host: impl IntoIterator<Item = BuiltinTool>) -> &'static [BuiltinTool] {
+    INSTALLED.get_or_init(|| FILE_TOOLS.iter().copied().chain(host).collect())
+}
+
+/// The tools rawko itself provides (the file tools' plugin, then the host's own), in the order
+/// agents and users see them listed. The agent loop's `finish` is not a tool of this kind.
+///
+/// Before [`install`], only the file tools: an agent read then would not know `Bash` as a tool
+/// that writes, so a debug build stops there rather than judge it. Tests that read agents
+/// without the host's tools stand in for them ([`install_stand_ins`]).
+pub fn catalogue() -> &'static [BuiltinTool] {
+    if let Some(all) = INSTALLED.get() {
+        return all;
+    }
+    #[cfg(test)]
+    {
+        install_stand_ins()
+    }
+    #[cfg(not(test))]
+    {
+        debug_assert!(
+            false,
+            "the tool catalogue was read before rawko-toolset installed the host's tools"
+        );
+        FILE_TOOLS
+    }
+}
+
+/// What the host's tools say of themselves, for the tests of crates that read agents without
+/// linking the tools (rawko-toolset's tests check the real ones against it).
+pub const HOST_STAND_INS: &[BuiltinTool] = &[
     tool("Bash", ToolAccess::Write, AcpKind::Execute),
     tool("Git", ToolAccess::Read, AcpKind::Other),
     tool("Knowledge", ToolAccess::Read, AcpKind::Search),
 ];
 
+/// Install [`HOST_STAND_INS`] as the host's tools, for tests; rawko itself never calls it.
+pub fn install_stand_ins() -> &'static [BuiltinTool] {
+    install(HOST_STAND_INS.iter().copied())
+}
+
 /// The catalogue's entry for `name`.
 pub fn builtin(name: &str) -> Option<&'static BuiltinTool> {
-    CATALOGUE.iter().find(|t| t.name == name)
+    catalogue().iter().find(|t| t.name == name)
 }
 
-/// How many tools of the catalogue `access` selects (all of them for none).
-pub(crate) const fn count(access: Option<ToolAccess>) -> usize {
-    let mut n = 0;
-    let mut i = 0;
-    while i < CATALOGUE.len() {
-        if selects(access, CATALOGUE[i].access) {
-            n += 1;
-        }
-        i += 1;
-    }
-    n
-}
-
-/// The names of the tools `access` selects, in catalogue order, then `extra` (if any) in the
-/// last place. `N` is their number.
-pub(crate) const fn names<const N: usize>(
-    access: Option<ToolAccess>,
-    extra: Option<&'static str>,
-) -> [&'static str; N] {
-    let mut out = [""; N];
-    let mut n = 0;
-    let mut i = 0;
-    while i < CATALOGUE.len() {
-        if selects(access, CATALOGUE[i].access) {
-            out[n] = CATALOGUE[i].name;
-            n += 1;
-        }
-        i += 1;
-    }
-    if let Some(extra) = extra {
-        out[n] = extra;
-    }
-    out
-}
-
-const fn selects(access: Option<ToolAccess>, of: ToolAccess) -> bool {
-    match access {
-        None => true,
-        Some(a) => a as u8 == of as u8,
-    }
+/// The names of the tools `access` selects (all of them for none), in catalogue order.
+pub fn names(access: Option<ToolAccess>) -> Vec<&'static str> {
+    catalogue()
+        .iter()
+        .filter(|t| access.is_none_or(|a| a == t.access))
+        .map(|t| t.name)
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
 
     #[test]
     fn each_acp_kind_is_judged_as_the_tool_with_its_rights() {

@@ -11,7 +11,7 @@ use super::FileInfo;
 use super::decode::{Fields, Spanned, Strictness};
 use super::diag::{Problems, did_you_mean};
 use super::markdown;
-use super::model::BUILTIN_TOOLS;
+use super::model::builtin_tools;
 use super::model::{Agent, Dialect, ModelSettings, Provider, Spans};
 use super::validate;
 use super::yaml::Node;
@@ -169,7 +169,8 @@ const CLAUDE_TOOLS: &[(&str, Option<&str>)] = &[
 /// MCP tools and other names are kept (a plugin, an MCP server or an agent may provide them),
 /// with a warning when rawko does not provide them itself.
 fn map_tool(name: &str, pos: super::diag::Pos, p: &mut Problems) -> Option<String> {
-    if BUILTIN_TOOLS.contains(&name) {
+    let builtin = builtin_tools();
+    if builtin.contains(&name) {
         return Some(name.to_string());
     }
     if let Some((_, mapped)) = CLAUDE_TOOLS.iter().find(|(n, _)| *n == name) {
@@ -206,8 +207,8 @@ fn map_tool(name: &str, pos: super::diag::Pos, p: &mut Problems) -> Option<Strin
         );
         return Some(name.to_string());
     }
-    if BUILTIN_TOOLS.iter().any(|b| b.eq_ignore_ascii_case(name))
-        || did_you_mean(name, BUILTIN_TOOLS).is_some()
+    if builtin.iter().any(|b| b.eq_ignore_ascii_case(name))
+        || did_you_mean(name, &builtin).is_some()
     {
         // A near miss of a built-in tool: check_tool_names says which.
         return Some(name.to_string());
@@ -215,7 +216,7 @@ fn map_tool(name: &str, pos: super::diag::Pos, p: &mut Problems) -> Option<Strin
     p.warn(
         pos,
         format!("'{name}' is not a rawko tool; it must come from a plugin or name an agent"),
-        Some(format!("rawko's tools are {}", BUILTIN_TOOLS.join(", "))),
+        Some(format!("rawko's tools are {}", builtin.join(", "))),
     );
     Some(name.to_string())
 }

@@ -10,8 +10,8 @@ use super::FileInfo;
 use super::decode::{Fields, Spanned, Strictness, string_list_of};
 use super::diag::{Pos, Problems};
 use super::model::{
-    Agent, BUILTIN_TOOLS, BashPolicy, CommandTool, Dialect, Limits, ModelSettings, ParamType,
-    ParamValue, Parameter, Spans, ToolPolicy, Transitions,
+    Agent, BashPolicy, CommandTool, Dialect, Limits, ModelSettings, ParamType, ParamValue,
+    Parameter, Spans, ToolPolicy, Transitions, builtin_tools,
 };
 use super::validate;
 use super::yaml::{Node, Resolved, Value};
@@ -222,7 +222,7 @@ fn decode_tools(node: &Node, p: &mut Problems) -> Vec<ToolWithArgs> {
                     None,
                 );
                 None
-            } else if BUILTIN_TOOLS.contains(&n.value.as_str()) {
+            } else if builtin_tools().contains(&n.value.as_str()) {
                 p.error(
                     n.pos,
                     format!("tool name '{}' is taken by a built-in tool", n.value),

@@ -18,7 +18,7 @@ use super::FileInfo;
 use super::decode::{Fields, Spanned, Strictness};
 use super::diag::{Pos, Problems};
 use super::markdown;
-use super::model::{Agent, BUILTIN_TOOLS, Dialect, ModelSettings, Provider, Spans};
+use super::model::{Agent, Dialect, ModelSettings, Provider, Spans, builtin_tools};
 use super::validate;
 use super::yaml::{Node, Resolved, Value};
 
@@ -243,7 +243,9 @@ pub fn decode_copilot(
                 .iter()
                 .find(|(alias, _)| alias.eq_ignore_ascii_case(v));
             if alias.is_none()
-                && let Some(builtin) = BUILTIN_TOOLS.iter().find(|b| b.eq_ignore_ascii_case(v))
+                && let Some(builtin) = builtin_tools()
+                    .into_iter()
+                    .find(|b| b.eq_ignore_ascii_case(v))
             {
                 push(builtin);
                 continue;

@@ -17,20 +17,25 @@ use serde::{Serialize, Serializer};
 use super::diag::Pos;
 use crate::catalogue::{self, AcpKind, ToolAccess};
 
-/// The tools rawko itself provides, as agents call them: the [catalogue],
+/// The tools rawko itself provides, as agents call them: the [catalogue](catalogue::catalogue),
 /// then `finish`.
-pub const BUILTIN_TOOLS: &[&str] =
-    &catalogue::names::<{ catalogue::count(None) + 1 }>(None, Some(FINISH));
+pub fn builtin_tools() -> Vec<&'static str> {
+    let mut names = catalogue::names(None);
+    names.push(FINISH);
+    names
+}
+
 /// The built-in tools that only read the workspace.
 /// (`Git` is among them: its write operations need the write grant, which a read-only agent
 /// does not get.)
-pub const READ_TOOLS: &[&str] =
-    &catalogue::names::<{ catalogue::count(Some(ToolAccess::Read)) }>(Some(ToolAccess::Read), None);
+pub fn read_tools() -> Vec<&'static str> {
+    catalogue::names(Some(ToolAccess::Read))
+}
+
 /// The tools that change the workspace; an agent allowed none of them is read-only.
-pub const WRITE_TOOLS: &[&str] = &catalogue::names::<{ catalogue::count(Some(ToolAccess::Write)) }>(
-    Some(ToolAccess::Write),
-    None,
-);
+pub fn write_tools() -> Vec<&'static str> {
+    catalogue::names(Some(ToolAccess::Write))
+}
 /// The agent loop's own tool that ends a state; always available.
 pub const FINISH: &str = "finish";
 
@@ -145,7 +150,7 @@ impl Agent {
     /// has command tools (which run programs). An agent that cannot write gets read-only
     /// filesystem grants for every tool it calls.
     pub fn can_write(&self) -> bool {
-        WRITE_TOOLS.iter().any(|t| self.may_call(t)) || !self.command_tools.is_empty()
+        write_tools().into_iter().any(|t| self.may_call(t)) || !self.command_tools.is_empty()
     }
 
     /// The kernel sandbox mode the programs this agent runs (Bash, command tools) get: the
@@ -211,13 +216,12 @@ impl Agent {
         // read the workspace, and one that can write may edit it.
         let ceiling = caller.tools.allowed.as_ref().map(|list| {
             let mut c = list.clone();
-            let edits = catalogue::CATALOGUE
+            let edits = catalogue::catalogue()
                 .iter()
                 .filter(|t| t.access == ToolAccess::Write && t.acp_kind == AcpKind::Edit)
                 .map(|t| t.name);
-            let implied = READ_TOOLS
-                .iter()
-                .copied()
+            let implied = read_tools()
+                .into_iter()
                 .chain(edits.filter(|_| caller.can_write()));
             for t in implied {
                 if !c.iter().any(|x| x == t) {
@@ -235,7 +239,7 @@ impl Agent {
             &caller.bash.blocked_patterns,
         );
         if !caller.can_write() {
-            let writes: Vec<String> = WRITE_TOOLS.iter().map(|t| t.to_string()).collect();
+            let writes: Vec<String> = write_tools().into_iter().map(String::from).collect();
             add_missing(&mut out.tools.blocked, &writes);
             out.command_tools.clear();
         }

@@ -5,10 +5,10 @@ use std::path::Path;
 use rawko_capability::Mode;
 use rawko_config::Trust;
 
-use super::catalogue::CATALOGUE;
+use super::catalogue::catalogue;
 use super::model::{
-    AgentOrigin, BUILTIN_TOOLS, Dialect, FINISH, ParamType, Provider, READ_TOOLS, ReasoningEffort,
-    Target, WRITE_TOOLS,
+    AgentOrigin, Dialect, FINISH, ParamType, Provider, ReasoningEffort, Target, builtin_tools,
+    read_tools, write_tools,
 };
 use super::{FileInfo, Loaded, load_file, load_text};
 
@@ -1258,7 +1258,7 @@ fn external_agents_are_acp_or_cli_with_a_program_and_need_no_prompt() {
 #[test]
 fn the_lists_of_tool_names_come_from_the_catalogue() {
     assert_eq!(
-        BUILTIN_TOOLS,
+        builtin_tools(),
         [
             "Read",
             "Write",
@@ -1273,12 +1273,12 @@ fn the_lists_of_tool_names_come_from_the_catalogue() {
         ]
     );
     assert_eq!(
-        READ_TOOLS,
+        read_tools(),
         ["Read", "Glob", "Grep", "LS", "Git", "Knowledge"]
     );
-    assert_eq!(WRITE_TOOLS, ["Write", "Edit", "Bash"]);
-    let mut names: Vec<&str> = CATALOGUE.iter().map(|t| t.name).collect();
+    assert_eq!(write_tools(), ["Write", "Edit", "Bash"]);
+    let mut names: Vec<&str> = catalogue().iter().map(|t| t.name).collect();
     names.sort_unstable();
     names.dedup();
-    assert_eq!(names.len(), CATALOGUE.len(), "a tool named twice");
+    assert_eq!(names.len(), catalogue().len(), "a tool named twice");
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::decode::Spanned;
 use super::diag::{Diagnostic, Pos, Problems, Severity, did_you_mean};
-use super::model::{Agent, BUILTIN_TOOLS, Target};
+use super::model::{Agent, Target, builtin_tools};
 
 /// Longest agent name; names become tool names, which model APIs cap at 64.
 pub const MAX_NAME_LEN: usize = 64;
@@ -69,6 +69,7 @@ pub fn is_valid_name(s: &str) -> bool {
 /// Check tool names: a built-in tool in the wrong case is a mistake (an error in rawko
 /// dialects); a near miss gets a hint. Other names may be plugin tools or agents.
 pub fn check_tool_names(tools: &[Spanned<String>], strict: bool, p: &mut Problems) {
+    let builtin = builtin_tools();
     for t in tools {
         let name = t.value.as_str();
         if name.is_empty() || name.chars().any(char::is_control) {
@@ -79,10 +80,10 @@ pub fn check_tool_names(tools: &[Spanned<String>], strict: bool, p: &mut Problem
             );
             continue;
         }
-        if BUILTIN_TOOLS.contains(&name) {
+        if builtin.contains(&name) {
             continue;
         }
-        if let Some(exact) = BUILTIN_TOOLS.iter().find(|b| b.eq_ignore_ascii_case(name)) {
+        if let Some(exact) = builtin.iter().find(|b| b.eq_ignore_ascii_case(name)) {
             let msg = format!("tool names are case-sensitive: '{name}' is not '{exact}'");
             let hint = Some(format!("write '{exact}'"));
             if strict {
@@ -90,7 +91,7 @@ pub fn check_tool_names(tools: &[Spanned<String>], strict: bool, p: &mut Problem
             } else {
                 p.warn(t.pos, msg, hint);
             }
-        } else if let Some(close) = did_you_mean(name, BUILTIN_TOOLS) {
+        } else if let Some(close) = did_you_mean(name, &builtin) {
             p.warn(
                 t.pos,
                 format!("'{name}' is not a built-in tool"),

@@ -21,6 +21,7 @@ use rawko_config::ArbiterMode;
 use rawko_store::{TaskStatus, TaskStore, Usage};
 
 fn agent(yaml: &str) -> Arc<Agent> {
+    rawko_agents::catalogue::install_stand_ins();
     let loaded = load_text(
         yaml,
         FileInfo {

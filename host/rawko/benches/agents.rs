@@ -15,6 +15,8 @@ use rawko_agents::{AgentOrigin, FileInfo, load_text};
 use rawko::bench::agent_files::{self, FILES};
 
 fn main() {
+    // Agents are read against the host's tools, as the binary reads them.
+    rawko_toolset::host::install_catalogue();
     divan::main();
 }
 

@@ -32,6 +32,8 @@ fn table_row(name: &str, mut d: Vec<Duration>) {
 }
 
 fn main() {
+    // Agents are read against the host's tools, as the binary reads them.
+    rawko_toolset::host::install_catalogue();
     // `cargo test --benches` runs this too: one short pass is enough there.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -42,6 +42,8 @@ const GROUPS: [&str; 9] = [
 ];
 
 fn main() {
+    // Agents are read against the host's tools, as the binary reads them.
+    rawko_toolset::host::install_catalogue();
     let full = std::env::args().any(|a| a == "--bench");
     // Words after `--` pick groups of rows by name (`cargo bench -p rawko --bench table -- read
     // search`); none picks every row.

@@ -29,5 +29,7 @@ fn main() -> std::process::ExitCode {
     for b in rawko_builtins::ALL {
         rawko_runtime::cache::vouch(b.wasm, b.sha256);
     }
+    // The host's tools complete the tool catalogue that agents are read against.
+    rawko_toolset::host::install_catalogue();
     cli::main()
 }

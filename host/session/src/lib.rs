@@ -25,7 +25,7 @@ use rawko_fsm::events::EventSink;
 
 pub use llms::{AdapterLlm, SessionLlms, agent_model, instance_name};
 pub use tools::{
-    MAX_RESULT_CHARS, READ_ONLY_TOOLS, SessionTools, command_tool_spec, tool_budget,
+    MAX_RESULT_CHARS, SessionTools, command_tool_spec, read_only_tools, tool_budget,
     untrusted_agent,
 };
 

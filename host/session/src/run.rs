@@ -224,6 +224,7 @@ impl RunConfig {
     ) -> Result<Prepared, SetupError> {
         let options = &self.options;
         store.set_lease_settings(self.lease);
+        rawko_toolset::host::install_catalogue();
         let registry = Registry::load(&SearchPath::standard(
             &options.workspace,
             &options.config_dir,

@@ -26,13 +26,15 @@ use rawko_toolset::host::fs_capability;
 use rawko_toolset::{Audit, HostCallContext, Provider, ToolSet};
 
 /// Tools an agent from an untrusted workspace may still call: they only read.
-pub const READ_ONLY_TOOLS: &[&str] = rawko_agents::model::READ_TOOLS;
+pub fn read_only_tools() -> Vec<&'static str> {
+    rawko_agents::model::read_tools()
+}
 
 /// Most characters of one tool result the model is shown; the rest is cut with a notice.
 pub const MAX_RESULT_CHARS: usize = 60_000;
 
 /// Whether an agent is untrusted ([`Agent::is_untrusted`]: from a workspace the user has not
-/// trusted, or working for such an agent), which limits it to [`READ_ONLY_TOOLS`].
+/// trusted, or working for such an agent), which limits it to the [`read_only_tools`].
 pub fn untrusted_agent(agent: &Agent, trust: Trust) -> bool {
     agent.is_untrusted(trust)
 }
@@ -51,7 +53,7 @@ fn untrusted_reason(agent: &Agent) -> String {
     format!(
         "{why}: it may only use read-only tools ({}) until the user trusts the workspace \
          (`rawko trust`)",
-        READ_ONLY_TOOLS.join(", ")
+        read_only_tools().join(", ")
     )
 }
 
@@ -227,7 +229,7 @@ impl SessionTools {
     /// the agent may call it).
     pub async fn run(&self, agent: &Agent, name: &str, input: &str) -> ToolOutcome {
         let mut decisions = Vec::new();
-        if untrusted_agent(agent, self.workspace_trust) && !READ_ONLY_TOOLS.contains(&name) {
+        if untrusted_agent(agent, self.workspace_trust) && !read_only_tools().contains(&name) {
             let why = untrusted_reason(agent);
             decisions.push(Self::decision(agent, "tool", name, false, &why));
             return denied(why, decisions);
@@ -433,7 +435,7 @@ impl ToolHost for SessionTools {
             .set
             .tools()
             .into_iter()
-            .filter(|(_, t)| !restricted || READ_ONLY_TOOLS.contains(&t.name.as_str()))
+            .filter(|(_, t)| !restricted || read_only_tools().contains(&t.name.as_str()))
             .map(|(_, t)| ToolSpec {
                 name: t.name.clone(),
                 description: t.description.clone(),
@@ -562,7 +564,7 @@ impl ToolHost for SessionTools {
     fn withheld(&self, agent: &Agent, name: &str) -> Option<String> {
         let has =
             self.set.find(name).is_some() || agent.command_tools.iter().any(|t| t.name == name);
-        (has && untrusted_agent(agent, self.workspace_trust) && !READ_ONLY_TOOLS.contains(&name))
+        (has && untrusted_agent(agent, self.workspace_trust) && !read_only_tools().contains(&name))
             .then(|| untrusted_reason(agent))
     }
 }

@@ -8,6 +8,8 @@ use serde::Deserialize;
 
 use crate::chain::settle_ask;
 pub use crate::tool::BashContext;
+use rawko_agents::catalogue::{AcpKind, ToolAccess};
+
 use crate::tool::{Audit, HostCallContext, HostFuture, HostTool};
 use rawko_runtime::tool::GuestErrorKind;
 use rawko_runtime::{ToolCallError, ToolCallOutput, ToolInfo};
@@ -78,6 +80,15 @@ pub struct Bash {
 impl HostTool for Bash {
     fn info(&self) -> &ToolInfo {
         &self.info
+    }
+
+    /// It changes the workspace; an editor shows its calls as commands run.
+    fn access(&self) -> ToolAccess {
+        ToolAccess::Write
+    }
+
+    fn acp_kind(&self) -> AcpKind {
+        AcpKind::Execute
     }
 
     fn runs_commands(&self) -> bool {

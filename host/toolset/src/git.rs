@@ -5,6 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use rawko_agents::catalogue::{AcpKind, ToolAccess};
+
 use crate::tool::{Audit, HostCallContext, HostFuture, HostTool, fs_capability};
 use rawko_capability::{Access, FsGrants};
 use rawko_git::{GitError, Identity, Options, READ_OPS, Request, WRITE_OPS};
@@ -66,6 +68,15 @@ pub struct Git {
 impl HostTool for Git {
     fn info(&self) -> &ToolInfo {
         &self.info
+    }
+
+    /// It reads: its write operations need the write grant, which a read-only agent does not get.
+    fn access(&self) -> ToolAccess {
+        ToolAccess::Read
+    }
+
+    fn acp_kind(&self) -> AcpKind {
+        AcpKind::Other
     }
 
     /// The workspace is audited as used with the call's grant before anything is read.

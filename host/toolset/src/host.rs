@@ -1,4 +1,5 @@
-//! The one list that registers the host's own tools, each behind one trait ([`HostTool`]).
+//! The registry of the host's own tools, each behind one trait ([`HostTool`]) and listed once
+//! (`host_tools!` in this crate's root).
 //!
 //! A host tool describes itself (name, description, input schema, what it does to the
 //! workspace, the kind an editor shows it as) and runs a call with what its caller hands it in
@@ -8,26 +9,39 @@
 
 use std::sync::{Arc, OnceLock};
 
-use rawko_agents::catalogue::{self, AcpKind};
+use rawko_agents::catalogue::{self, AcpKind, BuiltinTool};
 
 pub use crate::tool::{Audit, HostCallContext, HostFuture, HostTool, fs_capability};
-
-/// The host's own tools, in the order they are listed. Registering a host tool is a line here.
-const HOST_TOOLS: &[Register] = &[
-    crate::bash::register,
-    crate::git::register,
-    crate::knowledge::register,
-    #[cfg(debug_assertions)]
-    crate::probe::register,
-];
 
 /// Makes a host tool, or none when it is not wanted here.
 pub type Register = fn() -> Option<Arc<dyn HostTool>>;
 
-/// The registered host tools, made once.
+/// The registered host tools, made once. Making them completes the agents' catalogue with what
+/// each says of itself (its name, whether it writes, its kind), so every entry point that reads
+/// agents calls this first.
 pub fn host_tools() -> &'static [Arc<dyn HostTool>] {
     static TOOLS: OnceLock<Vec<Arc<dyn HostTool>>> = OnceLock::new();
-    TOOLS.get_or_init(|| HOST_TOOLS.iter().filter_map(|make| make()).collect())
+    TOOLS.get_or_init(|| {
+        let tools: Vec<Arc<dyn HostTool>> =
+            crate::HOST_TOOLS.iter().filter_map(|make| make()).collect();
+        catalogue::install(tools.iter().map(|t| BuiltinTool {
+            // The name outlives the catalogue: a host tool is made once and never dropped.
+            name: leak_name(&t.info().name),
+            access: t.access(),
+            acp_kind: t.acp_kind(),
+        }));
+        tools
+    })
+}
+
+/// Make the host's tools, and with them the agents' catalogue complete, before anything reads
+/// an agent.
+pub fn install_catalogue() {
+    host_tools();
+}
+
+fn leak_name(name: &str) -> &'static str {
+    Box::leak(name.to_owned().into_boxed_str())
 }
 
 /// The ACP kind of tool `name`: the host tool's own, else the catalogue's, else none.

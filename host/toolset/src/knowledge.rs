@@ -6,6 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use rawko_agents::catalogue::{AcpKind, ToolAccess};
+
 use crate::tool::{Audit, HostCallContext, HostFuture, HostTool, fs_capability};
 use rawko_capability::FsGrants;
 use rawko_knowledge::{Index, KnowledgeConfig, KnowledgeError, Quiet};
@@ -64,6 +66,15 @@ pub struct Knowledge {
 impl HostTool for Knowledge {
     fn info(&self) -> &ToolInfo {
         &self.info
+    }
+
+    /// It only reads, and an editor shows its calls as searches.
+    fn access(&self) -> ToolAccess {
+        ToolAccess::Read
+    }
+
+    fn acp_kind(&self) -> AcpKind {
+        AcpKind::Search
     }
 
     /// The workspace is audited as used with the call's grant before the index is touched.

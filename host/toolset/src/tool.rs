@@ -7,7 +7,7 @@ use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
 
-use rawko_agents::catalogue::{self, AcpKind, BuiltinTool, ToolAccess};
+use rawko_agents::catalogue::{AcpKind, ToolAccess};
 use rawko_capability::{Access, FsGrants};
 use rawko_git::Identity;
 use rawko_runtime::{Runtime, ToolCallError, ToolCallOutput, ToolInfo};
@@ -24,15 +24,13 @@ pub trait HostTool: std::fmt::Debug + Send + Sync {
     /// Its name, description and input schema, as models see them.
     fn info(&self) -> &ToolInfo;
 
-    /// Whether it only reads the workspace or may change it: the catalogue's entry for its name.
-    fn access(&self) -> ToolAccess {
-        catalogued(&self.info().name).access
-    }
+    /// Whether it only reads the workspace or may change it. Agents are judged by it: one
+    /// allowed no tool that writes is read-only.
+    fn access(&self) -> ToolAccess;
 
-    /// The kind of call an editor shows it as: the catalogue's entry for its name.
-    fn acp_kind(&self) -> AcpKind {
-        catalogued(&self.info().name).acp_kind
-    }
+    /// The kind of call an editor shows it as, and that an external agent's request of this kind
+    /// is judged as.
+    fn acp_kind(&self) -> AcpKind;
 
     /// Whether it runs native commands, and so needs the shell set up
     /// ([`HostCallContext::shell`]) for its calls.
@@ -43,12 +41,6 @@ pub trait HostTool: std::fmt::Debug + Send + Sync {
     /// Check and run one call. What was decided on the way (and would be audited) goes to
     /// [`HostCallContext::audit`].
     fn call<'a>(&'a self, cx: &'a HostCallContext<'a>, input: &'a str) -> HostFuture<'a>;
-}
-
-/// The catalogue's entry for a built-in host tool: where its access class and kind come from.
-fn catalogued(name: &str) -> &'static BuiltinTool {
-    catalogue::builtin(name)
-        .unwrap_or_else(|| panic!("the built-in host tool {name} is missing from the catalogue"))
 }
 
 /// One decision a host tool made for a call, for the audit log.

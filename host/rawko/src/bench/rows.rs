@@ -385,6 +385,7 @@ pub async fn search_rows(b: &Bench, tree: &Path) -> Vec<Row> {
 
 /// Discovering, parsing and validating 1,000 agent files against only reading them.
 pub fn discovery_rows(b: &Bench) -> Vec<Row> {
+    rawko_toolset::host::install_catalogue();
     let made = b.subdir("agents").and_then(|root| {
         agent_files::write(&root).map_err(Skip::doing("cannot write the agent files"))?;
         Ok(root)

@@ -10,7 +10,7 @@ use crate::cli::servers::{configured_servers, connect_servers};
 use crate::cli::{BadInput, Context};
 use rawko_agents::Agent;
 use rawko_runtime::{Budget, Runtime, ToolPlugin};
-use rawko_session::{READ_ONLY_TOOLS, SessionTools, command_tool_spec, untrusted_agent};
+use rawko_session::{SessionTools, command_tool_spec, read_only_tools, untrusted_agent};
 use rawko_toolset::ToolSet;
 use rawko_toolset::chain::Chain;
 
@@ -65,7 +65,7 @@ pub(crate) async fn offered_tools(
         let trusted = cx.workspace_trust();
         let restricted = untrusted_agent(agent, trusted);
         tools.retain(|o| {
-            agent.may_call(&o.name) && (!restricted || READ_ONLY_TOOLS.contains(&o.name.as_str()))
+            agent.may_call(&o.name) && (!restricted || read_only_tools().contains(&o.name.as_str()))
         });
         if !restricted {
             for t in &agent.command_tools {
