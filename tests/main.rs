@@ -79,6 +79,7 @@ mod sandbox;
 mod shell;
 mod snapshots;
 mod store_leases;
+mod store_transfer;
 mod test_plugins;
 mod tls_attacks;
 mod trust_boundary;

@@ -24,6 +24,7 @@ use sha2::{Digest, Sha256};
 mod lease;
 mod records;
 mod schema;
+pub mod transfer;
 mod workspace;
 
 pub use lease::{

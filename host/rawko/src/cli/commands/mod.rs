@@ -13,6 +13,7 @@ pub mod knowledge;
 pub mod mcp;
 pub mod plugin;
 pub mod run;
+pub mod store;
 pub mod tasks;
 pub mod tool;
 pub mod tools;
