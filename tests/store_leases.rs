@@ -155,6 +155,53 @@ fn another_host_takes_a_task_over_only_once_its_heartbeat_is_stale() {
     );
 }
 
+/// A runner stalled past the staleness (a paused VM, a machine cut off) whose task another host
+/// took over and finished stops when it wakes: at its next heartbeat, without waiting for its
+/// model call, exit 75, and the task stays as the other runner left it.
+#[test]
+fn a_runner_whose_task_was_taken_over_stops_when_it_wakes() {
+    // A heartbeat a second apart: the runner is rarely stopped inside a write, which would keep
+    // SQLite's write lock from the other runner.
+    let (ws, server) = setup("store:\n  lease:\n    heartbeatMs: 1000\n    staleMs: 1500\n");
+    server.push(finish("first").delay(Duration::from_secs(30)));
+    for _ in 0..6 {
+        server.push(finish("taken over"));
+    }
+    let (first, id) = start(&ws, "host-a");
+    // Stalled while its model answers.
+    wait_for("the first model call", || !server.received().is_empty());
+    unsafe { libc::kill(first.id() as i32, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(2500));
+    let taken = resume(&ws, "host-b", &id);
+    assert_eq!(taken.code, 0, "{taken:?}");
+    let show = || {
+        Run::of(
+            rawko(&ws)
+                .args(["tasks", "show", "--json", &id])
+                .output()
+                .unwrap(),
+        )
+        .stdout
+    };
+    let before = show();
+
+    let woke = Instant::now();
+    unsafe { libc::kill(first.id() as i32, libc::SIGCONT) };
+    let out = first.wait_with_output().unwrap();
+    let out = Run::of(out);
+    assert!(
+        woke.elapsed() < Duration::from_secs(10),
+        "it waited for its model call: {out:?}"
+    );
+    assert_eq!(out.code, 75, "{out:?}");
+    assert!(
+        out.stderr
+            .contains(&format!("task {id} was taken over by ")),
+        "{out:?}"
+    );
+    assert_eq!(show(), before, "the stalled runner changed the task");
+}
+
 /// Two rawko processes with the same pid (two containers, one pid namespace each) are two
 /// runners: a lease row with this process's pid and host but another process's token is not
 /// this process's to renew or give up.

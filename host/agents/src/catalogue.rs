@@ -176,7 +176,6 @@ pub fn names(access: Option<ToolAccess>) -> Vec<&'static str> {
 mod tests {
     use super::*;
 
-
     #[test]
     fn each_acp_kind_is_judged_as_the_tool_with_its_rights() {
         let judged = |k: &str| AcpKind::parse(k).and_then(AcpKind::judged_as);

@@ -114,6 +114,21 @@ pub enum StoreError {
     Sql(#[from] rusqlite::Error),
     #[error("no task `{0}` in this workspace (see `rawko tasks list`)")]
     NoSuchTask(String),
+    /// This runner held the task's lease and does not any more: another runner took the task
+    /// over (this one's heartbeat went stale). Nothing more is written of it from here.
+    #[error(
+        "task {task} was taken over by {} while this runner was stalled; this runner stopped \
+         without changing it (`rawko tasks show {task}` says where it is)",
+        by.as_deref().unwrap_or("another runner (which has since let it go)")
+    )]
+    TakenOver { task: String, by: Option<String> },
+}
+
+impl StoreError {
+    /// Whether the task was taken over by another runner (see [`StoreError::TakenOver`]).
+    pub fn is_taken_over(&self) -> bool {
+        matches!(self, StoreError::TakenOver { .. })
+    }
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -157,6 +172,9 @@ pub struct TaskStore {
     path: PathBuf,
     lease: std::cell::Cell<LeaseSettings>,
     workspace: std::cell::RefCell<Option<WorkspaceId>>,
+    /// The tasks whose lease this store's runner took: their state is changed only while it
+    /// still holds it.
+    held: std::cell::RefCell<std::collections::HashSet<String>>,
 }
 
 impl std::fmt::Debug for TaskStore {
@@ -251,6 +269,7 @@ impl TaskStore {
             path: path.to_path_buf(),
             lease: Default::default(),
             workspace: Default::default(),
+            held: Default::default(),
         })
     }
 
@@ -397,9 +416,10 @@ impl TaskStore {
         status: TaskStatus,
         usage: Option<(i64, &str, &str, &Usage)>,
     ) -> Result<()> {
+        self.fence(task)?;
         let tx = self.conn.unchecked_transaction()?;
         if let Some((turn, adapter, model, u)) = usage {
-            self.record_usage(turn, adapter, model, u)?;
+            self.insert_usage(turn, adapter, model, u)?;
         }
         tx.execute(
             "INSERT INTO transitions (task_id, from_state, to_state, event, mode, reason, at)
@@ -477,6 +497,9 @@ impl TaskStore {
         match held {
             Ok(holder) => {
                 self.conn.execute_batch("COMMIT")?;
+                if holder.is_none() {
+                    self.held.borrow_mut().insert(task.to_string());
+                }
                 Ok(holder.map_or(Ok(()), Err))
             }
             Err(e) => {
@@ -510,6 +533,7 @@ impl TaskStore {
              WHERE id = ?1 AND lease_pid = ?2 AND lease_host = ?3 AND lease_token = ?4",
             params![task, me.pid as i64, me.host, me.token],
         )?;
+        self.held.borrow_mut().remove(task);
         Ok(())
     }
 
@@ -527,11 +551,58 @@ impl TaskStore {
 
     /// Set a task's status and closing summary (e.g. cancelled by the user).
     pub fn finish_task(&self, task: &str, status: TaskStatus, summary: &str) -> Result<()> {
+        self.fence(task)?;
         self.conn.execute(
             "UPDATE tasks SET status = ?2, summary = ?3, updated_at = ?4 WHERE id = ?1",
             params![task, status.as_str(), summary, now_ms()],
         )?;
         Ok(())
+    }
+
+    /// Refuse to change `task` when this store's runner took its lease and no longer holds it:
+    /// another runner took the task over. Every write of a task's records checks it first, so
+    /// a runner that was stalled past the staleness writes nothing once it wakes. (Checked
+    /// before the write rather than inside its transaction, which would turn SQLite's read
+    /// snapshot into a write lock that another writer may have moved past.)
+    fn fence(&self, task: &str) -> Result<()> {
+        if !self.held.borrow().contains(task) {
+            return Ok(());
+        }
+        let me = Holder::this_process();
+        let lease = self
+            .conn
+            .query_row(
+                "SELECT lease_pid, lease_host, lease_at, lease_start, lease_token, 0 FROM tasks
+                 WHERE id = ?1",
+                params![task],
+                |r| lease_of(r, 0),
+            )
+            .optional()?
+            .flatten();
+        match lease {
+            Some(l) if l.held_by(me) => Ok(()),
+            other => Err(StoreError::TakenOver {
+                task: task.to_string(),
+                by: other.map(|l| format!("pid {} on {}", l.pid, l.host)),
+            }),
+        }
+    }
+
+    /// [`TaskStore::fence`] for the task of `turn`.
+    fn fence_turn(&self, turn: i64) -> Result<()> {
+        if self.held.borrow().is_empty() {
+            return Ok(());
+        }
+        let task: Option<String> = self
+            .conn
+            .query_row("SELECT task_id FROM turns WHERE id = ?1", [turn], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        match task {
+            Some(task) => self.fence(&task),
+            None => Ok(()),
+        }
     }
 
     pub fn transitions(&self, task: &str) -> Result<Vec<Transition>> {
@@ -558,6 +629,7 @@ impl TaskStore {
 
     /// Start a turn of `agent` (nested under `parent` when an agent is called as a tool).
     pub fn start_turn(&self, task: &str, agent: &str, parent: Option<i64>) -> Result<i64> {
+        self.fence(task)?;
         self.conn.execute(
             "INSERT INTO turns (task_id, parent_id, agent, started_at) VALUES (?1, ?2, ?3, ?4)",
             params![task, parent, agent, now_ms()],
@@ -573,6 +645,7 @@ impl TaskStore {
         summary: &str,
         output: Option<&serde_json::Value>,
     ) -> Result<()> {
+        self.fence_turn(turn)?;
         self.conn.execute(
             "UPDATE turns SET ended_at = ?2, outcome = ?3, summary = ?4, output = ?5 WHERE id = ?1",
             params![
@@ -588,6 +661,7 @@ impl TaskStore {
 
     /// Count one more model round trip in a turn.
     pub fn bump_iterations(&self, turn: i64) -> Result<i64> {
+        self.fence_turn(turn)?;
         self.conn.execute(
             "UPDATE turns SET iterations = iterations + 1 WHERE id = ?1",
             [turn],
@@ -642,6 +716,11 @@ impl TaskStore {
         role: &str,
         content: &serde_json::Value,
     ) -> Result<i64> {
+        self.fence_turn(turn)?;
+        self.insert_message(turn, role, content)
+    }
+
+    fn insert_message(&self, turn: i64, role: &str, content: &serde_json::Value) -> Result<i64> {
         self.conn.execute(
             "INSERT INTO messages (turn_id, role, content, at) VALUES (?1, ?2, ?3, ?4)",
             params![turn, role, content.to_string(), now_ms()],
@@ -659,9 +738,10 @@ impl TaskStore {
         model: &str,
         u: &Usage,
     ) -> Result<i64> {
+        self.fence_turn(turn)?;
         let tx = self.conn.unchecked_transaction()?;
-        let id = self.append_message(turn, "assistant", content)?;
-        self.record_usage(turn, adapter, model, u)?;
+        let id = self.insert_message(turn, "assistant", content)?;
+        self.insert_usage(turn, adapter, model, u)?;
         tx.commit()?;
         Ok(id)
     }
@@ -701,6 +781,7 @@ impl TaskStore {
     /// Record a finished tool call. A call id already recorded for the turn is kept as it was:
     /// a call runs at most once.
     pub fn record_tool_call(&self, c: &ToolCall) -> Result<bool> {
+        self.fence_turn(c.turn_id)?;
         let inserted = self.conn.execute(
             "INSERT OR IGNORE INTO tool_calls
              (turn_id, call_id, tool, input, output, is_error, verdict, duration_us, at)
@@ -746,6 +827,7 @@ impl TaskStore {
     // ---- audit log ----
 
     pub fn record_decision(&self, task: &str, d: &AuditEntry) -> Result<()> {
+        self.fence(task)?;
         self.conn.execute(
             "INSERT INTO decisions (task_id, turn_id, subject, capability, detail, decision, reason, at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -778,6 +860,11 @@ impl TaskStore {
     // ---- usage ----
 
     pub fn record_usage(&self, turn: i64, adapter: &str, model: &str, u: &Usage) -> Result<()> {
+        self.fence_turn(turn)?;
+        self.insert_usage(turn, adapter, model, u)
+    }
+
+    fn insert_usage(&self, turn: i64, adapter: &str, model: &str, u: &Usage) -> Result<()> {
         self.conn.execute(
             "INSERT INTO usage (turn_id, adapter, model, input_tokens, output_tokens, cache_read, cache_write, at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -915,6 +1002,101 @@ mod tests {
             .unwrap();
     }
 
+    /// A runner whose task was taken over changes it no more: not its status, not its state,
+    /// whether the runner that took it over still holds it or has finished with it. A runner
+    /// that never held the task's lease (`mcp serve --agents`) is not fenced.
+    #[test]
+    fn a_runner_whose_task_was_taken_over_changes_it_no_more() {
+        let (_d, s) = store();
+        let id = s
+            .create_task("t", "planner", &serde_json::json!({}))
+            .unwrap();
+        assert_eq!(s.acquire_lease(&id).unwrap(), Ok(()));
+        let t = Transition {
+            from: Some("planner".into()),
+            to: "developer".into(),
+            event: "onSuccess".into(),
+            mode: "table".into(),
+            reason: "r".into(),
+            at: now_ms(),
+        };
+        s.transition(&id, &t, TaskStatus::Running).unwrap();
+        // Another runner, on another host, takes it over.
+        hold(&s, &id, 7, "elsewhere", 0, None);
+        let e = s
+            .finish_task(&id, TaskStatus::Cancelled, "late")
+            .unwrap_err();
+        assert!(e.is_taken_over(), "{e}");
+        assert!(e.to_string().contains("pid 7 on elsewhere"), "{e}");
+        assert!(
+            s.transition(&id, &t, TaskStatus::Running)
+                .unwrap_err()
+                .is_taken_over()
+        );
+        assert_eq!(s.task(&id).unwrap().steps, 1);
+        // Nor its turns: no message, reply, tool call, audit row or new turn.
+        let other = TaskStore::open(s.path()).unwrap();
+        let turn = other.start_turn(&id, "developer", None).unwrap();
+        let json = serde_json::json!({"text": "late"});
+        let taken = |r: Result<()>| r.unwrap_err().is_taken_over();
+        assert!(taken(s.append_message(turn, "user", &json).map(drop)));
+        let usage = Usage::default();
+        assert!(taken(
+            s.append_reply(turn, &json, "a", "m", &usage).map(drop)
+        ));
+        assert!(taken(s.record_usage(turn, "a", "m", &usage)));
+        assert!(taken(s.bump_iterations(turn).map(drop)));
+        assert!(taken(s.end_turn(turn, "success", "late", None)));
+        assert!(taken(s.start_turn(&id, "developer", None).map(drop)));
+        let call = ToolCall {
+            turn_id: turn,
+            call_id: "c".into(),
+            tool: "Read".into(),
+            input: "{}".into(),
+            output: "o".into(),
+            is_error: false,
+            verdict: "allow".into(),
+            duration_us: 1,
+            at: 0,
+        };
+        assert!(taken(s.record_tool_call(&call).map(drop)));
+        let decision = AuditEntry {
+            turn_id: Some(turn),
+            subject: "s".into(),
+            capability: "fs.read".into(),
+            detail: ".".into(),
+            decision: "allow".into(),
+            reason: "r".into(),
+            at: 0,
+        };
+        assert!(taken(s.record_decision(&id, &decision)));
+        assert!(other.messages(turn).unwrap().is_empty());
+        assert!(other.tool_calls(&id).unwrap().is_empty());
+        assert!(other.decisions(&id).unwrap().is_empty());
+        assert_eq!(other.turns(&id).unwrap().len(), 1);
+        // It finished and let go of the lease: still not this runner's to change.
+        other
+            .finish_task(&id, TaskStatus::Done, "done there")
+            .unwrap();
+        s.conn
+            .execute("UPDATE tasks SET lease_pid = NULL, lease_host = NULL, lease_at = NULL WHERE id = ?1", [&id])
+            .unwrap();
+        assert!(
+            s.finish_task(&id, TaskStatus::Cancelled, "late")
+                .unwrap_err()
+                .is_taken_over()
+        );
+        assert_eq!(read(&s, &id), (TaskStatus::Done, Some("done there".into())));
+        // Given up on purpose, the lease fences nothing.
+        let id2 = s
+            .create_task("t", "planner", &serde_json::json!({}))
+            .unwrap();
+        s.acquire_lease(&id2).unwrap().unwrap();
+        s.release_lease(&id2).unwrap();
+        s.finish_task(&id2, TaskStatus::Cancelled, "stopped")
+            .unwrap();
+    }
+
     /// The task's status and summary as `task` and `tasks` give them (which must agree).
     fn read(s: &TaskStore, id: &str) -> (TaskStatus, Option<String>) {
         let one = s.task(id).unwrap();
@@ -963,8 +1145,12 @@ mod tests {
             "its runner (pid 7 on elsewhere) has not renewed its lease for 95 s"
         );
 
-        // A task that ended reads as it ended, whatever its lease says.
-        s.finish_task(&id, TaskStatus::Failed, "broke").unwrap();
+        // A task that ended reads as it ended, whatever its lease says. (Ended by a runner
+        // that never held it: this one may no longer change it, another runner holding it.)
+        TaskStore::open(s.path())
+            .unwrap()
+            .finish_task(&id, TaskStatus::Failed, "broke")
+            .unwrap();
         assert_eq!(read(&s, &id), (TaskStatus::Failed, Some("broke".into())));
     }
 

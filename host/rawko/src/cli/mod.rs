@@ -346,6 +346,17 @@ pub fn main() -> ExitCode {
             let _ = print_err(&format!("error: {e:#}"));
             if e.downcast_ref::<BadInput>().is_some() {
                 ExitCode::from(2)
+            } else if e.chain().any(|c| {
+                let store = c.downcast_ref::<rawko_store::StoreError>().or_else(|| {
+                    match c.downcast_ref::<rawko_fsm::EngineError>() {
+                        Some(rawko_fsm::EngineError::TaskStore(e)) => Some(e),
+                        None => None,
+                    }
+                });
+                store.is_some_and(rawko_store::StoreError::is_taken_over)
+            }) {
+                // The task goes on elsewhere: this run stopped as an interrupted one does.
+                ExitCode::from(75)
             } else {
                 ExitCode::from(1)
             }

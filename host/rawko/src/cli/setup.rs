@@ -133,8 +133,10 @@ impl Setup {
             ))
             .into());
         }
-        let _heartbeat = Heartbeat::start(store.path(), &id, store.lease_settings());
-        let end = drive(run, store).await;
+        let cancel = CancelFlag::default();
+        let heartbeat = Heartbeat::start(store.path(), &id, store.lease_settings(), &cancel);
+        let end = drive_with(run, store, cancel, true).await;
+        drop(heartbeat);
         let _ = store.release_lease(&id);
         let end = end?;
         report(store, &workspace, &id, &end, &output, timeline_hint)?;
@@ -225,16 +227,24 @@ pub async fn drive_with(
 }
 
 /// Renews this runner's lease on a task from its own thread (and its own connection) until
-/// dropped, so a long model call or tool never lets the lease go stale.
-struct Heartbeat {
+/// dropped, so a long model call or tool never lets the lease go stale. A renewal that finds the
+/// lease another runner's (this one was stalled past the staleness, and the task taken over)
+/// stops the run: the commands in flight are killed and the engine stops at once, and its store
+/// refuses to change the task any more ([`store::StoreError::TakenOver`]).
+pub struct Heartbeat {
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Heartbeat {
-    fn start(path: &Path, task: &str, lease: store::LeaseSettings) -> Heartbeat {
+    pub fn start(
+        path: &Path,
+        task: &str,
+        lease: store::LeaseSettings,
+        cancel: &CancelFlag,
+    ) -> Heartbeat {
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
-        let (path, task) = (path.to_path_buf(), task.to_string());
+        let (path, task, cancel) = (path.to_path_buf(), task.to_string(), cancel.clone());
         let thread = std::thread::spawn(move || {
             let Ok(store) = TaskStore::open(&path) else {
                 return;
@@ -242,8 +252,15 @@ impl Heartbeat {
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                 stopped.recv_timeout(lease.heartbeat)
             {
-                if !store.renew_lease(&task).unwrap_or(false) {
-                    return;
+                match store.renew_lease(&task) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        cancel.cancel();
+                        rawko_shell::exec::stop_all();
+                        return;
+                    }
+                    // The store is busy or unreachable this time: the next beat tries again.
+                    Err(e) => tracing::warn!("renewing the lease on task {task}: {e}"),
                 }
             }
         });

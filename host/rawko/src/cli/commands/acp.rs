@@ -18,7 +18,9 @@ use clap::Args;
 
 use crate::cli::lookup::usable_agent;
 use crate::cli::servers::mcp_servers;
-use crate::cli::setup::{DEFAULT_START, OutputFlags, Setup, Start, drive_with, open_store};
+use crate::cli::setup::{
+    DEFAULT_START, Heartbeat, OutputFlags, Setup, Start, drive_with, open_store,
+};
 use crate::cli::trust::decide_trust;
 use crate::cli::{BadInput, Context};
 use rawko_acp::client::{Stop, Update};
@@ -263,7 +265,11 @@ async fn drive(cx: &Context, store: &TaskStore, p: PromptRun) -> anyhow::Result<
             )
         })
     };
+    // The lease is renewed while the prompt runs, as `rawko run` renews it, and a task taken
+    // over by another runner stops this prompt.
+    let heartbeat = Heartbeat::start(store.path(), &task, store.lease_settings(), &p.cancel);
     let end = drive_with(prepared, store, p.cancel.clone(), false).await;
+    drop(heartbeat);
     drop(asker);
     let _ = store.release_lease(&task);
     let end = end?;
