@@ -80,6 +80,7 @@ mod shell;
 mod snapshots;
 mod store_leases;
 mod store_transfer;
+mod telemetry;
 mod test_plugins;
 mod tls_attacks;
 mod trust_boundary;

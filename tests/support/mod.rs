@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod model_server;
+pub mod otlp;
 pub mod services;
 pub mod tls;
 

@@ -13,6 +13,7 @@ pub mod conversation;
 pub mod events;
 pub mod llm;
 pub mod store;
+pub mod telemetry;
 pub mod tools;
 
 use std::collections::HashSet;
@@ -22,6 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use tracing::Instrument;
 
 use self::arbiter::{Arbiter, Event, FailureCounts};
 use self::conversation::{Content, Message, Role, ToolResult};
@@ -185,6 +187,22 @@ pub struct TaskEnd {
 impl Engine<'_> {
     /// Run (or resume) task `id` until it reaches a terminal state or is cancelled.
     pub async fn run(&self, id: &str) -> Result<TaskEnd, EngineError> {
+        let resumed = !self.store.turns(id)?.is_empty();
+        let span = telemetry::task(id, resumed);
+        let end = self.run_task(id).instrument(span.clone()).await;
+        match &end {
+            Ok(end) => {
+                span.record("rawko.task.status", end.status.as_str());
+                if matches!(end.status, TaskStatus::Failed | TaskStatus::Escalated) {
+                    telemetry::failed(&span, end.status.as_str());
+                }
+            }
+            Err(_) => telemetry::failed(&span, "store"),
+        }
+        end
+    }
+
+    async fn run_task(&self, id: &str) -> Result<TaskEnd, EngineError> {
         let task = self.store.task(id)?;
         if task.status.is_finished() {
             return Ok(TaskEnd {
@@ -448,6 +466,30 @@ impl Engine<'_> {
     /// Run (or resume) one state of `agent` in `task`. `parent` is the calling turn when the
     /// agent runs as another agent's tool.
     fn turn<'s>(
+        &'s self,
+        task: &'s str,
+        agent: &'s Agent,
+        call: Option<(i64, &'s str)>,
+        depth: u32,
+    ) -> TurnFuture<'s> {
+        let span = telemetry::agent(task, &agent.name, depth, agent.external.is_some());
+        let turn = self.turn_in_span(task, agent, call, depth);
+        Box::pin(async move {
+            let outcome = turn.instrument(span.clone()).await;
+            match &outcome {
+                Ok(o) => {
+                    span.record("rawko.outcome", o.event.as_str());
+                    if o.event.is_failure() {
+                        telemetry::failed(&span, o.event.as_str());
+                    }
+                }
+                Err(_) => telemetry::failed(&span, "store"),
+            }
+            outcome
+        })
+    }
+
+    fn turn_in_span<'s>(
         &'s self,
         task: &'s str,
         agent: &'s Agent,
@@ -774,11 +816,15 @@ impl Engine<'_> {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                 };
-                let call = tokio::time::timeout(remaining, llm.complete(request));
+                let chat = telemetry::chat(llm.adapter(), llm.model(), asked_again);
+                let call =
+                    tokio::time::timeout(remaining, llm.complete(request).instrument(chat.clone()));
                 let answered = tokio::select! {
                     r = call => Some(r),
                     () = abandoned => None,
                 };
+                telemetry::chat_ended(&chat, &answered);
+                drop(chat);
                 let Some(answered) = answered else {
                     return Ok(TurnOutcome {
                         event: Event::Cancelled,
@@ -1088,6 +1134,26 @@ impl Engine<'_> {
             tool: name.to_string(),
             input: events::event_input(arguments),
         });
+        let agent_tool = self.agents.agent(name).is_some()
+            && self.tools.specs(agent).iter().all(|s| s.name != name);
+        let span = telemetry::tool(name, id, agent_tool);
+        self.run_one_in_span(task, agent, turn, id, name, arguments, specs, depth)
+            .instrument(span)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn run_one_in_span(
+        &self,
+        task: &str,
+        agent: &Agent,
+        turn: i64,
+        id: &str,
+        name: &str,
+        arguments: &str,
+        specs: &[ToolSpec],
+        depth: u32,
+    ) -> Result<Result<(String, bool), TurnOutcome>, EngineError> {
         let started = Instant::now();
         let offered = specs.iter().any(|s| s.name == name);
         let (output, is_error, verdict) = if !offered || !agent.may_call(name) {
@@ -1135,6 +1201,11 @@ impl Engine<'_> {
             (outcome.output, outcome.is_error, outcome.verdict)
         };
         let elapsed = started.elapsed();
+        let span = tracing::Span::current();
+        span.record("rawko.verdict", verdict.as_str());
+        if is_error {
+            telemetry::failed(&span, "tool_error");
+        }
         self.record_call(
             turn,
             id,

@@ -13,6 +13,7 @@ mod output;
 mod policy;
 mod servers;
 mod setup;
+mod telemetry;
 mod trust;
 
 use std::path::{Path, PathBuf};
@@ -323,7 +324,7 @@ pub fn main() -> ExitCode {
             };
         }
     };
-    init_tracing(cli.global.verbose);
+    let telemetry = init_tracing(cli.global.verbose);
 
     // IO for HTTP (plugin downloads, registries), time for call deadlines.
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -340,6 +341,9 @@ pub fn main() -> ExitCode {
         let cx = Context::new(&cli.global)?;
         cli.command.execute(&cx).await
     });
+    if let Some(t) = telemetry {
+        t.shutdown();
+    }
     match result {
         Ok(code) => code,
         Err(e) => {
@@ -390,7 +394,12 @@ impl Command {
     }
 }
 
-fn init_tracing(verbose: u8) {
+/// Logging on stderr, at `verbose`'s level or `RAWKO_LOG`'s, and the export of traces when the
+/// environment configures it (see [`telemetry`]).
+fn init_tracing(verbose: u8) -> Option<telemetry::Telemetry> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let default = match verbose {
         0 => "warn",
         1 => "info",
@@ -416,13 +425,25 @@ fn init_tracing(verbose: u8) {
         });
     // Log lines quote errors, paths and files from outside: they go through the sanitiser,
     // so they carry no colours of their own either.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(|| SafeStderr)
         .with_ansi(false)
         .with_target(verbose >= 2)
         .without_time()
+        .with_filter(filter);
+    let (telemetry, traces) = match telemetry::Telemetry::from_env() {
+        Ok(Some((t, layer))) => (Some(t), Some(layer)),
+        Ok(None) => (None, None),
+        Err(e) => {
+            let _ = print_err(&format!("warning: {e}"));
+            (None, None)
+        }
+    };
+    let _ = tracing_subscriber::registry()
+        .with(logs)
+        .with(traces)
         .try_init();
+    telemetry
 }
 
 /// Stderr, with every write made safe for a terminal ([`terminal_safe`]).

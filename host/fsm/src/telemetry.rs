@@ -1,0 +1,131 @@
+//! The spans a task makes, named as OpenTelemetry's GenAI conventions name them: the task is
+//! `invoke_workflow rawko-task`, each state `invoke_agent {agent}`, each model call
+//! `chat {model}` and each tool call `execute_tool {tool}`, with rawko's own facts in `rawko.*`
+//! attributes. They are `tracing` spans of the target [`TARGET`]: nothing subscribes to them
+//! unless the user configured an exporter (the command line does so), and then they cost a
+//! span each; otherwise their call sites are disabled once and cost nothing more.
+//!
+//! No span carries a prompt, a message, a tool's input or output: only names, ids, counts,
+//! verdicts and outcomes.
+
+use tracing::Span;
+use tracing::field::Empty;
+
+use crate::llm::{Completion, LlmError};
+
+/// The target of every span here; an exporter subscribes to it alone.
+pub const TARGET: &str = "gen_ai";
+
+/// The task, from its start (or resume) to where this run stops.
+pub(crate) fn task(id: &str, resumed: bool) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "invoke_workflow",
+        "otel.name" = "invoke_workflow rawko-task",
+        "gen_ai.operation.name" = "invoke_workflow",
+        "gen_ai.agent.name" = "rawko-task",
+        "gen_ai.conversation.id" = id,
+        "rawko.resumed" = resumed,
+        "rawko.task.status" = Empty,
+        "otel.status_code" = Empty,
+        "error.type" = Empty,
+    )
+}
+
+/// One agent's state (or an agent called as a tool, `depth` deep).
+pub(crate) fn agent(task: &str, agent: &str, depth: u32, external: bool) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "invoke_agent",
+        "otel.name" = format!("invoke_agent {agent}"),
+        "gen_ai.operation.name" = "invoke_agent",
+        "gen_ai.agent.name" = agent,
+        "gen_ai.conversation.id" = task,
+        "rawko.depth" = depth,
+        "rawko.external" = external,
+        "rawko.outcome" = Empty,
+        "otel.status_code" = Empty,
+        "error.type" = Empty,
+    )
+}
+
+/// One model call; `retry` counts the calls of this step asked again before it.
+pub(crate) fn chat(adapter: &str, model: &str, retry: usize) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "chat",
+        "otel.name" = format!("chat {model}"),
+        "otel.kind" = "client",
+        "gen_ai.operation.name" = "chat",
+        "gen_ai.provider.name" = adapter,
+        "gen_ai.request.model" = model,
+        "gen_ai.response.model" = Empty,
+        "gen_ai.response.finish_reasons" = Empty,
+        "gen_ai.usage.input_tokens" = Empty,
+        "gen_ai.usage.output_tokens" = Empty,
+        "gen_ai.usage.cache_read.input_tokens" = Empty,
+        "gen_ai.usage.cache_creation.input_tokens" = Empty,
+        "rawko.adapter" = adapter,
+        "rawko.retry" = retry > 0,
+        "rawko.retry.attempt" = retry,
+        "otel.status_code" = Empty,
+        "error.type" = Empty,
+    )
+}
+
+/// What a model call came to.
+pub(crate) fn chat_ended(
+    span: &Span,
+    answered: &Option<Result<Result<Completion, LlmError>, tokio::time::error::Elapsed>>,
+) {
+    match answered {
+        Some(Ok(Ok(c))) => {
+            span.record("gen_ai.response.model", c.model.as_str());
+            span.record(
+                "gen_ai.response.finish_reasons",
+                format!("[\"{}\"]", c.stop_reason.as_str()),
+            );
+            span.record("gen_ai.usage.input_tokens", c.usage.input_tokens);
+            span.record("gen_ai.usage.output_tokens", c.usage.output_tokens);
+            span.record("gen_ai.usage.cache_read.input_tokens", c.usage.cache_read);
+            span.record(
+                "gen_ai.usage.cache_creation.input_tokens",
+                c.usage.cache_write,
+            );
+        }
+        Some(Ok(Err(e))) => failed(span, llm_error_type(e)),
+        Some(Err(_)) => failed(span, "timeout"),
+        None => failed(span, "cancelled"),
+    }
+}
+
+fn llm_error_type(e: &LlmError) -> &'static str {
+    match e {
+        LlmError::Transport(_) => "transport",
+        LlmError::Status { .. } => "http_status",
+        LlmError::Malformed(_) => "malformed_response",
+        LlmError::Other(_) => "model_error",
+    }
+}
+
+/// One tool call, as the model asked for it.
+pub(crate) fn tool(name: &str, call_id: &str, agent_tool: bool) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "execute_tool",
+        "otel.name" = format!("execute_tool {name}"),
+        "gen_ai.operation.name" = "execute_tool",
+        "gen_ai.tool.name" = name,
+        "gen_ai.tool.call.id" = call_id,
+        "gen_ai.tool.type" = if agent_tool { "agent" } else { "function" },
+        "rawko.verdict" = Empty,
+        "otel.status_code" = Empty,
+        "error.type" = Empty,
+    )
+}
+
+/// Mark `span` failed, with the kind of failure (never its text, which may quote a prompt).
+pub(crate) fn failed(span: &Span, kind: &str) {
+    span.record("otel.status_code", "ERROR");
+    span.record("error.type", kind);
+}

@@ -1,0 +1,181 @@
+//! Traces over OpenTelemetry's protocol (OTLP, http/protobuf), configured the standard way:
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) turns export on,
+//! `OTEL_EXPORTER_OTLP_HEADERS` and `OTEL_EXPORTER_OTLP_TIMEOUT` are read by the exporter,
+//! `OTEL_SERVICE_NAME` names the service (`rawko` by default), and `OTEL_SDK_DISABLED=true`
+//! turns it all off. With nothing configured no exporter is built.
+//!
+//! What is exported are the engine's GenAI spans ([`rawko_fsm::telemetry`]), batched on a
+//! thread of their own: a step never waits for the receiver, and a receiver that is down,
+//! refusing or silent costs the run a warning and at most [`FLUSH`] at its end.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
+use tracing_subscriber::Layer;
+use tracing_subscriber::registry::LookupSpan;
+
+/// The most the end of a run waits for its last spans to be sent.
+pub const FLUSH: Duration = Duration::from_secs(2);
+
+/// A configured exporter, flushed by [`Telemetry::shutdown`].
+pub struct Telemetry {
+    provider: SdkTracerProvider,
+    /// Set when a batch could not be sent.
+    failed: Arc<AtomicBool>,
+    endpoint: String,
+}
+
+/// Why traces could not be set up as configured; the run goes on without them.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    #[error(
+        "OTEL_EXPORTER_OTLP_PROTOCOL={0}: rawko exports over http/protobuf only; traces are off"
+    )]
+    Protocol(String),
+    #[error("cannot set up the OTLP exporter: {0}")]
+    Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+impl Telemetry {
+    /// The exporter the environment configures, and the layer that feeds it; none when no
+    /// endpoint is set or the SDK is disabled.
+    pub fn from_env<S>() -> Result<Option<(Telemetry, impl Layer<S>)>, TelemetryError>
+    where
+        S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if var("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+            return Ok(None);
+        }
+        if var("OTEL_EXPORTER_OTLP_ENDPOINT").is_none()
+            && var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_none()
+        {
+            return Ok(None);
+        }
+        let protocol = var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+            .or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL"))
+            .unwrap_or_else(|| "http/protobuf".into());
+        if protocol.trim() != "http/protobuf" {
+            return Err(TelemetryError::Protocol(protocol));
+        }
+        // An https endpoint needs the TLS provider every client of rawko uses.
+        rawko_capability::tls::install_provider();
+        let exporter = Noted {
+            inner: opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_protocol(Protocol::HttpBinary)
+                .build()?,
+            failed: Arc::new(AtomicBool::new(false)),
+        };
+        let failed = exporter.failed.clone();
+        let endpoint = var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT"))
+            .map(|e| rawko_text::line(&redact_url(&e), 200).into_owned())
+            .unwrap_or_default();
+        let resource = if var("OTEL_SERVICE_NAME").is_some() {
+            Resource::builder().build()
+        } else {
+            Resource::builder().with_service_name("rawko").build()
+        };
+        let provider = SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_resource(resource)
+            .build();
+        let tracer = provider.tracer("rawko");
+        let layer = tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            .with_filter(
+                tracing_subscriber::filter::Targets::new()
+                    .with_target(rawko_fsm::telemetry::TARGET, tracing::Level::INFO),
+            );
+        Ok(Some((
+            Telemetry {
+                provider,
+                failed,
+                endpoint,
+            },
+            layer,
+        )))
+    }
+
+    /// Send what is left, waiting at most [`FLUSH`]; say once if any of it was not sent.
+    pub fn shutdown(self) {
+        let flushed = self.provider.shutdown_with_timeout(FLUSH).is_ok();
+        if !flushed || self.failed.load(Ordering::Relaxed) {
+            let why = if flushed {
+                "the receiver did not take them"
+            } else {
+                "it did not answer within 2 s"
+            };
+            eprintln!(
+                "warning: not every trace was sent to {} ({why}); the task is not affected",
+                self.endpoint
+            );
+        }
+    }
+}
+
+/// The OTLP exporter, noting whether a batch failed (the SDK itself says nothing).
+#[derive(Debug)]
+struct Noted<E> {
+    inner: E,
+    failed: Arc<AtomicBool>,
+}
+
+impl<E: SpanExporter> SpanExporter for Noted<E> {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let result = self.inner.export(batch).await;
+        if result.is_err() {
+            self.failed.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+/// `url` without its user name and password, which a warning must not print.
+fn redact_url(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            format!("{scheme}://{host}{path}")
+        }
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn credentials_in_the_endpoint_are_not_printed() {
+        assert_eq!(
+            super::redact_url("https://user:secret@otel.example:4318/v1/traces"),
+            "https://otel.example:4318/v1/traces"
+        );
+        assert_eq!(
+            super::redact_url("http://127.0.0.1:4318"),
+            "http://127.0.0.1:4318"
+        );
+    }
+}

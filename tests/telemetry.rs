@@ -1,0 +1,186 @@
+//! Traces over OTLP: a task's spans, named as the GenAI conventions name them, read back by a
+//! receiver decoding OpenTelemetry's own protocol, match what the store holds, and carry no
+//! prompt, message or tool text.
+
+use serde_json::json;
+
+use crate::support::model_server::{ModelServer, openai};
+use crate::support::otlp::{Receiver, Span};
+use crate::support::{Run, TEST_KEY, Workspace, rawko};
+
+const PROMPT: &str = "Summarise notes.txt. PLANTED-PROMPT-TEXT";
+const NOTES: &str = "PLANTED-FILE-CONTENT and an API key sk-live-0123456789abcdef";
+
+/// A workspace whose user config talks to `server`, with a `worker` agent.
+fn setup() -> (Workspace, ModelServer) {
+    let ws = Workspace::new();
+    let user = ws.config_home().join("rawko");
+    std::fs::create_dir_all(user.join("agents")).unwrap();
+    std::fs::write(
+        user.join("agents/worker.yaml"),
+        "name: worker\nwhenToUse: Does the work.\nsystemPrompt: You work.\n\
+         transitions:\n  onSuccess: done\n  onFailure: failed\n",
+    )
+    .unwrap();
+    let server = ModelServer::start();
+    std::fs::write(
+        user.join("config.yaml"),
+        format!(
+            "adapters:\n  scripted:\n    plugin: openai\n    model: m\n    base_url: {}\n    \
+             api_key_env: TEST_KEY\n    allow_private_network: true\n    timeout: 60\n\
+             defaults:\n  adapter: scripted\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    ws.write("notes.txt", NOTES);
+    (ws, server)
+}
+
+fn run(ws: &Workspace, receiver: &Receiver) -> Run {
+    Run::of(
+        rawko(ws)
+            .env("TEST_KEY", TEST_KEY)
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+            .args(["run", "--agent", "worker", "--json", "--no-stream", PROMPT])
+            .output()
+            .unwrap(),
+    )
+}
+
+fn one<'a>(spans: &'a [Span], name: &str) -> &'a Span {
+    let found: Vec<&Span> = spans.iter().filter(|s| s.name == name).collect();
+    assert_eq!(found.len(), 1, "{name}: {spans:#?}");
+    found[0]
+}
+
+#[test]
+fn a_task_is_traced_as_the_store_records_it() {
+    let (ws, server) = setup();
+    server.push(openai::tool_call(
+        "c1",
+        "Read",
+        &json!({"path": "notes.txt"}),
+    ));
+    server.push(openai::tool_call(
+        "c2",
+        "finish",
+        &json!({"status": "success", "summary": "Read it."}),
+    ));
+    let receiver = Receiver::start();
+    let r = run(&ws, &receiver);
+    assert_eq!(r.code, 0, "{r:?}");
+    let id = r
+        .stdout
+        .lines()
+        .find_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).ok()?;
+            v["task"].as_str().map(String::from)
+        })
+        .unwrap();
+
+    // Everything is sent by the time rawko exits.
+    let spans = receiver.spans();
+    let task = one(&spans, "invoke_workflow rawko-task");
+    assert!(task.parent.is_empty(), "{task:?}");
+    assert_eq!(task.attr("gen_ai.operation.name"), Some("invoke_workflow"));
+    assert_eq!(task.attr("gen_ai.conversation.id"), Some(id.as_str()));
+    assert_eq!(task.attr("rawko.task.status"), Some("done"));
+    assert_eq!(
+        receiver.services(),
+        vec!["rawko".to_string(); receiver.services().len()]
+    );
+
+    let agent = one(&spans, "invoke_agent worker");
+    assert_eq!(agent.parent, task.span_id);
+    assert_eq!(agent.attr("gen_ai.agent.name"), Some("worker"));
+    assert_eq!(agent.attr("rawko.outcome"), Some("succeeded"));
+
+    // One chat per model call, one execute_tool per tool call, in order, under the state.
+    let chats: Vec<&Span> = spans.iter().filter(|s| s.name == "chat m").collect();
+    assert_eq!(chats.len(), 2, "{spans:#?}");
+    for c in &chats {
+        assert_eq!(c.parent, agent.span_id);
+        assert_eq!(c.trace_id, task.trace_id);
+        assert_eq!(c.kind, 3, "client: {c:?}");
+        assert_eq!(c.attr("gen_ai.request.model"), Some("m"));
+        assert_eq!(c.attr("gen_ai.provider.name"), Some("scripted"));
+        assert_eq!(c.attr("rawko.retry"), Some("false"));
+    }
+    assert_eq!(
+        chats[0].attr("gen_ai.response.finish_reasons"),
+        Some(r#"["tool_use"]"#)
+    );
+    let tool = one(&spans, "execute_tool Read");
+    assert_eq!(tool.parent, agent.span_id);
+    assert_eq!(tool.attr("gen_ai.tool.name"), Some("Read"));
+    assert_eq!(tool.attr("gen_ai.tool.type"), Some("function"));
+    assert!(
+        tool.attr("gen_ai.tool.call.id")
+            .is_some_and(|c| c.ends_with("c1")),
+        "{tool:?}"
+    );
+    assert_eq!(tool.attr("rawko.verdict"), Some("allowed"));
+    assert!(chats[0].start < tool.start && tool.start < chats[1].start);
+
+    // The tokens add up to what `tasks show` says.
+    let shown = Run::of(
+        rawko(&ws)
+            .args(["tasks", "show", "--json", &id])
+            .output()
+            .unwrap(),
+    )
+    .json();
+    let sum = |key: &str| -> i64 {
+        chats
+            .iter()
+            .map(|c| c.attr(key).unwrap().parse::<i64>().unwrap())
+            .sum()
+    };
+    assert_eq!(
+        sum("gen_ai.usage.input_tokens"),
+        shown["usage"]["input_tokens"]
+    );
+    assert_eq!(
+        sum("gen_ai.usage.output_tokens"),
+        shown["usage"]["output_tokens"]
+    );
+
+    // No prompt, file content or secret in anything sent.
+    for body in receiver.bodies() {
+        for planted in [
+            "PLANTED-PROMPT-TEXT",
+            "PLANTED-FILE-CONTENT",
+            "sk-live-",
+            "You work.",
+        ] {
+            assert!(
+                !body.windows(planted.len()).any(|w| w == planted.as_bytes()),
+                "{planted} was exported"
+            );
+        }
+    }
+}
+
+/// With nothing configured, or the SDK disabled, nothing is sent.
+#[test]
+fn nothing_is_sent_unless_configured() {
+    let (ws, server) = setup();
+    server.push(openai::tool_call(
+        "c1",
+        "finish",
+        &json!({"status": "success", "summary": "Done."}),
+    ));
+    let receiver = Receiver::start();
+    let r = Run::of(
+        rawko(&ws)
+            .env("TEST_KEY", TEST_KEY)
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+            .env("OTEL_SDK_DISABLED", "true")
+            .args(["run", "--agent", "worker", "--json", "--no-stream", PROMPT])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(receiver.bodies().is_empty());
+}
