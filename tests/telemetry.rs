@@ -184,3 +184,102 @@ fn nothing_is_sent_unless_configured() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(receiver.bodies().is_empty());
 }
+
+/// The trace of a task's first run is stored with it and shown by `tasks show`; a run that
+/// resumes it after a kill links to that trace, and has no span for what the first run
+/// committed.
+#[test]
+fn a_resumed_task_links_to_its_first_trace() {
+    let (ws, server) = setup();
+    server.push(openai::tool_call(
+        "c1",
+        "Read",
+        &json!({"path": "notes.txt"}),
+    ));
+    server.push(
+        openai::tool_call(
+            "c2",
+            "finish",
+            &json!({"status": "success", "summary": "Late."}),
+        )
+        .delay(std::time::Duration::from_secs(30)),
+    );
+    server.push(openai::tool_call(
+        "c3",
+        "finish",
+        &json!({"status": "success", "summary": "Resumed."}),
+    ));
+    let first_receiver = Receiver::start();
+    let mut first = rawko(&ws)
+        .env("TEST_KEY", TEST_KEY)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", first_receiver.endpoint())
+        .args(["run", "--agent", "worker", "--json", "--no-stream", PROMPT])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let id = crate::support::first_task_id(&mut first);
+    let show = || {
+        Run::of(
+            rawko(&ws)
+                .args(["tasks", "show", "--json", &id])
+                .output()
+                .unwrap(),
+        )
+        .json()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while show()["tool_calls"].as_array().is_none_or(|c| c.is_empty()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Read call was not committed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Killed while its model answers: nothing it buffered was sent.
+    first.kill().unwrap();
+    let _ = first.wait();
+    let stored = show()["task"]["trace"].as_str().unwrap().to_string();
+    let parts: Vec<&str> = stored.split('-').collect();
+    assert_eq!((parts.len(), parts[0]), (4, "00"), "{stored}");
+    let text = Run::of(rawko(&ws).args(["tasks", "show", &id]).output().unwrap());
+    assert!(
+        text.stdout.contains(&format!("\ntrace: {}\n", parts[1])),
+        "{text:?}"
+    );
+
+    let receiver = Receiver::start();
+    let r = Run::of(
+        rawko(&ws)
+            .env("TEST_KEY", TEST_KEY)
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+            .args(["resume", "--json", &id])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let spans = receiver.spans();
+    let task = one(&spans, "invoke_workflow rawko-task");
+    assert_eq!(task.attr("rawko.resumed"), Some("true"));
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    assert_ne!(hex(&task.trace_id), parts[1], "a trace of its own");
+    assert_eq!(
+        task.links
+            .iter()
+            .map(|(t, s)| (hex(t), hex(s)))
+            .collect::<Vec<_>>(),
+        [(parts[1].to_string(), parts[2].to_string())]
+    );
+    // The Read call committed before the kill is not reported again; the model is asked once.
+    assert!(
+        !spans.iter().any(|s| s.name.starts_with("execute_tool")),
+        "{spans:#?}"
+    );
+    assert_eq!(
+        spans.iter().filter(|s| s.name == "chat m").count(),
+        1,
+        "{spans:#?}"
+    );
+    // The stored trace stays the first run's.
+    assert_eq!(show()["task"]["trace"], stored.as_str());
+}

@@ -174,6 +174,8 @@ pub struct Engine<'a> {
     pub context_threshold: f32,
     /// Tokens the task may use in all (`defaults.limits.maxTokens`); reaching it interrupts it.
     pub max_task_tokens: Option<u64>,
+    /// Where traces go, when they are exported.
+    pub traces: Option<&'a dyn telemetry::TraceLinks>,
 }
 
 /// How a task ended (or stopped).
@@ -189,6 +191,17 @@ impl Engine<'_> {
     pub async fn run(&self, id: &str) -> Result<TaskEnd, EngineError> {
         let resumed = !self.store.turns(id)?.is_empty();
         let span = telemetry::task(id, resumed);
+        if let Some(traces) = self.traces {
+            // The first traced run is the task's trace; a later one links to it.
+            match self.store.task(id)?.trace {
+                Some(first) => traces.link(&span, &first),
+                None => {
+                    if let Some(this) = traces.traceparent(&span) {
+                        self.store.set_trace(id, &this)?;
+                    }
+                }
+            }
+        }
         let end = self.run_task(id).instrument(span.clone()).await;
         match &end {
             Ok(end) => {

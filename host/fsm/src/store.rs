@@ -50,6 +50,8 @@ pub trait Store {
     fn record_decision(&self, task: &str, entry: &AuditEntry) -> Result<()>;
     fn record_usage(&self, turn: i64, adapter: &str, model: &str, usage: &Usage) -> Result<()>;
     fn task_usage(&self, task: &str) -> Result<Usage>;
+    /// Record the task's first traced run (a `traceparent`), unless it has one.
+    fn set_trace(&self, task: &str, traceparent: &str) -> Result<String>;
 }
 
 impl Store for TaskStore {
@@ -131,5 +133,8 @@ impl Store for TaskStore {
     }
     fn task_usage(&self, task: &str) -> Result<Usage> {
         TaskStore::task_usage(self, task)
+    }
+    fn set_trace(&self, task: &str, traceparent: &str) -> Result<String> {
+        TaskStore::set_trace(self, task, traceparent)
     }
 }

@@ -13,6 +13,15 @@ use tracing::field::Empty;
 
 use crate::llm::{Completion, LlmError};
 
+/// What the assembly that exports traces tells the engine of them: a task's first traced run
+/// is stored with it, and a later run's trace links to it.
+pub trait TraceLinks {
+    /// `span`'s W3C `traceparent`, when it is exported.
+    fn traceparent(&self, span: &Span) -> Option<String>;
+    /// Link `span` to `traceparent`, the trace of an earlier run of the task.
+    fn link(&self, span: &Span, traceparent: &str);
+}
+
 /// The target of every span here; an exporter subscribes to it alone.
 pub const TARGET: &str = "gen_ai";
 

@@ -260,6 +260,7 @@ impl World {
             workspace_trust: Trust::Trusted,
             context_threshold: crate::context::DEFAULT_THRESHOLD,
             max_task_tokens: None,
+            traces: None,
         }
     }
 

@@ -18,6 +18,7 @@ use rawko_distribution::PluginStore;
 use rawko_fsm::arbiter::{Arbiter, DEFAULT_MAX_FAILURES};
 use rawko_fsm::events::{EventSink, RunEvent};
 use rawko_fsm::store::Store;
+use rawko_fsm::telemetry::TraceLinks;
 use rawko_fsm::{CancelFlag, Engine, EngineError, StateLimits, TaskEnd};
 use rawko_mcp::client::Servers;
 use rawko_runtime::{Runtime, RuntimeError};
@@ -87,6 +88,8 @@ pub struct RunOptions {
     pub launch: Launch,
     /// The MCP servers whose tools agents may call, connected and approved.
     pub mcp: Option<Rc<Servers>>,
+    /// Where the run's traces go, when they are exported.
+    pub traces: Option<Arc<dyn TraceLinks>>,
 }
 
 impl RunOptions {
@@ -107,6 +110,7 @@ impl RunOptions {
             stream: true,
             launch,
             mcp: None,
+            traces: None,
         }
     }
 }
@@ -373,6 +377,7 @@ impl RunConfig {
             trust,
             context_threshold: self.context_threshold,
             max_task_tokens: self.max_task_tokens,
+            traces: options.traces.clone(),
         })
     }
 }
@@ -471,6 +476,7 @@ pub struct Prepared {
     trust: Trust,
     context_threshold: f32,
     max_task_tokens: Option<u64>,
+    traces: Option<Arc<dyn TraceLinks>>,
 }
 
 impl Prepared {
@@ -535,6 +541,7 @@ impl Prepared {
             workspace_trust: self.trust,
             context_threshold: self.context_threshold,
             max_task_tokens: self.max_task_tokens,
+            traces: self.traces.as_deref(),
         };
         engine.run(&self.task).await
     }

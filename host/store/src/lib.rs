@@ -161,7 +161,7 @@ macro_rules! task_columns {
             "id, prompt, status, state, options, steps, summary, created_at, updated_at,
              lease_pid, lease_host, lease_at, lease_start, lease_token, ",
             store_now!(),
-            " - lease_at, workspace_root, workspace_remote, workspace_path, host"
+            " - lease_at, workspace_root, workspace_remote, workspace_path, host, trace"
         )
     };
 }
@@ -547,6 +547,21 @@ impl TaskStore {
             params![task, now_ms()],
         )?;
         Ok(n == 1)
+    }
+
+    /// Record the trace of the run that first traced `task` (a W3C `traceparent`); a task that
+    /// has one keeps it. Returns the one it has.
+    pub fn set_trace(&self, task: &str, traceparent: &str) -> Result<String> {
+        self.conn.execute(
+            "UPDATE tasks SET trace = ?2 WHERE id = ?1 AND trace IS NULL",
+            params![task, traceparent],
+        )?;
+        Ok(self
+            .conn
+            .query_row("SELECT trace FROM tasks WHERE id = ?1", [task], |r| {
+                r.get::<_, Option<String>>(0)
+            })?
+            .unwrap_or_default())
     }
 
     /// Set a task's status and closing summary (e.g. cancelled by the user).

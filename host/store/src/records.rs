@@ -78,6 +78,10 @@ pub struct Task {
     pub workspace: Option<WorkspaceId>,
     /// The host it was made on; None for a task an older rawko made.
     pub host: Option<String>,
+    /// The trace of the run that first traced it (a W3C `traceparent`), which the traces of
+    /// later runs link to; None when no run of it was traced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// A transition row.
@@ -221,6 +225,7 @@ pub(crate) fn task_row(
             })
             .transpose()?,
         host: r.get(18)?,
+        trace: r.get(19)?,
     };
     if task.status == TaskStatus::Running
         && let Some(lease) = lease_of(r, 9)?

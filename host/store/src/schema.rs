@@ -106,6 +106,9 @@ ALTER TABLE tasks ADD COLUMN workspace_remote TEXT;
 ALTER TABLE tasks ADD COLUMN workspace_path TEXT;
 ALTER TABLE tasks ADD COLUMN host TEXT;
 "#,
+    r#"
+ALTER TABLE tasks ADD COLUMN trace TEXT;
+"#,
 ];
 
 /// Run `op` again while SQLite says the database is busy or locked, for up to five seconds.

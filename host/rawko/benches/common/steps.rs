@@ -175,6 +175,7 @@ pub async fn steps(tools: &dyn ToolHost, dir: &Path, steps: usize) -> Vec<Durati
         workspace_trust: rawko_config::Trust::Trusted,
         context_threshold: rawko_fsm::context::DEFAULT_THRESHOLD,
         max_task_tokens: None,
+        traces: None,
     };
     let id = store
         .create_task("benchmark", "worker", &serde_json::json!({}))

@@ -92,6 +92,7 @@ impl Setup {
             cx.launch()?,
         );
         run.stream = !output.no_stream;
+        run.traces = crate::cli::telemetry::links();
         Ok(Setup {
             run,
             output: output.clone(),

@@ -12,13 +12,75 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::trace::{
+    SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState, TracerProvider as _,
+};
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
+use rawko_fsm::telemetry::TraceLinks;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::Layer;
 use tracing_subscriber::registry::LookupSpan;
+
+/// Whether an exporter was set up in this process.
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+/// What the engine needs to store and link a task's traces, when they are exported.
+pub fn links() -> Option<Arc<dyn TraceLinks>> {
+    EXPORTING
+        .load(Ordering::Relaxed)
+        .then(|| Arc::new(OtelLinks) as Arc<dyn TraceLinks>)
+}
+
+/// A span's place in its exported trace, as W3C trace context writes it.
+struct OtelLinks;
+
+impl TraceLinks for OtelLinks {
+    fn traceparent(&self, span: &tracing::Span) -> Option<String> {
+        let cx = span.context();
+        let sc = cx.span().span_context().clone();
+        sc.is_valid().then(|| {
+            format!(
+                "00-{}-{}-{:02x}",
+                sc.trace_id(),
+                sc.span_id(),
+                sc.trace_flags().to_u8()
+            )
+        })
+    }
+
+    fn link(&self, span: &tracing::Span, traceparent: &str) {
+        let mut parts = traceparent.split('-');
+        let (Some("00"), Some(trace), Some(id), Some(flags), None) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
+            return;
+        };
+        let (Ok(trace), Ok(id), Ok(flags)) = (
+            TraceId::from_hex(trace),
+            SpanId::from_hex(id),
+            u8::from_str_radix(flags, 16),
+        ) else {
+            return;
+        };
+        let first = SpanContext::new(
+            trace,
+            id,
+            TraceFlags::new(flags),
+            true,
+            TraceState::default(),
+        );
+        if first.is_valid() {
+            span.add_link(first);
+        }
+    }
+}
 
 /// The most the end of a run waits for its last spans to be sent.
 pub const FLUSH: Duration = Duration::from_secs(2);
@@ -91,6 +153,7 @@ impl Telemetry {
             .with_resource(resource)
             .build();
         let tracer = provider.tracer("rawko");
+        EXPORTING.store(true, Ordering::Relaxed);
         let layer = tracing_opentelemetry::layer()
             .with_tracer(tracer)
             .with_filter(

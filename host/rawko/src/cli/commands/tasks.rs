@@ -178,6 +178,9 @@ fn show(store: &TaskStore, id: &str, json: bool) -> anyhow::Result<()> {
         "tokens: {} in, {} out\n",
         usage.input_tokens, usage.output_tokens
     ));
+    if let Some(trace) = task.trace.as_deref().and_then(|t| t.split('-').nth(1)) {
+        out.push_str(&format!("trace: {}\n", terminal_safe(trace)));
+    }
     out.push_str("\ntimeline:\n");
     for turn in &turns {
         let indent = if turn.parent_id.is_some() {
