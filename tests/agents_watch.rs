@@ -24,6 +24,8 @@ struct Harness {
 
 impl Harness {
     fn start(ws: Workspace) -> Harness {
+        // Agents are read against the host's tools, as the binary reads them.
+        rawko_toolset::host::install_catalogue();
         let search = SearchPath::standard(ws.path(), &ws.config_home().join("rawko"));
         let (tx, reports) = mpsc::channel();
         let watcher = Watcher::start(search, move |r| {
