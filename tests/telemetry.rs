@@ -283,3 +283,76 @@ fn a_resumed_task_links_to_its_first_trace() {
     // The stored trace stays the first run's.
     assert_eq!(show()["task"]["trace"], stored.as_str());
 }
+
+/// The user's own config may say where traces go, with a header whose value it names by
+/// variable; a workspace's config may not, trusted or not.
+#[test]
+fn traces_go_where_the_users_config_says_and_never_where_a_workspace_says() {
+    let (ws, server) = setup();
+    for _ in 0..2 {
+        server.push(openai::tool_call(
+            "c1",
+            "finish",
+            &json!({"status": "success", "summary": "Done."}),
+        ));
+    }
+    let users = Receiver::start();
+    let config = ws.config_home().join("rawko/config.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "{text}otel:\n  endpoint: {}\n  headers:\n    x-team-key: TEAM_KEY\n",
+            users.endpoint()
+        ),
+    )
+    .unwrap();
+    let r = Run::of(
+        rawko(&ws)
+            .env("TEST_KEY", TEST_KEY)
+            .env("TEAM_KEY", "team-secret-7")
+            .args(["run", "--agent", "worker", "--json", "--no-stream", PROMPT])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    one(&users.spans(), "invoke_workflow rawko-task");
+    assert!(
+        users
+            .headers()
+            .iter()
+            .any(|h| h == "x-team-key: team-secret-7"),
+        "{:?}",
+        users.headers()
+    );
+
+    // A trusted workspace naming another receiver: dropped with a warning, nothing sent there.
+    std::fs::write(&config, text).unwrap();
+    let theirs = Receiver::start();
+    ws.write(
+        ".rawko/config.yaml",
+        format!("otel:\n  endpoint: {}\n", theirs.endpoint()),
+    );
+    let r = Run::of(
+        rawko(&ws)
+            .env("TEST_KEY", TEST_KEY)
+            .args([
+                "run",
+                "--trust",
+                "--agent",
+                "worker",
+                "--json",
+                "--no-stream",
+                PROMPT,
+            ])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("only your own config decides where traces are sent"),
+        "{r:?}"
+    );
+    assert!(theirs.bodies().is_empty());
+}

@@ -36,6 +36,7 @@ impl Span {
 #[derive(Default)]
 struct Received {
     bodies: Vec<Vec<u8>>,
+    headers: Vec<String>,
     spans: Vec<Span>,
     service: Vec<String>,
 }
@@ -83,6 +84,7 @@ impl Receiver {
                             return;
                         }
                         let mut length = 0usize;
+                        let mut headers = Vec::new();
                         loop {
                             let mut h = String::new();
                             if reader.read_line(&mut h).unwrap_or(0) == 0 {
@@ -92,6 +94,7 @@ impl Receiver {
                             if h.is_empty() {
                                 break;
                             }
+                            headers.push(h.to_ascii_lowercase());
                             if let Some((k, v)) = h.split_once(':')
                                 && k.eq_ignore_ascii_case("content-length")
                             {
@@ -135,6 +138,7 @@ impl Receiver {
                                 }
                             }
                             got.bodies.push(body);
+                            got.headers.extend(headers);
                         }
                         let _ = conn.write_all(
                             b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n",
@@ -161,6 +165,11 @@ impl Receiver {
     /// Every request body received so far, as sent.
     pub fn bodies(&self) -> Vec<Vec<u8>> {
         self.got.lock().unwrap().bodies.clone()
+    }
+
+    /// Every header line of every request received, in lower case.
+    pub fn headers(&self) -> Vec<String> {
+        self.got.lock().unwrap().headers.clone()
     }
 
     /// The `service.name` of every resource received.

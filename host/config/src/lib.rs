@@ -60,6 +60,25 @@ pub struct Config {
     /// The task store. Read from the user's config only: a workspace never chooses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<StoreConfig>,
+    /// Where traces go. Read from the user's config only: a workspace could send them
+    /// elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otel: Option<OtelConfig>,
+}
+
+/// Traces over OTLP (http/protobuf), when no `OTEL_EXPORTER_OTLP_*ENDPOINT` variable says
+/// otherwise.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtelConfig {
+    /// The receiver's base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT` takes it
+    /// (`http://localhost:4318`); traces go to its `/v1/traces`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Headers sent with every export, each naming the environment variable that holds its
+    /// value (a receiver's key is a secret, which a config file never holds).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
 }
 
 /// The task store's settings.
@@ -613,6 +632,13 @@ impl Layers {
                 "only your own config decides where tasks are stored",
             );
         }
+        // Nor where traces go: they tell a receiver what the user's agents do.
+        if ws.otel.is_some() {
+            drop(
+                "otel".into(),
+                "only your own config decides where traces are sent",
+            );
+        }
         let layers = Layers {
             user: self.user.clone(),
             workspace: Some((path.clone(), kept)),
@@ -786,6 +812,22 @@ defaults:
         assert_eq!(c.mcp["tools"].network, Some(true));
         let bad = Config::parse(Path::new("w"), "mcp:\n  x:\n    network: maybe\n").unwrap_err();
         assert!(bad.to_string().contains("expected on or off"), "{bad}");
+    }
+
+    #[test]
+    fn a_workspace_never_chooses_where_traces_go() {
+        let ws = "otel:\n  endpoint: http://collector.example:4318\n";
+        for trust in [Trust::Untrusted, Trust::Trusted] {
+            let (eff, ignored) = layers("", ws).effective(trust);
+            assert_eq!(eff.merged().otel, None);
+            let dropped: Vec<&str> = ignored.iter().map(|i| i.setting.as_str()).collect();
+            assert_eq!(dropped, ["otel"]);
+        }
+        let user = "otel:\n  endpoint: http://127.0.0.1:4318\n  headers: {x-key: MY_KEY}\n";
+        let (eff, _) = layers(user, "").effective(Trust::Trusted);
+        let otel = eff.merged().otel.unwrap();
+        assert_eq!(otel.endpoint.as_deref(), Some("http://127.0.0.1:4318"));
+        assert_eq!(otel.headers["x-key"], "MY_KEY");
     }
 
     #[test]

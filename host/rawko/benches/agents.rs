@@ -36,7 +36,10 @@ static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
         "{:#?}",
         &r.diagnostics()[..r.diagnostics().len().min(5)]
     );
-    assert_eq!(r.agents().count(), FILES + rawko_agents::builtin::AGENTS.len());
+    assert_eq!(
+        r.agents().count(),
+        FILES + rawko_agents::builtin::AGENTS.len()
+    );
     Fixture {
         _dir: dir,
         search,

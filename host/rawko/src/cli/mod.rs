@@ -324,7 +324,7 @@ pub fn main() -> ExitCode {
             };
         }
     };
-    let telemetry = init_tracing(cli.global.verbose);
+    let telemetry = init_tracing(cli.global.verbose, &cli.global);
 
     // IO for HTTP (plugin downloads, registries), time for call deadlines.
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -396,7 +396,7 @@ impl Command {
 
 /// Logging on stderr, at `verbose`'s level or `RAWKO_LOG`'s, and the export of traces when the
 /// environment configures it (see [`telemetry`]).
-fn init_tracing(verbose: u8) -> Option<telemetry::Telemetry> {
+fn init_tracing(verbose: u8, global: &GlobalArgs) -> Option<telemetry::Telemetry> {
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
@@ -431,7 +431,16 @@ fn init_tracing(verbose: u8) -> Option<telemetry::Telemetry> {
         .with_target(verbose >= 2)
         .without_time()
         .with_filter(filter);
-    let (telemetry, traces) = match telemetry::Telemetry::from_env() {
+    // The user's own config may say where traces go (a broken file is reported by the
+    // command that reads it).
+    let user = Dirs::resolve(global.data_dir.as_deref())
+        .config
+        .join(rawko_config::FILE_NAME);
+    let otel = rawko_config::Config::load(&user)
+        .ok()
+        .flatten()
+        .and_then(|c| c.otel);
+    let (telemetry, traces) = match telemetry::Telemetry::from_env(otel.as_ref()) {
         Ok(Some((t, layer))) => (Some(t), Some(layer)),
         Ok(None) => (None, None),
         Err(e) => {

@@ -2,7 +2,8 @@
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) turns export on,
 //! `OTEL_EXPORTER_OTLP_HEADERS` and `OTEL_EXPORTER_OTLP_TIMEOUT` are read by the exporter,
 //! `OTEL_SERVICE_NAME` names the service (`rawko` by default), and `OTEL_SDK_DISABLED=true`
-//! turns it all off. With nothing configured no exporter is built.
+//! turns it all off; or by the `otel:` section of the user's own config (a workspace's is
+//! dropped), which the variables override. With nothing configured no exporter is built.
 //!
 //! What is exported are the engine's GenAI spans ([`rawko_fsm::telemetry`]), batched on a
 //! thread of their own: a step never waits for the receiver, and a receiver that is down,
@@ -15,10 +16,11 @@ use std::time::Duration;
 use opentelemetry::trace::{
     SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState, TracerProvider as _,
 };
-use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
+use rawko_config::OtelConfig;
 use rawko_fsm::telemetry::TraceLinks;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::Layer;
@@ -100,6 +102,11 @@ pub enum TelemetryError {
         "OTEL_EXPORTER_OTLP_PROTOCOL={0}: rawko exports over http/protobuf only; traces are off"
     )]
     Protocol(String),
+    #[error(
+        "otel.headers.{name} names the environment variable {variable}, which is not set; traces \
+         are off"
+    )]
+    Header { name: String, variable: String },
     #[error("cannot set up the OTLP exporter: {0}")]
     Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
 }
@@ -111,16 +118,23 @@ fn var(name: &str) -> Option<String> {
 impl Telemetry {
     /// The exporter the environment configures, and the layer that feeds it; none when no
     /// endpoint is set or the SDK is disabled.
-    pub fn from_env<S>() -> Result<Option<(Telemetry, impl Layer<S>)>, TelemetryError>
+    pub fn from_env<S>(
+        config: Option<&OtelConfig>,
+    ) -> Result<Option<(Telemetry, impl Layer<S>)>, TelemetryError>
     where
         S: tracing::Subscriber + for<'a> LookupSpan<'a>,
     {
         if var("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
             return Ok(None);
         }
-        if var("OTEL_EXPORTER_OTLP_ENDPOINT").is_none()
-            && var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_none()
-        {
+        let by_env = var("OTEL_EXPORTER_OTLP_ENDPOINT").is_some()
+            || var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_some();
+        // The config's endpoint, when no variable names one.
+        let configured = match config.and_then(|c| c.endpoint.as_deref()) {
+            Some(e) if !by_env => Some(e.trim_end_matches('/')),
+            _ => None,
+        };
+        if !by_env && configured.is_none() {
             return Ok(None);
         }
         let protocol = var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
@@ -131,16 +145,29 @@ impl Telemetry {
         }
         // An https endpoint needs the TLS provider every client of rawko uses.
         rawko_capability::tls::install_provider();
+        let mut builder = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary);
+        if let Some(base) = configured {
+            builder = builder.with_endpoint(format!("{base}/v1/traces"));
+            let mut headers = std::collections::HashMap::new();
+            for (name, variable) in config.map(|c| &c.headers).into_iter().flatten() {
+                let value = var(variable).ok_or_else(|| TelemetryError::Header {
+                    name: name.clone(),
+                    variable: variable.clone(),
+                })?;
+                headers.insert(name.clone(), value);
+            }
+            builder = builder.with_headers(headers);
+        }
         let exporter = Noted {
-            inner: opentelemetry_otlp::SpanExporter::builder()
-                .with_http()
-                .with_protocol(Protocol::HttpBinary)
-                .build()?,
+            inner: builder.build()?,
             failed: Arc::new(AtomicBool::new(false)),
         };
         let failed = exporter.failed.clone();
         let endpoint = var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
             .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT"))
+            .or_else(|| configured.map(String::from))
             .map(|e| rawko_text::line(&redact_url(&e), 200).into_owned())
             .unwrap_or_default();
         let resource = if var("OTEL_SERVICE_NAME").is_some() {
