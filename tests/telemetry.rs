@@ -146,6 +146,35 @@ fn a_task_is_traced_as_the_store_records_it() {
         shown["usage"]["output_tokens"]
     );
 
+    // The conventions' histograms: the tokens by type, and one duration per model call.
+    let points = receiver.points();
+    let tokens = |kind: &str| -> f64 {
+        points
+            .iter()
+            .filter(|p| {
+                p.metric == "gen_ai.client.token.usage" && p.attr("gen_ai.token.type") == Some(kind)
+            })
+            .map(|p| p.sum)
+            .sum()
+    };
+    assert_eq!(
+        tokens("input") as i64,
+        shown["usage"]["input_tokens"],
+        "{points:#?}"
+    );
+    assert_eq!(
+        tokens("output") as i64,
+        shown["usage"]["output_tokens"],
+        "{points:#?}"
+    );
+    let calls: u64 = points
+        .iter()
+        .filter(|p| p.metric == "gen_ai.client.operation.duration")
+        .inspect(|p| assert_eq!(p.attr("gen_ai.request.model"), Some("m")))
+        .map(|p| p.count)
+        .sum();
+    assert_eq!(calls, 2, "{points:#?}");
+
     // No prompt, file content or secret in anything sent.
     for body in receiver.bodies() {
         for planted in [

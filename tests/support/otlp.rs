@@ -6,8 +6,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::metrics::v1::metric;
 use prost::Message as _;
 
 /// One span as received, with its attributes as strings.
@@ -33,8 +35,28 @@ impl Span {
     }
 }
 
+/// One histogram data point as received: the metric's name, the point's attributes, and how
+/// many values it holds and their sum.
+#[derive(Debug, Clone)]
+pub struct Point {
+    pub metric: String,
+    pub attributes: Vec<(String, String)>,
+    pub count: u64,
+    pub sum: f64,
+}
+
+impl Point {
+    pub fn attr(&self, key: &str) -> Option<&str> {
+        self.attributes
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 #[derive(Default)]
 struct Received {
+    points: Vec<Point>,
     bodies: Vec<Vec<u8>>,
     headers: Vec<String>,
     spans: Vec<Span>,
@@ -105,7 +127,28 @@ impl Receiver {
                         if reader.read_exact(&mut body).is_err() {
                             return;
                         }
-                        if line.starts_with("POST /v1/traces ") {
+                        if line.starts_with("POST /v1/metrics ") {
+                            let req = ExportMetricsServiceRequest::decode(body.as_slice())
+                                .expect("an OTLP metrics request");
+                            let mut got = keep.lock().unwrap();
+                            for rm in &req.resource_metrics {
+                                for sm in &rm.scope_metrics {
+                                    for m in &sm.metrics {
+                                        if let Some(metric::Data::Histogram(h)) = &m.data {
+                                            for p in &h.data_points {
+                                                got.points.push(Point {
+                                                    metric: m.name.clone(),
+                                                    attributes: pairs(&p.attributes),
+                                                    count: p.count,
+                                                    sum: p.sum.unwrap_or_default(),
+                                                });
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                            got.bodies.push(body);
+                        } else if line.starts_with("POST /v1/traces ") {
                             let req = ExportTraceServiceRequest::decode(body.as_slice())
                                 .expect("an OTLP trace request");
                             let mut got = keep.lock().unwrap();
@@ -160,6 +203,11 @@ impl Receiver {
         let mut spans = self.got.lock().unwrap().spans.clone();
         spans.sort_by_key(|s| s.start);
         spans
+    }
+
+    /// Every histogram data point received so far.
+    pub fn points(&self) -> Vec<Point> {
+        self.got.lock().unwrap().points.clone()
     }
 
     /// Every request body received so far, as sent.

@@ -830,13 +830,14 @@ impl Engine<'_> {
                     }
                 };
                 let chat = telemetry::chat(llm.adapter(), llm.model(), asked_again);
+                let asked = Instant::now();
                 let call =
                     tokio::time::timeout(remaining, llm.complete(request).instrument(chat.clone()));
                 let answered = tokio::select! {
                     r = call => Some(r),
                     () = abandoned => None,
                 };
-                telemetry::chat_ended(&chat, &answered);
+                telemetry::chat_ended(&chat, (llm.adapter(), llm.model()), asked, &answered);
                 drop(chat);
                 let Some(answered) = answered else {
                     return Ok(TurnOutcome {

@@ -25,6 +25,10 @@ pub trait TraceLinks {
 /// The target of every span here; an exporter subscribes to it alone.
 pub const TARGET: &str = "gen_ai";
 
+/// The target of the events that are metrics (`histogram.NAME` fields, as
+/// `tracing-opentelemetry`'s metrics layer reads them), kept apart from the spans.
+pub const METRICS: &str = "gen_ai::metrics";
+
 /// The task, from its start (or resume) to where this run stops.
 pub(crate) fn task(id: &str, resumed: bool) -> Span {
     tracing::info_span!(
@@ -82,11 +86,51 @@ pub(crate) fn chat(adapter: &str, model: &str, retry: usize) -> Span {
     )
 }
 
-/// What a model call came to.
+/// What a model call came to, on its span and in the conventions' two histograms: the
+/// operation's duration (seconds) and the tokens it used, by type.
 pub(crate) fn chat_ended(
     span: &Span,
+    (adapter, model): (&str, &str),
+    started: std::time::Instant,
     answered: &Option<Result<Result<Completion, LlmError>, tokio::time::error::Elapsed>>,
 ) {
+    let error = match answered {
+        Some(Ok(Ok(_))) => "",
+        Some(Ok(Err(e))) => llm_error_type(e),
+        Some(Err(_)) => "timeout",
+        None => "cancelled",
+    };
+    let response = match answered {
+        Some(Ok(Ok(c))) => c.model.as_str(),
+        _ => "",
+    };
+    tracing::event!(
+        target: METRICS,
+        tracing::Level::INFO,
+        "histogram.gen_ai.client.operation.duration" = started.elapsed().as_secs_f64(),
+        "gen_ai.operation.name" = "chat",
+        "gen_ai.provider.name" = adapter,
+        "gen_ai.request.model" = model,
+        "gen_ai.response.model" = response,
+        "error.type" = error,
+    );
+    if let Some(Ok(Ok(c))) = answered {
+        for (kind, n) in [
+            ("input", c.usage.input_tokens),
+            ("output", c.usage.output_tokens),
+        ] {
+            tracing::event!(
+                target: METRICS,
+                tracing::Level::INFO,
+                "histogram.gen_ai.client.token.usage" = n.max(0) as u64,
+                "gen_ai.token.type" = kind,
+                "gen_ai.operation.name" = "chat",
+                "gen_ai.provider.name" = adapter,
+                "gen_ai.request.model" = model,
+                "gen_ai.response.model" = response,
+            );
+        }
+    }
     match answered {
         Some(Ok(Ok(c))) => {
             span.record("gen_ai.response.model", c.model.as_str());

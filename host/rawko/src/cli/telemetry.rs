@@ -19,11 +19,14 @@ use opentelemetry::trace::{
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
 use rawko_config::OtelConfig;
 use rawko_fsm::telemetry::TraceLinks;
+use tracing_opentelemetry::MetricsLayer;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::Layer;
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::registry::LookupSpan;
 
 /// Whether an exporter was set up in this process.
@@ -85,11 +88,12 @@ impl TraceLinks for OtelLinks {
 }
 
 /// The most the end of a run waits for its last spans to be sent.
-pub const FLUSH: Duration = Duration::from_secs(2);
+pub const FLUSH: Duration = Duration::from_millis(1500);
 
 /// A configured exporter, flushed by [`Telemetry::shutdown`].
 pub struct Telemetry {
     provider: SdkTracerProvider,
+    meters: SdkMeterProvider,
     /// Set when a batch could not be sent.
     failed: Arc<AtomicBool>,
     endpoint: String,
@@ -145,12 +149,8 @@ impl Telemetry {
         }
         // An https endpoint needs the TLS provider every client of rawko uses.
         rawko_capability::tls::install_provider();
-        let mut builder = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_protocol(Protocol::HttpBinary);
-        if let Some(base) = configured {
-            builder = builder.with_endpoint(format!("{base}/v1/traces"));
-            let mut headers = std::collections::HashMap::new();
+        let mut headers = std::collections::HashMap::new();
+        if configured.is_some() {
             for (name, variable) in config.map(|c| &c.headers).into_iter().flatten() {
                 let value = var(variable).ok_or_else(|| TelemetryError::Header {
                     name: name.clone(),
@@ -158,7 +158,20 @@ impl Telemetry {
                 })?;
                 headers.insert(name.clone(), value);
             }
-            builder = builder.with_headers(headers);
+        }
+        let mut builder = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary);
+        let mut metrics = opentelemetry_otlp::MetricExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary);
+        if let Some(base) = configured {
+            builder = builder
+                .with_endpoint(format!("{base}/v1/traces"))
+                .with_headers(headers.clone());
+            metrics = metrics
+                .with_endpoint(format!("{base}/v1/metrics"))
+                .with_headers(headers);
         }
         let exporter = Noted {
             inner: builder.build()?,
@@ -177,37 +190,62 @@ impl Telemetry {
         };
         let provider = SdkTracerProvider::builder()
             .with_batch_exporter(exporter)
+            .with_resource(resource.clone())
+            .build();
+        // The token usage and duration histograms: collected in memory, sent when rawko exits
+        // (and every minute of a long run).
+        let meters = SdkMeterProvider::builder()
+            .with_reader(PeriodicReader::builder(metrics.build()?).build())
             .with_resource(resource)
             .build();
         let tracer = provider.tracer("rawko");
         EXPORTING.store(true, Ordering::Relaxed);
-        let layer = tracing_opentelemetry::layer()
+        let spans = tracing_opentelemetry::layer()
             .with_tracer(tracer)
             .with_filter(
                 tracing_subscriber::filter::Targets::new()
-                    .with_target(rawko_fsm::telemetry::TARGET, tracing::Level::INFO),
+                    .with_target(rawko_fsm::telemetry::TARGET, tracing::Level::INFO)
+                    .with_target(rawko_fsm::telemetry::METRICS, LevelFilter::OFF),
             );
+        let histograms = MetricsLayer::new(meters.clone()).with_filter(
+            tracing_subscriber::filter::Targets::new()
+                .with_target(rawko_fsm::telemetry::METRICS, tracing::Level::INFO),
+        );
         Ok(Some((
             Telemetry {
                 provider,
+                meters,
                 failed,
                 endpoint,
             },
-            layer,
+            spans.and_then(histograms),
         )))
     }
 
-    /// Send what is left, waiting at most [`FLUSH`]; say once if any of it was not sent.
+    /// Send what is left, waiting at most [`FLUSH`] for both, and say once if any of it was
+    /// not sent. A receiver that does not answer keeps the senders' threads, not rawko: it
+    /// exits when the time is up.
     pub fn shutdown(self) {
-        let flushed = self.provider.shutdown_with_timeout(FLUSH).is_ok();
-        if !flushed || self.failed.load(Ordering::Relaxed) {
-            let why = if flushed {
-                "the receiver did not take them"
-            } else {
-                "it did not answer within 2 s"
-            };
+        let (done, finished) = std::sync::mpsc::channel();
+        for provider in [
+            Box::new(move || self.provider.shutdown_with_timeout(FLUSH).is_ok())
+                as Box<dyn FnOnce() -> bool + Send>,
+            Box::new(move || self.meters.shutdown_with_timeout(FLUSH).is_ok()),
+        ] {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let _ = done.send(provider());
+            });
+        }
+        let deadline = std::time::Instant::now() + FLUSH;
+        let mut sent = true;
+        for _ in 0..2 {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            sent &= finished.recv_timeout(left).unwrap_or(false);
+        }
+        if !sent || self.failed.load(Ordering::Relaxed) {
             eprintln!(
-                "warning: not every trace was sent to {} ({why}); the task is not affected",
+                "warning: not every trace was sent to {}; the task is not affected",
                 self.endpoint
             );
         }
