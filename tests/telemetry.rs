@@ -95,6 +95,20 @@ fn a_task_is_traced_as_the_store_records_it() {
     assert_eq!(agent.parent, task.span_id);
     assert_eq!(agent.attr("gen_ai.agent.name"), Some("worker"));
     assert_eq!(agent.attr("rawko.outcome"), Some("succeeded"));
+    assert_eq!(agent.attr("rawko.sandbox.mode"), Some("workspace-write"));
+    assert_eq!(agent.attr("rawko.untrusted"), Some("false"));
+    // The arbiter's choice after the state, under the task.
+    let arbiter = one(&spans, "rawko.arbiter");
+    assert_eq!(arbiter.parent, task.span_id);
+    assert_eq!(
+        (
+            arbiter.attr("rawko.arbiter.from"),
+            arbiter.attr("rawko.arbiter.choice"),
+            arbiter.attr("rawko.arbiter.mode"),
+            arbiter.attr("rawko.arbiter.fallback"),
+        ),
+        (Some("worker"), Some("done"), Some("fixed"), Some("false"))
+    );
 
     // One chat per model call, one execute_tool per tool call, in order, under the state.
     let chats: Vec<&Span> = spans.iter().filter(|s| s.name == "chat m").collect();

@@ -351,10 +351,14 @@ impl Engine<'_> {
                 failures.get(&agent.name)
             };
             let describe = |name: &str| self.agents.agent(name).map(|a| a.summary().to_string());
+            let decided = telemetry::arbiter(&agent.name, outcome.event.as_str());
             let choice = self
                 .arbiter
                 .choose(&agent, outcome.event, &outcome.summary, count, &describe)
+                .instrument(decided.clone())
                 .await;
+            telemetry::arbiter_chose(&decided, &choice.target.to_string(), choice.mode);
+            drop(decided);
             let t = Transition {
                 from: Some(agent.name.clone()),
                 to: choice.target.to_string(),
@@ -485,7 +489,13 @@ impl Engine<'_> {
         call: Option<(i64, &'s str)>,
         depth: u32,
     ) -> TurnFuture<'s> {
-        let span = telemetry::agent(task, &agent.name, depth, agent.external.is_some());
+        let span = telemetry::agent(
+            task,
+            agent,
+            depth,
+            agent.sandbox_mode(self.workspace_trust).as_str(),
+            agent.is_untrusted(self.workspace_trust),
+        );
         let turn = self.turn_in_span(task, agent, call, depth);
         Box::pin(async move {
             let outcome = turn.instrument(span.clone()).await;

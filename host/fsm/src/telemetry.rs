@@ -12,6 +12,7 @@ use tracing::Span;
 use tracing::field::Empty;
 
 use crate::llm::{Completion, LlmError};
+use rawko_agents::model::Agent;
 
 /// What the assembly that exports traces tells the engine of them: a task's first traced run
 /// is stored with it, and a later run's trace links to it.
@@ -45,17 +46,21 @@ pub(crate) fn task(id: &str, resumed: bool) -> Span {
     )
 }
 
-/// One agent's state (or an agent called as a tool, `depth` deep).
-pub(crate) fn agent(task: &str, agent: &str, depth: u32, external: bool) -> Span {
+/// One agent's state (or an agent called as a tool, `depth` deep), with the kernel sandbox
+/// mode its programs get and whether it runs untrusted.
+pub(crate) fn agent(task: &str, agent: &Agent, depth: u32, sandbox: &str, untrusted: bool) -> Span {
+    let name = agent.name.as_str();
     tracing::info_span!(
         target: TARGET,
         "invoke_agent",
-        "otel.name" = format!("invoke_agent {agent}"),
+        "otel.name" = format!("invoke_agent {name}"),
         "gen_ai.operation.name" = "invoke_agent",
-        "gen_ai.agent.name" = agent,
+        "gen_ai.agent.name" = name,
         "gen_ai.conversation.id" = task,
         "rawko.depth" = depth,
-        "rawko.external" = external,
+        "rawko.external" = agent.external.is_some(),
+        "rawko.sandbox.mode" = sandbox,
+        "rawko.untrusted" = untrusted,
         "rawko.outcome" = Empty,
         "otel.status_code" = Empty,
         "error.type" = Empty,
@@ -161,8 +166,32 @@ fn llm_error_type(e: &LlmError) -> &'static str {
     }
 }
 
-/// One tool call, as the model asked for it.
+/// The arbiter choosing the state after `from`'s, which ended with `event`.
+pub(crate) fn arbiter(from: &str, event: &str) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "arbiter",
+        "otel.name" = "rawko.arbiter",
+        "rawko.arbiter.from" = from,
+        "rawko.arbiter.event" = event,
+        "rawko.arbiter.choice" = Empty,
+        "rawko.arbiter.mode" = Empty,
+        "rawko.arbiter.fallback" = Empty,
+    )
+}
+
+/// What the arbiter chose, and how (`fallback` when the model's answer was not taken).
+pub(crate) fn arbiter_chose(span: &Span, choice: &str, mode: &str) {
+    span.record("rawko.arbiter.choice", choice);
+    span.record("rawko.arbiter.mode", mode);
+    span.record("rawko.arbiter.fallback", mode == "fallback");
+}
+
+/// One tool call, as the model asked for it; an MCP server's tool names its server.
 pub(crate) fn tool(name: &str, call_id: &str, agent_tool: bool) -> Span {
+    let server = name
+        .strip_prefix("mcp__")
+        .and_then(|rest| rest.split("__").next());
     tracing::info_span!(
         target: TARGET,
         "execute_tool",
@@ -171,6 +200,7 @@ pub(crate) fn tool(name: &str, call_id: &str, agent_tool: bool) -> Span {
         "gen_ai.tool.name" = name,
         "gen_ai.tool.call.id" = call_id,
         "gen_ai.tool.type" = if agent_tool { "agent" } else { "function" },
+        "rawko.mcp.server" = server,
         "rawko.verdict" = Empty,
         "otel.status_code" = Empty,
         "error.type" = Empty,
