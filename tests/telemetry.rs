@@ -399,3 +399,62 @@ fn traces_go_where_the_users_config_says_and_never_where_a_workspace_says() {
     );
     assert!(theirs.bodies().is_empty());
 }
+
+/// With content opted in, spans carry the prompt, messages and tool input and output, and still
+/// none of the secrets rawko knows, in any encoding: here the adapter's key, planted in the
+/// prompt and in a file the agent reads.
+#[test]
+fn content_is_exported_only_on_opt_in_and_never_a_secret() {
+    let (ws, server) = setup();
+    ws.write("notes.txt", format!("PLANTED-FILE-CONTENT {TEST_KEY}"));
+    server.push(openai::tool_call(
+        "c1",
+        "Read",
+        &json!({"path": "notes.txt"}),
+    ));
+    server.push(openai::tool_call(
+        "c2",
+        "finish",
+        &json!({"status": "success", "summary": format!("It says {TEST_KEY}.")}),
+    ));
+    let receiver = Receiver::start();
+    let prompt = format!("{PROMPT} and the key {TEST_KEY}");
+    let r = Run::of(
+        rawko(&ws)
+            .env("TEST_KEY", TEST_KEY)
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+            .env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+            .args(["run", "--agent", "worker", "--json", "--no-stream", &prompt])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let spans = receiver.spans();
+    let chat = spans.iter().find(|s| s.name == "chat m").unwrap();
+    assert!(
+        chat.attr("gen_ai.input.messages")
+            .is_some_and(|m| m.contains("PLANTED-PROMPT-TEXT")),
+        "{chat:?}"
+    );
+    assert_eq!(chat.attr("gen_ai.system_instructions"), Some("You work."));
+    let tool = one(&spans, "execute_tool Read");
+    assert!(
+        tool.attr("gen_ai.tool.call.result")
+            .is_some_and(|o| o.contains("PLANTED-FILE-CONTENT")),
+        "{tool:?}"
+    );
+    use base64::Engine as _;
+    let encodings = [
+        TEST_KEY.to_string(),
+        base64::engine::general_purpose::STANDARD.encode(TEST_KEY),
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(TEST_KEY),
+    ];
+    for body in receiver.bodies() {
+        for planted in &encodings {
+            assert!(
+                !body.windows(planted.len()).any(|w| w == planted.as_bytes()),
+                "{planted} was exported"
+            );
+        }
+    }
+}

@@ -79,6 +79,10 @@ pub struct OtelConfig {
     /// value (a receiver's key is a secret, which a config file never holds).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// Put prompts, messages and tool input and output in spans (off by default), with every
+    /// secret rawko knows redacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<bool>,
 }
 
 /// The task store's settings.

@@ -840,6 +840,14 @@ impl Engine<'_> {
                     }
                 };
                 let chat = telemetry::chat(llm.adapter(), llm.model(), asked_again);
+                if let Some(traces) = self.traces.filter(|t| t.captures()) {
+                    chat.record(
+                        "gen_ai.system_instructions",
+                        traces.content(&agent.system_prompt),
+                    );
+                    let sent = serde_json::to_string(&*view).unwrap_or_default();
+                    chat.record("gen_ai.input.messages", traces.content(&sent));
+                }
                 let asked = Instant::now();
                 let call =
                     tokio::time::timeout(remaining, llm.complete(request).instrument(chat.clone()));
@@ -848,6 +856,12 @@ impl Engine<'_> {
                     () = abandoned => None,
                 };
                 telemetry::chat_ended(&chat, (llm.adapter(), llm.model()), asked, &answered);
+                if let (Some(traces), Some(Ok(Ok(c)))) =
+                    (self.traces.filter(|t| t.captures()), &answered)
+                {
+                    let got = serde_json::to_string(&c.message).unwrap_or_default();
+                    chat.record("gen_ai.output.messages", traces.content(&got));
+                }
                 drop(chat);
                 let Some(answered) = answered else {
                     return Ok(TurnOutcome {
@@ -1227,6 +1241,10 @@ impl Engine<'_> {
         let elapsed = started.elapsed();
         let span = tracing::Span::current();
         span.record("rawko.verdict", verdict.as_str());
+        if let Some(traces) = self.traces.filter(|t| t.captures()) {
+            span.record("gen_ai.tool.call.arguments", traces.content(arguments));
+            span.record("gen_ai.tool.call.result", traces.content(&output));
+        }
         if is_error {
             telemetry::failed(&span, "tool_error");
         }

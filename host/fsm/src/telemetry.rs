@@ -21,6 +21,16 @@ pub trait TraceLinks {
     fn traceparent(&self, span: &Span) -> Option<String>;
     /// Link `span` to `traceparent`, the trace of an earlier run of the task.
     fn link(&self, span: &Span, traceparent: &str);
+    /// Whether the user opted in to content in spans (prompts, messages, tool input and
+    /// output). Off unless the assembly says so.
+    fn captures(&self) -> bool {
+        false
+    }
+    /// `text` as a span may carry it: every secret known redacted, and cut to a bound.
+    fn content(&self, text: &str) -> String {
+        let _ = text;
+        String::new()
+    }
 }
 
 /// The target of every span here; an exporter subscribes to it alone.
@@ -86,6 +96,9 @@ pub(crate) fn chat(adapter: &str, model: &str, retry: usize) -> Span {
         "rawko.adapter" = adapter,
         "rawko.retry" = retry > 0,
         "rawko.retry.attempt" = retry,
+        "gen_ai.system_instructions" = Empty,
+        "gen_ai.input.messages" = Empty,
+        "gen_ai.output.messages" = Empty,
         "otel.status_code" = Empty,
         "error.type" = Empty,
     )
@@ -201,6 +214,8 @@ pub(crate) fn tool(name: &str, call_id: &str, agent_tool: bool) -> Span {
         "gen_ai.tool.call.id" = call_id,
         "gen_ai.tool.type" = if agent_tool { "agent" } else { "function" },
         "rawko.mcp.server" = server,
+        "gen_ai.tool.call.arguments" = Empty,
+        "gen_ai.tool.call.result" = Empty,
         "rawko.verdict" = Empty,
         "otel.status_code" = Empty,
         "error.type" = Empty,

@@ -436,11 +436,20 @@ fn init_tracing(verbose: u8, global: &GlobalArgs) -> Option<telemetry::Telemetry
     let user = Dirs::resolve(global.data_dir.as_deref())
         .config
         .join(rawko_config::FILE_NAME);
-    let otel = rawko_config::Config::load(&user)
-        .ok()
-        .flatten()
-        .and_then(|c| c.otel);
-    let (telemetry, traces) = match telemetry::Telemetry::from_env(otel.as_ref()) {
+    let user = rawko_config::Config::load(&user).ok().flatten();
+    let otel = user.as_ref().and_then(|c| c.otel.clone());
+    // The variables the user's config names as holding secrets, which content in spans never
+    // carries.
+    let named: Vec<String> = user
+        .iter()
+        .flat_map(|c| {
+            let adapters = c.adapters.values().filter_map(|a| a.api_key_env.clone());
+            let mcp = c.mcp.values().flat_map(|m| m.env.clone());
+            let headers = c.otel.iter().flat_map(|o| o.headers.values().cloned());
+            adapters.chain(mcp).chain(headers).collect::<Vec<_>>()
+        })
+        .collect();
+    let (telemetry, traces) = match telemetry::Telemetry::from_env(otel.as_ref(), &named) {
         Ok(Some((t, layer))) => (Some(t), Some(layer)),
         Ok(None) => (None, None),
         Err(e) => {

@@ -21,6 +21,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
+use rawko_capability::http::{Redactor, Secret};
 use rawko_config::OtelConfig;
 use rawko_fsm::telemetry::TraceLinks;
 use tracing_opentelemetry::MetricsLayer;
@@ -29,20 +30,77 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::registry::LookupSpan;
 
-/// Whether an exporter was set up in this process.
-static EXPORTING: AtomicBool = AtomicBool::new(false);
+/// The engine's view of the exporter set up in this process, if one was.
+static LINKS: std::sync::OnceLock<Arc<OtelLinks>> = std::sync::OnceLock::new();
 
 /// What the engine needs to store and link a task's traces, when they are exported.
 pub fn links() -> Option<Arc<dyn TraceLinks>> {
-    EXPORTING
-        .load(Ordering::Relaxed)
-        .then(|| Arc::new(OtelLinks) as Arc<dyn TraceLinks>)
+    LINKS.get().map(|l| l.clone() as Arc<dyn TraceLinks>)
 }
 
-/// A span's place in its exported trace, as W3C trace context writes it.
-struct OtelLinks;
+/// The most characters of one content attribute (a prompt, a message list, a tool's output).
+const MAX_CONTENT_CHARS: usize = 32 * 1024;
+
+/// A span's place in its exported trace, as W3C trace context writes it; and, when the user
+/// opted in to content, the redactor it goes through.
+struct OtelLinks {
+    content: Option<Redactor>,
+}
+
+/// Whether the user opted in to content in spans: the GenAI instrumentations' variable, else
+/// `otel.content` in their config.
+fn content_opted_in(config: Option<&OtelConfig>) -> bool {
+    match var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT") {
+        Some(v) => v.trim().eq_ignore_ascii_case("true"),
+        None => config.and_then(|c| c.content).unwrap_or(false),
+    }
+}
+
+/// Every secret rawko can know of: the value of each environment variable the user's config
+/// names as holding one (adapter keys, MCP servers' variables, trace headers), and of every
+/// variable whose name says it holds one (`*_KEY`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`,
+/// `*CREDENTIAL*`), in every encoding the adapters' redactor knows.
+fn known_secrets(named: &[String]) -> Redactor {
+    let secret_like = |name: &str| {
+        let n = name.to_ascii_uppercase();
+        n.ends_with("_KEY")
+            || n == "KEY"
+            || [
+                "TOKEN",
+                "SECRET",
+                "PASSWORD",
+                "PASSWD",
+                "CREDENTIAL",
+                "API_KEY",
+            ]
+            .iter()
+            .any(|w| n.contains(w))
+    };
+    let secrets: Vec<Secret> = std::env::vars()
+        .filter(|(k, _)| secret_like(k) || named.iter().any(|n| n == k))
+        .map(|(_, v)| v)
+        .filter(|v| v.len() >= 8)
+        .map(Secret::new)
+        .collect();
+    Redactor::new(&secrets)
+}
 
 impl TraceLinks for OtelLinks {
+    fn captures(&self) -> bool {
+        self.content.is_some()
+    }
+
+    fn content(&self, text: &str) -> String {
+        let Some(redactor) = &self.content else {
+            return String::new();
+        };
+        let text = redactor.text(text);
+        match text.char_indices().nth(MAX_CONTENT_CHARS) {
+            Some((cut, _)) => format!("{}… [cut]", &text[..cut]),
+            None => text.into_owned(),
+        }
+    }
+
     fn traceparent(&self, span: &tracing::Span) -> Option<String> {
         let cx = span.context();
         let sc = cx.span().span_context().clone();
@@ -124,6 +182,7 @@ impl Telemetry {
     /// endpoint is set or the SDK is disabled.
     pub fn from_env<S>(
         config: Option<&OtelConfig>,
+        named: &[String],
     ) -> Result<Option<(Telemetry, impl Layer<S>)>, TelemetryError>
     where
         S: tracing::Subscriber + for<'a> LookupSpan<'a>,
@@ -199,7 +258,9 @@ impl Telemetry {
             .with_resource(resource)
             .build();
         let tracer = provider.tracer("rawko");
-        EXPORTING.store(true, Ordering::Relaxed);
+        let _ = LINKS.set(Arc::new(OtelLinks {
+            content: content_opted_in(config).then(|| known_secrets(named)),
+        }));
         let spans = tracing_opentelemetry::layer()
             .with_tracer(tracer)
             .with_filter(
