@@ -48,6 +48,10 @@ fn run(ws: &Workspace, receiver: &Receiver) -> Run {
     )
 }
 
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 fn one<'a>(spans: &'a [Span], name: &str) -> &'a Span {
     let found: Vec<&Span> = spans.iter().filter(|s| s.name == name).collect();
     assert_eq!(found.len(), 1, "{name}: {spans:#?}");
@@ -158,6 +162,26 @@ fn a_task_is_traced_as_the_store_records_it() {
     assert_eq!(
         sum("gen_ai.usage.output_tokens"),
         shown["usage"]["output_tokens"]
+    );
+    // The store keeps each model call and the run, as the spans tell them.
+    let calls = shown["model_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), chats.len(), "{shown:#}");
+    assert_eq!(
+        (
+            &calls[0]["outcome"],
+            &calls[0]["finish_reason"],
+            &calls[0]["attempt"]
+        ),
+        (&json!("ok"), &json!("tool_use"), &json!(0))
+    );
+    let runs = shown["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{shown:#}");
+    assert_eq!(runs[0]["status"], "done");
+    assert!(
+        runs[0]["trace"]
+            .as_str()
+            .is_some_and(|t| t.contains(&hex(&task.trace_id))),
+        "{shown:#}"
     );
 
     // The conventions' histograms: the tokens by type, and one duration per model call.
@@ -304,7 +328,6 @@ fn a_resumed_task_links_to_its_first_trace() {
     let spans = receiver.spans();
     let task = one(&spans, "invoke_workflow rawko-task");
     assert_eq!(task.attr("rawko.resumed"), Some("true"));
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     assert_ne!(hex(&task.trace_id), parts[1], "a trace of its own");
     assert_eq!(
         task.links
@@ -323,8 +346,23 @@ fn a_resumed_task_links_to_its_first_trace() {
         1,
         "{spans:#?}"
     );
-    // The stored trace stays the first run's.
-    assert_eq!(show()["task"]["trace"], stored.as_str());
+    // The stored trace stays the first run's; the store has both runs, the first never ended
+    // (it was killed), the second with its own trace.
+    let shown = show();
+    assert_eq!(shown["task"]["trace"], stored.as_str());
+    let runs = shown["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{shown:#}");
+    assert_eq!(
+        (&runs[0]["ended_at"], &runs[0]["trace"]),
+        (&json!(null), &json!(stored))
+    );
+    assert_eq!(runs[1]["status"], "done");
+    assert!(
+        runs[1]["trace"]
+            .as_str()
+            .is_some_and(|t| t.contains(&hex(&task.trace_id))),
+        "{shown:#}"
+    );
 }
 
 /// The user's own config may say where traces go, with a header whose value it names by

@@ -191,20 +191,23 @@ impl Engine<'_> {
     pub async fn run(&self, id: &str) -> Result<TaskEnd, EngineError> {
         let resumed = !self.store.turns(id)?.is_empty();
         let span = telemetry::task(id, resumed);
+        let this = self.traces.and_then(|t| t.traceparent(&span));
         if let Some(traces) = self.traces {
             // The first traced run is the task's trace; a later one links to it.
             match self.store.task(id)?.trace {
                 Some(first) => traces.link(&span, &first),
                 None => {
-                    if let Some(this) = traces.traceparent(&span) {
-                        self.store.set_trace(id, &this)?;
+                    if let Some(this) = &this {
+                        self.store.set_trace(id, this)?;
                     }
                 }
             }
         }
+        let run = self.store.start_run(id, this.as_deref())?;
         let end = self.run_task(id).instrument(span.clone()).await;
         match &end {
             Ok(end) => {
+                self.store.end_run(id, run, end.status.as_str())?;
                 span.record("rawko.task.status", end.status.as_str());
                 if matches!(end.status, TaskStatus::Failed | TaskStatus::Escalated) {
                     telemetry::failed(&span, end.status.as_str());
@@ -849,6 +852,7 @@ impl Engine<'_> {
                     chat.record("gen_ai.input.messages", traces.content(&sent));
                 }
                 let asked = Instant::now();
+                let asked_at = now_ms();
                 let call =
                     tokio::time::timeout(remaining, llm.complete(request).instrument(chat.clone()));
                 let answered = tokio::select! {
@@ -856,6 +860,13 @@ impl Engine<'_> {
                     () = abandoned => None,
                 };
                 telemetry::chat_ended(&chat, (llm.adapter(), llm.model()), asked, &answered);
+                self.store.record_model_call(&telemetry::model_call(
+                    turn,
+                    (llm.adapter(), llm.model()),
+                    asked_again,
+                    asked_at,
+                    &answered,
+                ))?;
                 if let (Some(traces), Some(Ok(Ok(c)))) =
                     (self.traces.filter(|t| t.captures()), &answered)
                 {

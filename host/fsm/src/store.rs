@@ -4,7 +4,8 @@
 //! stopped at any point resumes from what was written.
 
 use rawko_store::{
-    AuditEntry, Message, Result, Task, TaskStatus, TaskStore, ToolCall, Transition, Turn, Usage,
+    AuditEntry, Message, ModelCall, Result, Task, TaskStatus, TaskStore, ToolCall, Transition,
+    Turn, Usage,
 };
 
 /// A task's durable record: its transitions, turns, messages, tool calls and audit rows.
@@ -52,6 +53,10 @@ pub trait Store {
     fn task_usage(&self, task: &str) -> Result<Usage>;
     /// Record the task's first traced run (a `traceparent`), unless it has one.
     fn set_trace(&self, task: &str, traceparent: &str) -> Result<String>;
+    /// Record that a run of the task starts (its first or a resume); its id.
+    fn start_run(&self, task: &str, trace: Option<&str>) -> Result<i64>;
+    fn end_run(&self, task: &str, run: i64, status: &str) -> Result<()>;
+    fn record_model_call(&self, call: &ModelCall) -> Result<()>;
 }
 
 impl Store for TaskStore {
@@ -136,5 +141,14 @@ impl Store for TaskStore {
     }
     fn set_trace(&self, task: &str, traceparent: &str) -> Result<String> {
         TaskStore::set_trace(self, task, traceparent)
+    }
+    fn start_run(&self, task: &str, trace: Option<&str>) -> Result<i64> {
+        TaskStore::start_run(self, task, trace)
+    }
+    fn end_run(&self, task: &str, run: i64, status: &str) -> Result<()> {
+        TaskStore::end_run(self, task, run, status)
+    }
+    fn record_model_call(&self, call: &ModelCall) -> Result<()> {
+        TaskStore::record_model_call(self, call)
     }
 }

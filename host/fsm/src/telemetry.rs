@@ -13,6 +13,7 @@ use tracing::field::Empty;
 
 use crate::llm::{Completion, LlmError};
 use rawko_agents::model::Agent;
+use rawko_store::ModelCall;
 
 /// What the assembly that exports traces tells the engine of them: a task's first traced run
 /// is stored with it, and a later run's trace links to it.
@@ -167,6 +168,37 @@ pub(crate) fn chat_ended(
         Some(Ok(Err(e))) => failed(span, llm_error_type(e)),
         Some(Err(_)) => failed(span, "timeout"),
         None => failed(span, "cancelled"),
+    }
+}
+
+/// The store's record of a model call: what was asked, what answered, how it ended.
+pub(crate) fn model_call(
+    turn: i64,
+    (adapter, model): (&str, &str),
+    attempt: usize,
+    started_at: i64,
+    answered: &Option<Result<Result<Completion, LlmError>, tokio::time::error::Elapsed>>,
+) -> ModelCall {
+    let (outcome, response_model, finish_reason) = match answered {
+        Some(Ok(Ok(c))) => (
+            "ok",
+            Some(c.model.clone()),
+            Some(c.stop_reason.as_str().to_string()),
+        ),
+        Some(Ok(Err(e))) => (llm_error_type(e), None, None),
+        Some(Err(_)) => ("timeout", None, None),
+        None => ("cancelled", None, None),
+    };
+    ModelCall {
+        turn_id: turn,
+        adapter: adapter.to_string(),
+        model: model.to_string(),
+        response_model,
+        finish_reason,
+        attempt: attempt as i64,
+        outcome: outcome.to_string(),
+        started_at,
+        ended_at: rawko_store::now_ms(),
     }
 }
 

@@ -31,7 +31,9 @@ pub use lease::{
     Holder, LEASE_HEARTBEAT, LEASE_STALE, Lease, LeaseError, LeaseSettings, host_id, host_name,
     process_start,
 };
-pub use records::{AuditEntry, Message, Task, TaskStatus, ToolCall, Transition, Turn, Usage};
+pub use records::{
+    AuditEntry, Message, ModelCall, Run, Task, TaskStatus, ToolCall, Transition, Turn, Usage,
+};
 use records::{lease_of, task_row, tool_call_row, turn_row};
 use schema::{MIGRATIONS, SchemaCheck, check_schema, defend, retry_busy};
 pub use workspace::WorkspaceId;
@@ -564,6 +566,97 @@ impl TaskStore {
             .unwrap_or_default())
     }
 
+    /// Record that this process starts a run of `task` (its first or a resume), with its trace
+    /// when traced; returns the run's id, for [`TaskStore::end_run`].
+    pub fn start_run(&self, task: &str, trace: Option<&str>) -> Result<i64> {
+        self.fence(task)?;
+        self.conn.execute(
+            "INSERT INTO runs (task_id, host, pid, trace, started_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![task, host_id(), std::process::id(), trace, now_ms()],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Record how run `run` of `task` ended.
+    pub fn end_run(&self, task: &str, run: i64, status: &str) -> Result<()> {
+        self.fence(task)?;
+        self.conn.execute(
+            "UPDATE runs SET ended_at = ?2, status = ?3 WHERE id = ?1",
+            params![run, now_ms(), status],
+        )?;
+        Ok(())
+    }
+
+    /// The runs of a task, in order.
+    pub fn runs(&self, task: &str) -> Result<Vec<Run>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, host, pid, trace, started_at, ended_at, status FROM runs
+             WHERE task_id = ?1 ORDER BY id",
+        )?;
+        let rows = stmt
+            .query_map([task], |r| {
+                Ok(Run {
+                    id: r.get(0)?,
+                    host: r.get(1)?,
+                    pid: r.get(2)?,
+                    trace: r.get(3)?,
+                    started_at: r.get(4)?,
+                    ended_at: r.get(5)?,
+                    status: r.get(6)?,
+                })
+            })?
+            .collect::<std::result::Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    /// Record one model call (see [`ModelCall`]).
+    pub fn record_model_call(&self, c: &ModelCall) -> Result<()> {
+        self.fence_turn(c.turn_id)?;
+        self.conn.execute(
+            "INSERT INTO model_calls (turn_id, adapter, model, response_model, finish_reason,
+                                      attempt, outcome, started_at, ended_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![
+                c.turn_id,
+                c.adapter,
+                c.model,
+                c.response_model,
+                c.finish_reason,
+                c.attempt,
+                c.outcome,
+                c.started_at,
+                c.ended_at
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The model calls of a task, in order.
+    pub fn model_calls(&self, task: &str) -> Result<Vec<ModelCall>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT m.turn_id, m.adapter, m.model, m.response_model, m.finish_reason, m.attempt,
+                    m.outcome, m.started_at, m.ended_at
+             FROM model_calls m JOIN turns t ON t.id = m.turn_id
+             WHERE t.task_id = ?1 ORDER BY m.id",
+        )?;
+        let rows = stmt
+            .query_map([task], |r| {
+                Ok(ModelCall {
+                    turn_id: r.get(0)?,
+                    adapter: r.get(1)?,
+                    model: r.get(2)?,
+                    response_model: r.get(3)?,
+                    finish_reason: r.get(4)?,
+                    attempt: r.get(5)?,
+                    outcome: r.get(6)?,
+                    started_at: r.get(7)?,
+                    ended_at: r.get(8)?,
+                })
+            })?
+            .collect::<std::result::Result<_, _>>()?;
+        Ok(rows)
+    }
+
     /// Set a task's status and closing summary (e.g. cancelled by the user).
     pub fn finish_task(&self, task: &str, status: TaskStatus, summary: &str) -> Result<()> {
         self.fence(task)?;
@@ -1085,6 +1178,19 @@ mod tests {
             at: 0,
         };
         assert!(taken(s.record_decision(&id, &decision)));
+        assert!(taken(s.start_run(&id, None).map(drop)));
+        let call = ModelCall {
+            turn_id: turn,
+            adapter: "a".into(),
+            model: "m".into(),
+            response_model: None,
+            finish_reason: None,
+            attempt: 0,
+            outcome: "ok".into(),
+            started_at: 0,
+            ended_at: 0,
+        };
+        assert!(taken(s.record_model_call(&call)));
         assert!(other.messages(turn).unwrap().is_empty());
         assert!(other.tool_calls(&id).unwrap().is_empty());
         assert!(other.decisions(&id).unwrap().is_empty());

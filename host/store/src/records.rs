@@ -178,6 +178,37 @@ impl AuditEntry {
     }
 }
 
+/// One run of a task: the first, and each that resumed it, by whom, when, how it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Run {
+    pub id: i64,
+    pub host: String,
+    pub pid: i64,
+    /// The run's trace (a W3C `traceparent`), when its traces were exported.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
+    pub started_at: i64,
+    /// None while it runs, or when it was killed before it could say.
+    pub ended_at: Option<i64>,
+    pub status: Option<String>,
+}
+
+/// One model call: which model was asked and which answered, how it ended (`ok`, or the kind of
+/// failure: `transport`, `http_status`, `malformed_response`, `model_error`, `timeout`,
+/// `cancelled`), and whether it was a call asked again (`attempt` > 0).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModelCall {
+    pub turn_id: i64,
+    pub adapter: String,
+    pub model: String,
+    pub response_model: Option<String>,
+    pub finish_reason: Option<String>,
+    pub attempt: i64,
+    pub outcome: String,
+    pub started_at: i64,
+    pub ended_at: i64,
+}
+
 /// Tokens one model call used.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Usage {

@@ -108,6 +108,30 @@ ALTER TABLE tasks ADD COLUMN host TEXT;
 "#,
     r#"
 ALTER TABLE tasks ADD COLUMN trace TEXT;
+CREATE TABLE runs (
+    id          INTEGER PRIMARY KEY,
+    task_id     TEXT NOT NULL REFERENCES tasks(id),
+    host        TEXT NOT NULL,
+    pid         INTEGER NOT NULL,
+    trace       TEXT,
+    started_at  INTEGER NOT NULL,
+    ended_at    INTEGER,
+    status      TEXT
+);
+CREATE INDEX runs_task ON runs(task_id, id);
+CREATE TABLE model_calls (
+    id             INTEGER PRIMARY KEY,
+    turn_id        INTEGER NOT NULL REFERENCES turns(id),
+    adapter        TEXT NOT NULL,
+    model          TEXT NOT NULL,
+    response_model TEXT,
+    finish_reason  TEXT,
+    attempt        INTEGER NOT NULL,
+    outcome        TEXT NOT NULL,
+    started_at     INTEGER NOT NULL,
+    ended_at       INTEGER NOT NULL
+);
+CREATE INDEX model_calls_turn ON model_calls(turn_id, id);
 "#,
 ];
 

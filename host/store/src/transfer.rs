@@ -66,6 +66,16 @@ const TABLES: &[Table] = &[
         of_task: "(SELECT task_id FROM turns WHERE turns.id = usage.turn_id)",
         order: "id",
     },
+    Table {
+        name: "runs",
+        of_task: "task_id",
+        order: "id",
+    },
+    Table {
+        name: "model_calls",
+        of_task: "(SELECT task_id FROM turns WHERE turns.id = model_calls.turn_id)",
+        order: "id",
+    },
 ];
 
 /// The lease columns of `tasks`, never carried over.
@@ -509,6 +519,25 @@ mod tests {
         )
         .unwrap();
         s.end_turn(child, "success", "fine", None).unwrap();
+        let run = s
+            .start_run(
+                &task,
+                Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+            )
+            .unwrap();
+        s.record_model_call(&crate::ModelCall {
+            turn_id: turn,
+            adapter: "replay".into(),
+            model: "m".into(),
+            response_model: Some("m-1".into()),
+            finish_reason: Some("tool_use".into()),
+            attempt: 0,
+            outcome: "ok".into(),
+            started_at: 1,
+            ended_at: 2,
+        })
+        .unwrap();
+        s.end_run(&task, run, "done").unwrap();
         s.finish_task(&task, TaskStatus::Done, "done").unwrap();
         task
     }
@@ -541,6 +570,8 @@ mod tests {
                 s.tool_calls(t).unwrap(),
                 s.decisions(t).unwrap(),
                 s.task_usage(t).unwrap(),
+                s.runs(t).unwrap(),
+                s.model_calls(t).unwrap(),
             ])
         };
         for t in [&first, &second] {

@@ -150,8 +150,10 @@ fn show(store: &TaskStore, id: &str, json: bool) -> anyhow::Result<()> {
             "transitions": transitions,
             "turns": turns,
             "tool_calls": calls,
+            "model_calls": store.model_calls(&task.id)?,
             "decisions": decisions,
             "usage": usage,
+            "runs": store.runs(&task.id)?,
         }))?;
         return Ok(());
     }
