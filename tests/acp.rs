@@ -1289,6 +1289,41 @@ fn a_flood_of_message_chunks_reaches_the_editor_cut_to_one_turns_worth() {
     assert_eq!(notices, 1);
 }
 
+/// An external agent's state is an `invoke_agent` span with the tokens the agent reported.
+#[test]
+fn an_external_agents_state_is_traced_with_its_tokens() {
+    let s = Setup::new();
+    s.agent("dev", DEVELOPER);
+    s.agent("reviewer", REVIEWER);
+    s.script(
+        "dev.json",
+        json!({"usage": {"totalTokens": 1500, "inputTokens": 1200, "outputTokens": 300},
+               "steps": [{"say": "Done."}]}),
+    );
+    s.server.push(scripted_call(
+        "finish",
+        json!({"status": "success", "summary": "Fine."}),
+        0,
+    ));
+    let receiver = crate::support::otlp::Receiver::start();
+    let r = Run::of(
+        s.command(&["run", "--json", "--no-stream", "--agent", "dev", "Do it."])
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let spans = receiver.spans();
+    let dev = spans
+        .iter()
+        .find(|sp| sp.name == "invoke_agent dev")
+        .unwrap_or_else(|| panic!("{spans:#?}"));
+    assert_eq!(dev.attr("rawko.external"), Some("true"));
+    assert_eq!(dev.attr("gen_ai.usage.input_tokens"), Some("1200"));
+    assert_eq!(dev.attr("gen_ai.usage.output_tokens"), Some("300"));
+    assert!(spans.iter().any(|sp| sp.name == "invoke_agent reviewer"));
+}
+
 /// The test-only host tool `HostProbe` reaches an editor like every other tool: a run under
 /// `rawko acp` calls it, and the editor is shown the call with the kind the tool gives itself.
 #[test]

@@ -72,6 +72,9 @@ pub(crate) fn agent(task: &str, agent: &Agent, depth: u32, sandbox: &str, untrus
         "rawko.external" = agent.external.is_some(),
         "rawko.sandbox.mode" = sandbox,
         "rawko.untrusted" = untrusted,
+        // What an external agent reported it used (its model calls are its own).
+        "gen_ai.usage.input_tokens" = Empty,
+        "gen_ai.usage.output_tokens" = Empty,
         "rawko.outcome" = Empty,
         "otel.status_code" = Empty,
         "error.type" = Empty,

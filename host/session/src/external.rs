@@ -712,6 +712,10 @@ impl Ext<'_> {
         }
         drop(running);
         conn.close().await;
+        // The state's span (`invoke_agent`) carries the tokens the agent reported.
+        let span = tracing::Span::current();
+        span.record("gen_ai.usage.input_tokens", usage.input_tokens);
+        span.record("gen_ai.usage.output_tokens", usage.output_tokens);
         let report = report.trim().to_string();
         self.store.append_reply(
             turn,
