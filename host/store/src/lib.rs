@@ -177,6 +177,8 @@ pub struct TaskStore {
     /// The tasks whose lease this store's runner took: their state is changed only while it
     /// still holds it.
     held: std::cell::RefCell<std::collections::HashSet<String>>,
+    /// The task of each turn the fence has looked up (a turn never changes task).
+    turn_tasks: std::cell::RefCell<std::collections::HashMap<i64, String>>,
 }
 
 impl std::fmt::Debug for TaskStore {
@@ -272,6 +274,7 @@ impl TaskStore {
             lease: Default::default(),
             workspace: Default::default(),
             held: Default::default(),
+            turn_tasks: Default::default(),
         })
     }
 
@@ -701,16 +704,24 @@ impl TaskStore {
         if self.held.borrow().is_empty() {
             return Ok(());
         }
-        let task: Option<String> = self
-            .conn
-            .query_row("SELECT task_id FROM turns WHERE id = ?1", [turn], |r| {
-                r.get(0)
-            })
-            .optional()?;
-        match task {
-            Some(task) => self.fence(&task),
-            None => Ok(()),
-        }
+        let known = self.turn_tasks.borrow().get(&turn).cloned();
+        let task = match known {
+            Some(task) => task,
+            None => {
+                let task: Option<String> = self
+                    .conn
+                    .query_row("SELECT task_id FROM turns WHERE id = ?1", [turn], |r| {
+                        r.get(0)
+                    })
+                    .optional()?;
+                let Some(task) = task else {
+                    return Ok(());
+                };
+                self.turn_tasks.borrow_mut().insert(turn, task.clone());
+                task
+            }
+        };
+        self.fence(&task)
     }
 
     pub fn transitions(&self, task: &str) -> Result<Vec<Transition>> {
