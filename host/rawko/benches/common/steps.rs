@@ -180,6 +180,8 @@ pub async fn steps(tools: &dyn ToolHost, dir: &Path, steps: usize) -> Vec<Durati
     let id = store
         .create_task("benchmark", "worker", &serde_json::json!({}))
         .unwrap();
+    // Held as `rawko run` holds it: every write checks the lease is still this runner's.
+    store.acquire_lease(&id).unwrap().unwrap();
     let end = engine.run(&id).await.unwrap();
     assert_eq!(end.status, TaskStatus::Done, "{end:?}");
     let marks = clock.0.lock().unwrap().clone();
