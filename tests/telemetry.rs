@@ -496,3 +496,28 @@ fn content_is_exported_only_on_opt_in_and_never_a_secret() {
         }
     }
 }
+
+/// `rawko doctor` says where traces go, without the credentials an endpoint may hold.
+#[test]
+fn doctor_says_where_traces_go() {
+    let ws = Workspace::new();
+    let r = Run::of(rawko(&ws).arg("doctor").output().unwrap());
+    assert!(r.stdout.contains("\ntraces: off "), "{r:?}");
+    let r = Run::of(
+        rawko(&ws)
+            .arg("doctor")
+            .env(
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                "http://user:hunter22@127.0.0.1:9",
+            )
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        r.stdout.contains(
+            "\ntraces: sent to http://127.0.0.1:9 (OTLP http/protobuf), without content\n"
+        ),
+        "{r:?}"
+    );
+    assert!(!format!("{r:?}").contains("hunter22"), "{r:?}");
+}

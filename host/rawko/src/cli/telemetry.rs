@@ -38,6 +38,21 @@ pub fn links() -> Option<Arc<dyn TraceLinks>> {
     LINKS.get().map(|l| l.clone() as Arc<dyn TraceLinks>)
 }
 
+/// Where traces go in this process, for `rawko doctor`: the endpoint (credentials stripped) and
+/// whether content is on, or null when they are off.
+pub fn state() -> serde_json::Value {
+    match (LINKS.get(), ENDPOINT.get()) {
+        (Some(links), Some(endpoint)) => serde_json::json!({
+            "endpoint": endpoint,
+            "content": links.content.is_some(),
+        }),
+        _ => serde_json::Value::Null,
+    }
+}
+
+/// The endpoint traces go to, as [`state`] shows it.
+static ENDPOINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 /// The most characters of one content attribute (a prompt, a message list, a tool's output).
 const MAX_CONTENT_CHARS: usize = 32 * 1024;
 
@@ -258,6 +273,7 @@ impl Telemetry {
             .with_resource(resource)
             .build();
         let tracer = provider.tracer("rawko");
+        let _ = ENDPOINT.set(endpoint.clone());
         let _ = LINKS.set(Arc::new(OtelLinks {
             content: content_opted_in(config).then(|| known_secrets(named)),
         }));

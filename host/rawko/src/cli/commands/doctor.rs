@@ -50,6 +50,7 @@ impl DoctorCmd {
                 "helper": support.helper.as_ref().err(),
                 "limits": Limits::default(),
                 "process_limit": process_limit(),
+                "traces": crate::cli::telemetry::state(),
                 "modes": modes,
             }))?;
         } else {
@@ -93,6 +94,18 @@ fn report(kernel: &str, s: &Support) -> String {
         mechanism.describe(),
         failed.map(|e| format!(" ({e})")).unwrap_or_default()
     ));
+    let traces = crate::cli::telemetry::state();
+    out.push_str(&match traces["endpoint"].as_str() {
+        Some(e) => format!(
+            "traces: sent to {e} (OTLP http/protobuf){}\n",
+            if traces["content"] == true {
+                ", with content (secrets redacted)"
+            } else {
+                ", without content"
+            }
+        ),
+        None => "traces: off (no OTEL_EXPORTER_OTLP_ENDPOINT, no otel: in your config)\n".into(),
+    });
     out.push_str("\nmodes:\n");
     for m in Mode::ALL {
         let state = match s.missing_for(m) {
