@@ -166,7 +166,8 @@ pub const FLUSH: Duration = Duration::from_millis(1500);
 /// A configured exporter, flushed by [`Telemetry::shutdown`].
 pub struct Telemetry {
     provider: SdkTracerProvider,
-    meters: SdkMeterProvider,
+    /// None when `OTEL_METRICS_EXPORTER=none` (a receiver that takes traces only).
+    meters: Option<SdkMeterProvider>,
     /// Set when a batch could not be sent.
     failed: Arc<AtomicBool>,
     endpoint: String,
@@ -267,27 +268,41 @@ impl Telemetry {
             .with_resource(resource.clone())
             .build();
         // The token usage and duration histograms: collected in memory, sent when rawko exits
-        // (and every minute of a long run).
-        let meters = SdkMeterProvider::builder()
-            .with_reader(PeriodicReader::builder(metrics.build()?).build())
-            .with_resource(resource)
-            .build();
+        // (and every minute of a long run); off with the standard `OTEL_METRICS_EXPORTER=none`.
+        let meters = match var("OTEL_METRICS_EXPORTER") {
+            Some(v) if v.trim() == "none" => None,
+            _ => Some(
+                SdkMeterProvider::builder()
+                    .with_reader(PeriodicReader::builder(metrics.build()?).build())
+                    .with_resource(resource)
+                    .build(),
+            ),
+        };
         let tracer = provider.tracer("rawko");
         let _ = ENDPOINT.set(endpoint.clone());
         let _ = LINKS.set(Arc::new(OtelLinks {
             content: content_opted_in(config).then(|| known_secrets(named)),
         }));
+        // Only the conventions' attributes and rawko's own: no source locations, threads, busy
+        // and idle times, or tracing's target and level.
         let spans = tracing_opentelemetry::layer()
             .with_tracer(tracer)
+            .with_location(false)
+            .with_threads(false)
+            .with_tracked_inactivity(false)
+            .with_target(false)
+            .with_level(false)
             .with_filter(
                 tracing_subscriber::filter::Targets::new()
                     .with_target(rawko_fsm::telemetry::TARGET, tracing::Level::INFO)
                     .with_target(rawko_fsm::telemetry::METRICS, LevelFilter::OFF),
             );
-        let histograms = MetricsLayer::new(meters.clone()).with_filter(
-            tracing_subscriber::filter::Targets::new()
-                .with_target(rawko_fsm::telemetry::METRICS, tracing::Level::INFO),
-        );
+        let histograms = meters.clone().map(|meters| {
+            MetricsLayer::new(meters).with_filter(
+                tracing_subscriber::filter::Targets::new()
+                    .with_target(rawko_fsm::telemetry::METRICS, tracing::Level::INFO),
+            )
+        });
         Ok(Some((
             Telemetry {
                 provider,
@@ -304,25 +319,44 @@ impl Telemetry {
     /// exits when the time is up.
     pub fn shutdown(self) {
         let (done, finished) = std::sync::mpsc::channel();
-        for provider in [
-            Box::new(move || self.provider.shutdown_with_timeout(FLUSH).is_ok())
-                as Box<dyn FnOnce() -> bool + Send>,
-            Box::new(move || self.meters.shutdown_with_timeout(FLUSH).is_ok()),
-        ] {
+        let provider = self.provider;
+        let mut flushes: Vec<(&str, Box<dyn FnOnce() -> bool + Send>)> = vec![(
+            "traces",
+            Box::new(move || provider.shutdown_with_timeout(FLUSH).is_ok()),
+        )];
+        if let Some(meters) = self.meters {
+            flushes.push((
+                "metrics",
+                Box::new(move || meters.shutdown_with_timeout(FLUSH).is_ok()),
+            ));
+        }
+        let waiting = flushes.len();
+        for (what, flush) in flushes {
             let done = done.clone();
             std::thread::spawn(move || {
-                let _ = done.send(provider());
+                let _ = done.send((what, flush()));
             });
         }
         let deadline = std::time::Instant::now() + FLUSH;
-        let mut sent = true;
-        for _ in 0..2 {
+        let (mut traces, mut metrics) = (false, waiting < 2);
+        for _ in 0..waiting {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            sent &= finished.recv_timeout(left).unwrap_or(false);
+            match finished.recv_timeout(left) {
+                Ok(("traces", ok)) => traces = ok,
+                Ok((_, ok)) => metrics = ok,
+                Err(_) => break,
+            }
         }
-        if !sent || self.failed.load(Ordering::Relaxed) {
+        if !traces || self.failed.load(Ordering::Relaxed) {
             eprintln!(
                 "warning: not every trace was sent to {}; the task is not affected",
+                self.endpoint
+            );
+        }
+        if !metrics {
+            eprintln!(
+                "warning: {} did not take rawko's metrics (OTEL_METRICS_EXPORTER=none turns them \
+                 off); the task is not affected",
                 self.endpoint
             );
         }

@@ -99,6 +99,7 @@ impl DemoCmd {
         run.instances = Some(instances);
         run.max_steps = 20;
         run.stream = !self.output.no_stream;
+        run.traces = crate::cli::telemetry::links();
         // The demo is offline and self-contained: no MCP servers (`run.mcp` stays empty).
         let setup = Setup {
             run,
