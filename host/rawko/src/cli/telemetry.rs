@@ -320,7 +320,8 @@ impl Telemetry {
     pub fn shutdown(self) {
         let (done, finished) = std::sync::mpsc::channel();
         let provider = self.provider;
-        let mut flushes: Vec<(&str, Box<dyn FnOnce() -> bool + Send>)> = vec![(
+        type Flush = Box<dyn FnOnce() -> bool + Send>;
+        let mut flushes: Vec<(&str, Flush)> = vec![(
             "traces",
             Box::new(move || provider.shutdown_with_timeout(FLUSH).is_ok()),
         )];
