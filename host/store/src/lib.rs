@@ -1,4 +1,5 @@
 //! The task store: one SQLite file (WAL mode) per workspace, in the user's state directory.
+//! ([`pg`] holds the same store on a PostgreSQL server, for runners on several machines.)
 //!
 //! Everything a run does is written here as it happens: the task, each FSM transition, each
 //! agent turn, every message, every tool call with its input, output, verdict and duration,
@@ -22,6 +23,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
 mod lease;
+pub mod pg;
 mod records;
 mod schema;
 pub mod transfer;
@@ -114,6 +116,9 @@ pub enum StoreError {
     Foreign { path: PathBuf, what: String },
     #[error("task store: {0}")]
     Sql(#[from] rusqlite::Error),
+    /// A PostgreSQL store that could not be reached, opened, read or written ([`pg::PgError`]).
+    #[error(transparent)]
+    Pg(#[from] pg::PgError),
     #[error("no task `{0}` in this workspace (see `rawko tasks list`)")]
     NoSuchTask(String),
     /// This runner held the task's lease and does not any more: another runner took the task
@@ -130,6 +135,12 @@ impl StoreError {
     /// Whether the task was taken over by another runner (see [`StoreError::TakenOver`]).
     pub fn is_taken_over(&self) -> bool {
         matches!(self, StoreError::TakenOver { .. })
+    }
+
+    /// Whether the connection to a PostgreSQL store was lost while it was in use: the task is
+    /// not at fault, and a run stopped by it can be resumed.
+    pub fn is_connection_lost(&self) -> bool {
+        matches!(self, StoreError::Pg(e) if e.is_connection_lost())
     }
 }
 

@@ -43,7 +43,7 @@ impl TaskStatus {
         )
     }
 
-    fn parse(s: &str) -> TaskStatus {
+    pub(crate) fn parse(s: &str) -> TaskStatus {
         match s {
             "done" => TaskStatus::Done,
             "failed" => TaskStatus::Failed,
