@@ -152,15 +152,71 @@ async fn step_rows(b: &Bench) -> Vec<Row> {
     let store_dir = b.subdir("steps-store").unwrap();
     let mut d = steps::steps(&tools, &store_dir, n).await;
     d.sort();
-    vec![Row::new(
-        "step",
-        "agent step, sandboxed LS + SQLite (median)",
-        "spawn /bin/true",
-        Kind::Time,
-        Target::Under(Duration::from_millis(1)),
-        Ok(d[d.len() / 2]),
-        b.spawn_true(),
-    )]
+    let off = d[d.len() / 2];
+    // The same steps with their spans made and handed to a batch exporter (one that drops what
+    // it is given, so no receiver's speed is in the figure).
+    let traced_dir = b.subdir("steps-store-traced").unwrap();
+    let (provider, subscriber) = exported_spans();
+    let mut t = {
+        use tracing::instrument::WithSubscriber as _;
+        steps::steps(&tools, &traced_dir, n)
+            .with_subscriber(subscriber)
+            .await
+    };
+    let _ = provider.shutdown();
+    t.sort();
+    vec![
+        Row::new(
+            "step",
+            "agent step, sandboxed LS + SQLite (median)",
+            "spawn /bin/true",
+            Kind::Time,
+            Target::Under(Duration::from_millis(1)),
+            Ok(off),
+            b.spawn_true(),
+        ),
+        Row::new(
+            "step",
+            "agent step, its spans exported (median)",
+            "the same step, not exported",
+            Kind::Time,
+            Target::ExtraUnder(Duration::from_micros(100)),
+            Ok(t[t.len() / 2]),
+            Ok(off),
+        ),
+    ]
+}
+
+/// A subscriber that turns the engine's spans into OpenTelemetry spans, as `rawko` does when
+/// an endpoint is configured, batched to an exporter that drops them.
+fn exported_spans() -> (
+    opentelemetry_sdk::trace::SdkTracerProvider,
+    impl tracing::Subscriber + Send + Sync,
+) {
+    use opentelemetry::trace::TracerProvider as _;
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    #[derive(Debug)]
+    struct Dropped;
+    impl opentelemetry_sdk::trace::SpanExporter for Dropped {
+        async fn export(
+            &self,
+            _batch: Vec<opentelemetry_sdk::trace::SpanData>,
+        ) -> opentelemetry_sdk::error::OTelSdkResult {
+            Ok(())
+        }
+    }
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_batch_exporter(Dropped)
+        .build();
+    let layer = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("bench"))
+        .with_filter(
+            tracing_subscriber::filter::Targets::new()
+                .with_target(rawko_fsm::telemetry::TARGET, tracing::Level::INFO),
+        );
+    (provider, tracing_subscriber::registry().with(layer))
 }
 
 /// One tool call through `rawko mcp serve` over stdio, as an MCP client makes it (a JSON-RPC
