@@ -17,6 +17,7 @@ mod decode;
 pub mod diag;
 mod docloom;
 mod foreign;
+pub mod graph;
 mod kodelet;
 mod markdown;
 pub mod model;
