@@ -189,25 +189,25 @@ pub struct TaskEnd {
 impl Engine<'_> {
     /// Run (or resume) task `id` until it reaches a terminal state or is cancelled.
     pub async fn run(&self, id: &str) -> Result<TaskEnd, EngineError> {
-        let resumed = !self.store.turns(id)?.is_empty();
+        let resumed = !self.store.turns(id).await?.is_empty();
         let span = telemetry::task(id, resumed);
         let this = self.traces.and_then(|t| t.traceparent(&span));
         if let Some(traces) = self.traces {
             // The first traced run is the task's trace; a later one links to it.
-            match self.store.task(id)?.trace {
+            match self.store.task(id).await?.trace {
                 Some(first) => traces.link(&span, &first),
                 None => {
                     if let Some(this) = &this {
-                        self.store.set_trace(id, this)?;
+                        self.store.set_trace(id, this).await?;
                     }
                 }
             }
         }
-        let run = self.store.start_run(id, this.as_deref())?;
+        let run = self.store.start_run(id, this.as_deref()).await?;
         let end = self.run_task(id).instrument(span.clone()).await;
         match &end {
             Ok(end) => {
-                self.store.end_run(id, run, end.status.as_str())?;
+                self.store.end_run(id, run, end.status.as_str()).await?;
                 span.record("rawko.task.status", end.status.as_str());
                 if matches!(end.status, TaskStatus::Failed | TaskStatus::Escalated) {
                     telemetry::failed(&span, end.status.as_str());
@@ -219,7 +219,7 @@ impl Engine<'_> {
     }
 
     async fn run_task(&self, id: &str) -> Result<TaskEnd, EngineError> {
-        let task = self.store.task(id)?;
+        let task = self.store.task(id).await?;
         if task.status.is_finished() {
             return Ok(TaskEnd {
                 status: task.status,
@@ -228,7 +228,7 @@ impl Engine<'_> {
             });
         }
         let mut failures = FailureCounts::default();
-        for turn in self.store.turns(id)? {
+        for turn in self.store.turns(id).await? {
             if turn.parent_id.is_none()
                 && matches!(
                     turn.outcome.as_deref(),
@@ -242,7 +242,8 @@ impl Engine<'_> {
         // behalf, so a transition it chose (or a later one) cannot reach more than it had.
         let mut untrusted_by: Option<Arc<Agent>> = self
             .store
-            .turns(id)?
+            .turns(id)
+            .await?
             .iter()
             .filter(|t| t.parent_id.is_none())
             .filter_map(|t| self.agents.agent(&t.agent))
@@ -257,8 +258,8 @@ impl Engine<'_> {
                 Target::Agent(name) => name,
                 terminal => {
                     let status = status_of(&terminal);
-                    let summary = self.closing_summary(id)?;
-                    self.store.finish_task(id, status, &summary)?;
+                    let summary = self.closing_summary(id).await?;
+                    self.store.finish_task(id, status, &summary).await?;
                     self.events.emit(&RunEvent::TaskFinished {
                         task: id.to_string(),
                         status: status.as_str().to_string(),
@@ -280,7 +281,8 @@ impl Engine<'_> {
                     reason: format!("the task took {steps} steps (limit {})", self.max_steps),
                     at: now_ms(),
                 };
-                self.commit_transition(id, &t, TaskStatus::Escalated)?;
+                self.commit_transition(id, &t, TaskStatus::Escalated)
+                    .await?;
                 state = t.to;
                 continue;
             }
@@ -293,7 +295,7 @@ impl Engine<'_> {
                     reason: format!("no agent named `{agent_name}` is loaded"),
                     at: now_ms(),
                 };
-                self.commit_transition(id, &t, TaskStatus::Failed)?;
+                self.commit_transition(id, &t, TaskStatus::Failed).await?;
                 state = t.to;
                 continue;
             };
@@ -309,7 +311,7 @@ impl Engine<'_> {
             // A state whose turn ended but whose transition was never committed (a kill while
             // the arbiter decided) is not run again: its outcome is judged again.
             let judged_again = if std::mem::take(&mut resumed) {
-                self.ended_without_transition(id, &agent.name)?
+                self.ended_without_transition(id, &agent.name).await?
             } else {
                 None
             };
@@ -336,7 +338,7 @@ impl Engine<'_> {
                 _ => None,
             };
             if let Some((status, summary)) = stopped {
-                self.store.finish_task(id, status, &summary)?;
+                self.store.finish_task(id, status, &summary).await?;
                 self.events.emit(&RunEvent::TaskFinished {
                     task: id.to_string(),
                     status: status.as_str().into(),
@@ -380,7 +382,8 @@ impl Engine<'_> {
             let arbiter_turn = match &choice.usage {
                 Some(_) => self
                     .store
-                    .turns(id)?
+                    .turns(id)
+                    .await?
                     .iter()
                     .rev()
                     .find(|t| t.parent_id.is_none())
@@ -392,19 +395,21 @@ impl Engine<'_> {
                 .as_ref()
                 .zip(arbiter_turn)
                 .map(|(u, turn)| (turn, u.adapter.as_str(), u.model.as_str(), &u.usage));
-            self.store.transition_after(id, &t, status, usage)?;
+            self.store.transition_after(id, &t, status, usage).await?;
             self.emit_transition(&t);
             if choice.mode == "fallback" {
-                self.store.record_decision(
-                    id,
-                    &AuditEntry::new(
-                        "arbiter",
-                        "transition",
-                        &format!("{} -> {}", agent.name, choice.target),
-                        "fallback",
-                        &choice.reason,
-                    ),
-                )?;
+                self.store
+                    .record_decision(
+                        id,
+                        &AuditEntry::new(
+                            "arbiter",
+                            "transition",
+                            &format!("{} -> {}", agent.name, choice.target),
+                            "fallback",
+                            &choice.reason,
+                        ),
+                    )
+                    .await?;
             }
             state = t.to;
             steps += 1;
@@ -413,12 +418,12 @@ impl Engine<'_> {
 
     /// The outcome of `agent`'s last top-level turn in `task`, when that turn ended and no
     /// transition out of it was committed after it.
-    fn ended_without_transition(
+    async fn ended_without_transition(
         &self,
         task: &str,
         agent: &str,
     ) -> Result<Option<TurnOutcome>, EngineError> {
-        let turns = self.store.turns(task)?;
+        let turns = self.store.turns(task).await?;
         let Some(last) = turns.iter().rev().find(|t| t.parent_id.is_none()) else {
             return Ok(None);
         };
@@ -433,7 +438,8 @@ impl Engine<'_> {
         }
         let judged = self
             .store
-            .transitions(task)?
+            .transitions(task)
+            .await?
             .iter()
             .any(|t| t.from.as_deref() == Some(agent) && t.at >= ended);
         Ok((!judged).then(|| TurnOutcome {
@@ -443,13 +449,13 @@ impl Engine<'_> {
         }))
     }
 
-    fn commit_transition(
+    async fn commit_transition(
         &self,
         task: &str,
         t: &Transition,
         status: TaskStatus,
     ) -> Result<(), EngineError> {
-        self.store.transition(task, t, status)?;
+        self.store.transition(task, t, status).await?;
         self.emit_transition(t);
         Ok(())
     }
@@ -465,14 +471,14 @@ impl Engine<'_> {
     }
 
     /// The last top-level summary of the task, for its closing line.
-    fn closing_summary(&self, task: &str) -> Result<String, EngineError> {
-        let turns = self.store.turns(task)?;
+    async fn closing_summary(&self, task: &str) -> Result<String, EngineError> {
+        let turns = self.store.turns(task).await?;
         let last = turns
             .iter()
             .rev()
             .filter(|t| t.parent_id.is_none())
             .find_map(|t| t.summary.clone());
-        let transitions = self.store.transitions(task)?;
+        let transitions = self.store.transitions(task).await?;
         let why = transitions
             .last()
             .map(|t| t.reason.clone())
@@ -547,13 +553,14 @@ impl Engine<'_> {
                 }
             };
             let open = match call {
-                None => self.store.open_turn(task, &agent.name)?,
-                Some((parent, _)) => self.store.open_child_turn(parent, &agent.name)?,
+                None => self.store.open_turn(task, &agent.name).await?,
+                Some((parent, _)) => self.store.open_child_turn(parent, &agent.name).await?,
             };
             let (turn, mut messages, mut iterations) = if let Some(open) = open {
                 let messages = self
                     .store
-                    .messages(open.id)?
+                    .messages(open.id)
+                    .await?
                     .into_iter()
                     .filter_map(|m| {
                         let content = serde_json::from_value::<Vec<Content>>(m.content).ok()?;
@@ -569,12 +576,15 @@ impl Engine<'_> {
             } else {
                 match call {
                     None => {
-                        let turn = self.store.start_turn(task, &agent.name, None)?;
-                        let prompt = self.initial_prompt(task, agent)?;
+                        let turn = self.store.start_turn(task, &agent.name, None).await?;
+                        let prompt = self.initial_prompt(task, agent).await?;
                         (turn, vec![Message::user(prompt)], 0)
                     }
                     Some((parent, query)) => {
-                        let turn = self.store.start_turn(task, &agent.name, Some(parent))?;
+                        let turn = self
+                            .store
+                            .start_turn(task, &agent.name, Some(parent))
+                            .await?;
                         let prompt = format!(
                             "Another agent asks you:\n{}\n\nAnswer by calling `finish` with status \"success\" and your answer as the summary.",
                             untrusted(query)
@@ -584,15 +594,17 @@ impl Engine<'_> {
                 }
             };
             if messages.is_empty() {
-                let prompt = self.initial_prompt(task, agent)?;
+                let prompt = self.initial_prompt(task, agent).await?;
                 messages.push(Message::user(prompt));
             }
-            if self.store.messages(turn)?.is_empty() {
-                self.store.append_message(
-                    turn,
-                    "user",
-                    &serde_json::to_value(&messages[0].content).unwrap_or_default(),
-                )?;
+            if self.store.messages(turn).await?.is_empty() {
+                self.store
+                    .append_message(
+                        turn,
+                        "user",
+                        &serde_json::to_value(&messages[0].content).unwrap_or_default(),
+                    )
+                    .await?;
             }
 
             let outcome = self
@@ -607,13 +619,13 @@ impl Engine<'_> {
                     depth,
                 )
                 .await?;
-            self.close_turn(turn, agent, &outcome)?;
+            self.close_turn(turn, agent, &outcome).await?;
             Ok(outcome)
         })
     }
 
     /// Record how a state's turn ended, and say so.
-    pub fn close_turn(
+    pub async fn close_turn(
         &self,
         turn: i64,
         agent: &Agent,
@@ -622,12 +634,14 @@ impl Engine<'_> {
         // A cancelled turn stays open: `rawko resume` continues it where it stopped, with
         // its messages and committed tool calls, instead of starting the state again.
         if !matches!(outcome.event, Event::Cancelled | Event::Interrupted) {
-            self.store.end_turn(
-                turn,
-                outcome.event.as_str(),
-                &outcome.summary,
-                outcome.output.as_ref(),
-            )?;
+            self.store
+                .end_turn(
+                    turn,
+                    outcome.event.as_str(),
+                    &outcome.summary,
+                    outcome.output.as_ref(),
+                )
+                .await?;
         }
         self.events.emit(&RunEvent::StateEnded {
             agent: agent.name.clone(),
@@ -638,12 +652,13 @@ impl Engine<'_> {
     }
 
     /// The first message of a top-level state: the task, and what earlier states reported.
-    pub fn initial_prompt(&self, task: &str, agent: &Agent) -> Result<String, EngineError> {
-        let t = self.store.task(task)?;
+    pub async fn initial_prompt(&self, task: &str, agent: &Agent) -> Result<String, EngineError> {
+        let t = self.store.task(task).await?;
         let mut prompt = format!("Task:\n{}\n", t.prompt);
         let earlier: Vec<_> = self
             .store
-            .turns(task)?
+            .turns(task)
+            .await?
             .into_iter()
             .filter(|turn| turn.parent_id.is_none() && turn.ended_at.is_some())
             .collect();
@@ -723,7 +738,8 @@ impl Engine<'_> {
         let mut ctx = context::Context::new(llm.context_window(), self.context_threshold);
         let mut finish_rejected = self
             .store
-            .tool_calls(task)?
+            .tool_calls(task)
+            .await?
             .iter()
             .any(|c| c.turn_id == turn && c.tool == tools::FINISH && c.is_error);
 
@@ -751,11 +767,13 @@ impl Engine<'_> {
                             role: Role::User,
                             content: results,
                         };
-                        self.store.append_message(
-                            turn,
-                            "user",
-                            &serde_json::to_value(&msg.content).unwrap_or_default(),
-                        )?;
+                        self.store
+                            .append_message(
+                                turn,
+                                "user",
+                                &serde_json::to_value(&msg.content).unwrap_or_default(),
+                            )
+                            .await?;
                         messages.push(msg);
                     }
                 }
@@ -789,7 +807,7 @@ impl Engine<'_> {
                 });
             }
             if let Some(max) = self.max_task_tokens {
-                let used = self.store.task_usage(task)?;
+                let used = self.store.task_usage(task).await?;
                 let total =
                     used.input_tokens + used.output_tokens + used.cache_read + used.cache_write;
                 if total >= i64::try_from(max).unwrap_or(i64::MAX) {
@@ -815,7 +833,7 @@ impl Engine<'_> {
                 }
             };
             let sent_chars = fixed + view.iter().map(context::message_chars).sum::<usize>();
-            *iterations = self.store.bump_iterations(turn)?.max(0) as u32;
+            *iterations = self.store.bump_iterations(turn).await?.max(0) as u32;
             self.events.emit(&RunEvent::Thinking {
                 agent: agent.name.clone(),
                 iteration: *iterations,
@@ -860,13 +878,15 @@ impl Engine<'_> {
                     () = abandoned => None,
                 };
                 telemetry::chat_ended(&chat, (llm.adapter(), llm.model()), asked, &answered);
-                self.store.record_model_call(&telemetry::model_call(
-                    turn,
-                    (llm.adapter(), llm.model()),
-                    asked_again,
-                    asked_at,
-                    &answered,
-                ))?;
+                self.store
+                    .record_model_call(&telemetry::model_call(
+                        turn,
+                        (llm.adapter(), llm.model()),
+                        asked_again,
+                        asked_at,
+                        &answered,
+                    ))
+                    .await?;
                 if let (Some(traces), Some(Ok(Ok(c)))) =
                     (self.traces.filter(|t| t.captures()), &answered)
                 {
@@ -950,24 +970,28 @@ impl Engine<'_> {
             let mut reply = completion.message;
             reply.role = Role::Assistant;
             sanitize_call_ids(&mut reply, turn, *iterations);
-            self.store.append_reply(
-                turn,
-                &serde_json::to_value(&reply.content).unwrap_or_default(),
-                llm.adapter(),
-                &completion.model,
-                &completion.usage,
-            )?;
+            self.store
+                .append_reply(
+                    turn,
+                    &serde_json::to_value(&reply.content).unwrap_or_default(),
+                    llm.adapter(),
+                    &completion.model,
+                    &completion.usage,
+                )
+                .await?;
             let has_calls = reply.tool_calls().next().is_some();
             messages.push(reply);
             if !has_calls {
                 let nudge = Message::user(
                     "Continue with the task using your tools. When you are done, call `finish` with status and summary.",
                 );
-                self.store.append_message(
-                    turn,
-                    "user",
-                    &serde_json::to_value(&nudge.content).unwrap_or_default(),
-                )?;
+                self.store
+                    .append_message(
+                        turn,
+                        "user",
+                        &serde_json::to_value(&nudge.content).unwrap_or_default(),
+                    )
+                    .await?;
                 messages.push(nudge);
             }
         }
@@ -1017,7 +1041,8 @@ impl Engine<'_> {
         let (summary, how) = match asked {
             Ok(Ok(c)) if !c.message.text().trim().is_empty() => {
                 self.store
-                    .record_usage(turn, summariser.adapter(), &c.model, &c.usage)?;
+                    .record_usage(turn, summariser.adapter(), &c.model, &c.usage)
+                    .await?;
                 (
                     c.message.text(),
                     format!("summarised by {}", summariser.adapter()),
@@ -1053,7 +1078,7 @@ impl Engine<'_> {
             ),
         )
         .in_turn(turn);
-        self.store.record_decision(task, &entry)?;
+        self.store.record_decision(task, &entry).await?;
         self.events.emit(&RunEvent::Compacted {
             agent: agent.name.clone(),
             summary_chars: ctx.summary.text.len(),
@@ -1081,7 +1106,7 @@ impl Engine<'_> {
                 finish = Some((id.to_string(), arguments.to_string()));
                 continue;
             }
-            let recorded = self.store.tool_call(turn, id)?;
+            let recorded = self.store.tool_call(turn, id).await?;
             let (output, is_error) = match recorded {
                 Some(done) => (done.output, done.is_error),
                 None => match self
@@ -1101,7 +1126,7 @@ impl Engine<'_> {
             }));
         }
         if let Some((id, arguments)) = finish {
-            if let Some(done) = self.store.tool_call(turn, &id)?
+            if let Some(done) = self.store.tool_call(turn, &id).await?
                 && done.is_error
             {
                 // Already rejected before a restart; the model has been told.
@@ -1123,7 +1148,8 @@ impl Engine<'_> {
                         false,
                         "accepted",
                         0,
-                    )?;
+                    )
+                    .await?;
                     return Ok(Step::Finished(TurnOutcome {
                         event: if f.success {
                             Event::Succeeded
@@ -1144,7 +1170,8 @@ impl Engine<'_> {
                         true,
                         "rejected",
                         0,
-                    )?;
+                    )
+                    .await?;
                     if *finish_rejected {
                         return Ok(Step::Finished(TurnOutcome {
                             event: Event::Failed,
@@ -1220,10 +1247,12 @@ impl Engine<'_> {
                 why.push_str(&more);
             }
             let detail: String = name.chars().take(200).collect();
-            self.store.record_decision(
-                task,
-                &AuditEntry::new(&agent.name, "tool", &detail, "deny", &why).in_turn(turn),
-            )?;
+            self.store
+                .record_decision(
+                    task,
+                    &AuditEntry::new(&agent.name, "tool", &detail, "deny", &why).in_turn(turn),
+                )
+                .await?;
             (why, true, "denied: not allowed".to_string())
         } else if let Some(callee) = self
             .agents
@@ -1238,14 +1267,18 @@ impl Engine<'_> {
                 Err(stopped) => return Ok(Err(stopped)),
             }
         } else {
-            self.store.record_decision(
-                task,
-                &AuditEntry::new(&agent.name, "tool", name, "allow", "in the agent's tools")
-                    .in_turn(turn),
-            )?;
+            self.store
+                .record_decision(
+                    task,
+                    &AuditEntry::new(&agent.name, "tool", name, "allow", "in the agent's tools")
+                        .in_turn(turn),
+                )
+                .await?;
             let outcome = self.tools.call(agent, name, arguments).await;
             for d in &outcome.decisions {
-                self.store.record_decision(task, &d.clone().in_turn(turn))?;
+                self.store
+                    .record_decision(task, &d.clone().in_turn(turn))
+                    .await?;
             }
             (outcome.output, outcome.is_error, outcome.verdict)
         };
@@ -1268,7 +1301,8 @@ impl Engine<'_> {
             is_error,
             &verdict,
             elapsed.as_micros() as i64,
-        )?;
+        )
+        .await?;
         self.events.emit(&RunEvent::ToolResult {
             agent: agent.name.clone(),
             tool: name.to_string(),
@@ -1313,17 +1347,19 @@ impl Engine<'_> {
         }
         // The callee works for the caller: with no more than the caller's trust and grants.
         let callee = &callee.on_behalf_of(caller, self.workspace_trust, true);
-        self.store.record_decision(
-            task,
-            &AuditEntry::new(
-                &caller.name,
-                "agent",
-                &callee.name,
-                "allow",
-                "named in the caller's tools; runs with the capabilities both have",
+        self.store
+            .record_decision(
+                task,
+                &AuditEntry::new(
+                    &caller.name,
+                    "agent",
+                    &callee.name,
+                    "allow",
+                    "named in the caller's tools; runs with the capabilities both have",
+                )
+                .in_turn(turn),
             )
-            .in_turn(turn),
-        )?;
+            .await?;
         self.events.emit(&RunEvent::StateEntered {
             agent: callee.name.clone(),
             depth: depth + 1,
@@ -1348,7 +1384,7 @@ impl Engine<'_> {
 
     /// Record one finished tool call of `turn` (its verdict and how long it took).
     #[allow(clippy::too_many_arguments)]
-    pub fn record_call(
+    pub async fn record_call(
         &self,
         turn: i64,
         id: &str,
@@ -1359,17 +1395,19 @@ impl Engine<'_> {
         verdict: &str,
         duration_us: i64,
     ) -> Result<(), EngineError> {
-        self.store.record_tool_call(&ToolCall {
-            turn_id: turn,
-            call_id: id.to_string(),
-            tool: tool.to_string(),
-            input: input.to_string(),
-            output: output.to_string(),
-            is_error,
-            verdict: verdict.to_string(),
-            duration_us,
-            at: now_ms(),
-        })?;
+        self.store
+            .record_tool_call(&ToolCall {
+                turn_id: turn,
+                call_id: id.to_string(),
+                tool: tool.to_string(),
+                input: input.to_string(),
+                output: output.to_string(),
+                is_error,
+                verdict: verdict.to_string(),
+                duration_us,
+                at: now_ms(),
+            })
+            .await?;
         Ok(())
     }
 }

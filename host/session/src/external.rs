@@ -370,40 +370,43 @@ impl Ext<'_> {
         limits: StateLimits,
     ) -> Result<TurnOutcome, EngineError> {
         let open = match call {
-            None => self.store.open_turn(task, &agent.name)?,
-            Some((parent, _)) => self.store.open_child_turn(parent, &agent.name)?,
+            None => self.store.open_turn(task, &agent.name).await?,
+            Some((parent, _)) => self.store.open_child_turn(parent, &agent.name).await?,
         };
         let turn = match open {
             // An external state that was interrupted starts again: the agent's own session
             // ended with its process.
             Some(open) => open.id,
-            None => self
-                .store
-                .start_turn(task, &agent.name, call.map(|(p, _)| p))?,
+            None => {
+                self.store
+                    .start_turn(task, &agent.name, call.map(|(p, _)| p))
+                    .await?
+            }
         };
-        let prompt = self.external_prompt(task, agent, call.map(|(_, q)| q))?;
-        self.store.append_message(
-            turn,
-            "user",
-            &serde_json::to_value(vec![Content::text(prompt.clone())]).unwrap_or_default(),
-        )?;
+        let prompt = self
+            .external_prompt(task, agent, call.map(|(_, q)| q))
+            .await?;
+        self.store
+            .append_message(
+                turn,
+                "user",
+                &serde_json::to_value(vec![Content::text(prompt.clone())]).unwrap_or_default(),
+            )
+            .await?;
         let fail = |summary: String| TurnOutcome {
             event: Event::Failed,
             summary,
             output: None,
         };
-        let refuse = |why: &str| {
-            self.store.record_decision(
-                task,
-                &AuditEntry::new(
-                    &agent.name,
-                    "exec",
-                    &external.command().command,
-                    "deny",
-                    why,
-                )
-                .in_turn(turn),
+        let refusal = |why: &str| {
+            AuditEntry::new(
+                &agent.name,
+                "exec",
+                &external.command().command,
+                "deny",
+                why,
             )
+            .in_turn(turn)
         };
         let outcome = if agent.is_untrusted(self.workspace_trust) {
             let why = format!(
@@ -412,7 +415,7 @@ impl Ext<'_> {
                 agent.name,
                 external.command().command
             );
-            refuse(&why)?;
+            self.store.record_decision(task, &refusal(&why)).await?;
             fail(why)
         } else {
             // A coding CLI gets the prompt in the arguments that ask for it.
@@ -430,7 +433,9 @@ impl Ext<'_> {
             let spawned = self.tools.spawn_external(agent, external);
             match spawned {
                 Err(e) => {
-                    refuse(&e.to_string())?;
+                    self.store
+                        .record_decision(task, &refusal(&e.to_string()))
+                        .await?;
                     fail(format!(
                         "agent {}: cannot start `{}`: {e}",
                         agent.name,
@@ -439,7 +444,7 @@ impl Ext<'_> {
                 }
                 Ok((child, decisions)) => {
                     for d in decisions {
-                        self.store.record_decision(task, &d.in_turn(turn))?;
+                        self.store.record_decision(task, &d.in_turn(turn)).await?;
                     }
                     match external {
                         External::Acp(_) => {
@@ -456,13 +461,13 @@ impl Ext<'_> {
                 }
             }
         };
-        self.close_turn(turn, agent, &outcome)?;
+        self.close_turn(turn, agent, &outcome).await?;
         Ok(outcome)
     }
 
     /// What the external agent is told: its role (the definition's prompt, if any), the task
     /// and earlier reports, and how its turn ends.
-    fn external_prompt(
+    async fn external_prompt(
         &self,
         task: &str,
         agent: &Agent,
@@ -476,7 +481,7 @@ impl Ext<'_> {
         match query {
             Some(q) => prompt.push_str(&format!("Another agent asks you:\n{}\n", untrusted(q))),
             None => {
-                let initial = self.initial_prompt(task, agent)?;
+                let initial = self.initial_prompt(task, agent).await?;
                 // The last paragraph speaks of rawko's `finish` tool, which an external agent
                 // does not have.
                 let body = initial
@@ -504,7 +509,7 @@ impl Ext<'_> {
     /// Record a request rawko served for the agent, as a tool call with its verdict and its
     /// capability decisions.
     #[allow(clippy::too_many_arguments)]
-    fn served(
+    async fn served(
         &self,
         events: &dyn EventSink,
         task: &str,
@@ -518,7 +523,9 @@ impl Ext<'_> {
     ) -> Result<(), EngineError> {
         *n += 1;
         for d in &outcome.decisions {
-            self.store.record_decision(task, &d.clone().in_turn(turn))?;
+            self.store
+                .record_decision(task, &d.clone().in_turn(turn))
+                .await?;
         }
         let elapsed = started.elapsed();
         self.record_call(
@@ -530,7 +537,8 @@ impl Ext<'_> {
             outcome.is_error,
             &outcome.verdict,
             elapsed.as_micros() as i64,
-        )?;
+        )
+        .await?;
         events.emit(&RunEvent::ToolResult {
             agent: agent.name.clone(),
             tool: tool.to_string(),
@@ -601,7 +609,7 @@ impl Ext<'_> {
         let mut outcome_event = None;
 
         'turns: loop {
-            let iterations = self.store.bump_iterations(turn)?.max(0) as u32;
+            let iterations = self.store.bump_iterations(turn).await?.max(0) as u32;
             if iterations > limits.max_iterations {
                 outcome_event = Some((
                     Event::MaxIterations,
@@ -637,7 +645,7 @@ impl Ext<'_> {
                             self.served(events, task, agent, turn, &mut n, "terminal",
                                 &json!({ "command": t.command, "terminal": id }).to_string(),
                                 &outcome, t.started,
-                            )?;
+                            ).await?;
                             for w in t.waiters.drain(..) {
                                 let _ = w.send(Ok(state.clone()));
                             }
@@ -717,13 +725,15 @@ impl Ext<'_> {
         span.record("gen_ai.usage.input_tokens", usage.input_tokens);
         span.record("gen_ai.usage.output_tokens", usage.output_tokens);
         let report = report.trim().to_string();
-        self.store.append_reply(
-            turn,
-            &serde_json::to_value(vec![Content::text(report.clone())]).unwrap_or_default(),
-            "acp",
-            &label,
-            &usage,
-        )?;
+        self.store
+            .append_reply(
+                turn,
+                &serde_json::to_value(vec![Content::text(report.clone())]).unwrap_or_default(),
+                "acp",
+                &label,
+                &usage,
+            )
+            .await?;
         if let Some((event, summary)) = outcome_event {
             return Ok(TurnOutcome {
                 event,
@@ -781,7 +791,8 @@ impl Ext<'_> {
                     &input,
                     &shown,
                     started,
-                )?;
+                )
+                .await?;
                 let _ = reply.send(answer);
             }
             Request::Write {
@@ -803,7 +814,8 @@ impl Ext<'_> {
                     &logged,
                     &outcome,
                     started,
-                )?;
+                )
+                .await?;
                 let _ = reply.send(if outcome.is_error {
                     Err(outcome.output)
                 } else {
@@ -860,7 +872,8 @@ impl Ext<'_> {
                         &input,
                         &outcome,
                         started,
-                    )?;
+                    )
+                    .await?;
                     let _ = reply.send(Err(outcome.output));
                     return Ok(());
                 }
@@ -931,7 +944,8 @@ impl Ext<'_> {
                             self.served(
                                 events, task, agent, turn, n, "terminal", &input, &killed,
                                 t.started,
-                            )?;
+                            )
+                            .await?;
                             for w in t.waiters.drain(..) {
                                 let _ = w.send(Ok(state.clone()));
                             }
@@ -959,17 +973,19 @@ impl Ext<'_> {
                     Decision::Deny => (false, judged.rule),
                     Decision::Ask => ask_user(agent, &detail, input.as_ref(), &judged.rule),
                 };
-                self.store.record_decision(
-                    task,
-                    &AuditEntry::new(
-                        &agent.name,
-                        "permission",
-                        &detail,
-                        if allow { "allow" } else { "deny" },
-                        &why,
+                self.store
+                    .record_decision(
+                        task,
+                        &AuditEntry::new(
+                            &agent.name,
+                            "permission",
+                            &detail,
+                            if allow { "allow" } else { "deny" },
+                            &why,
+                        )
+                        .in_turn(turn),
                     )
-                    .in_turn(turn),
-                )?;
+                    .await?;
                 let _ = reply.send(allow);
             }
             Request::Update(update) => match update {
@@ -1008,7 +1024,8 @@ impl Ext<'_> {
                     if rawko_acp::client::is_final(&status) {
                         self.agent_tool_done(
                             events, task, agent, turn, n, &name, &title, input, &status, None,
-                        )?;
+                        )
+                        .await?;
                     } else if tool_titles.len() < 10_000 {
                         tool_titles.insert(id, (name, title, input));
                     }
@@ -1025,7 +1042,8 @@ impl Ext<'_> {
                         let title = title.unwrap_or(first);
                         self.agent_tool_done(
                             events, task, agent, turn, n, &name, &title, input, &status, output,
-                        )?;
+                        )
+                        .await?;
                     }
                 }
             },
@@ -1102,7 +1120,7 @@ impl Ext<'_> {
 
     /// Record one of the agent's own tool calls (run by the agent itself, inside its sandbox).
     #[allow(clippy::too_many_arguments)]
-    fn agent_tool_done(
+    async fn agent_tool_done(
         &self,
         events: &dyn EventSink,
         task: &str,
@@ -1133,6 +1151,7 @@ impl Ext<'_> {
             &outcome,
             Instant::now(),
         )
+        .await
     }
 
     /// Resolves once the run is cancelled.
@@ -1155,7 +1174,7 @@ impl Ext<'_> {
         limits: StateLimits,
     ) -> Result<TurnOutcome, EngineError> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        self.store.bump_iterations(turn)?;
+        self.store.bump_iterations(turn).await?;
         self.events.emit(&RunEvent::Thinking {
             agent: agent.name.clone(),
             iteration: 1,
@@ -1231,13 +1250,15 @@ impl Ext<'_> {
         let status = status.ok();
         let code = status.and_then(|s| s.code());
         let report = last(out.trim(), MAX_REPORT).to_string();
-        self.store.append_reply(
-            turn,
-            &serde_json::to_value(vec![Content::text(report.clone())]).unwrap_or_default(),
-            "cli",
-            &cmd.command,
-            &Usage::default(),
-        )?;
+        self.store
+            .append_reply(
+                turn,
+                &serde_json::to_value(vec![Content::text(report.clone())]).unwrap_or_default(),
+                "cli",
+                &cmd.command,
+                &Usage::default(),
+            )
+            .await?;
         let outcome = ToolOutcome {
             output: report.clone(),
             is_error: code != Some(0),
@@ -1258,7 +1279,8 @@ impl Ext<'_> {
             &json!({ "command": cmd.command, "args": cmd.args }).to_string(),
             &outcome,
             started,
-        )?;
+        )
+        .await?;
         if code != Some(0) {
             let tail = rawko_text::block(err.trim(), 2_000);
             return Ok(TurnOutcome {
@@ -1353,13 +1375,15 @@ impl Ext<'_> {
                     });
                 }
             };
-            self.store.append_reply(
-                turn,
-                &serde_json::to_value(&completion.message.content).unwrap_or_default(),
-                llm.adapter(),
-                &completion.model,
-                &completion.usage,
-            )?;
+            self.store
+                .append_reply(
+                    turn,
+                    &serde_json::to_value(&completion.message.content).unwrap_or_default(),
+                    llm.adapter(),
+                    &completion.model,
+                    &completion.usage,
+                )
+                .await?;
             let call = completion
                 .message
                 .tool_calls()
@@ -1377,7 +1401,8 @@ impl Ext<'_> {
                             false,
                             "allowed",
                             0,
-                        )?;
+                        )
+                        .await?;
                         return Ok(TurnOutcome {
                             event: if f.success {
                                 Event::Succeeded

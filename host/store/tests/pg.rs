@@ -272,6 +272,26 @@ async fn pg_every_record_kind_round_trips() {
 }
 
 #[tokio::test]
+async fn pg_the_engine_reaches_it_through_the_store_trait() {
+    let Some(url) = server() else { return };
+    let db = Db::new(&url).await;
+    let s = db.store().await;
+    let id = s.create_task("t", "planner", &json!({})).await.unwrap();
+    let store: &dyn rawko_store::Store = &s;
+    // Its futures can move between threads, as a multi-threaded runtime may move a run.
+    fn send<T: Send>(t: T) -> T {
+        t
+    }
+    let turn = send(store.start_turn(&id, "planner", None)).await.unwrap();
+    store
+        .append_message(turn, "user", &json!("hi"))
+        .await
+        .unwrap();
+    assert_eq!(store.messages(turn).await.unwrap().len(), 1);
+    assert_eq!(store.turns(&id).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
 async fn pg_leases_are_held_by_identity_and_go_stale_by_the_servers_clock() {
     let Some(url) = server() else { return };
     let db = Db::new(&url).await;
