@@ -269,6 +269,9 @@ async fn pg_every_record_kind_round_trips() {
         .await
         .unwrap();
     assert!(s.turns(&id).await.unwrap().iter().any(|t| t.id == 1000));
+    s.advance_ids().await.unwrap();
+    let next = s.start_turn(&id, "planner", None).await.unwrap();
+    assert_eq!(next, 1001, "ids go on past the ones given");
 }
 
 #[tokio::test]
