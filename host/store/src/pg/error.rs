@@ -101,7 +101,7 @@ fn lost(e: &tokio_postgres::Error) -> bool {
                 || *c == SqlState::IDLE_SESSION_TIMEOUT
                 || c.code().starts_with("08")
         }
-        None => e.as_db_error().is_none() && e.to_string() == "error communicating with the server",
+        None => false,
     }
 }
 
