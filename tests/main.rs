@@ -29,6 +29,8 @@
 //! - `context_window`: a 300-step run inside a small window, and the task token budget.
 //! - `demo`: `rawko demo`, offline, through the real binary.
 //! - `first_hour`: what a new user trips over, fixed.
+//! - `graphs`: `rawko agents graph` and `rawko tasks show --format mermaid|dot`, read by
+//!   Graphviz.
 //! - `git_tool`: the `Git` tool against a repository whose config names programs for every
 //!   hook git has, and against planted pointers to other repositories.
 //! - `knowledge`: `rawko knowledge` sync, resync, branch switches, a killed sync, known hits, hybrid
@@ -62,6 +64,7 @@ mod context_window;
 mod demo;
 mod first_hour;
 mod git_tool;
+mod graphs;
 mod grep_vs_rg;
 mod http_attacks;
 mod http_faults;

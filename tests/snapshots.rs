@@ -34,6 +34,7 @@ const COMMANDS: &[&str] = &[
     "agents show",
     "agents validate",
     "agents watch",
+    "agents graph",
     "tools",
     "tools list",
     "tool",

@@ -2,9 +2,9 @@
 //! the forges, and DOT, for Graphviz.
 //!
 //! [`Graph::of`] reads the agents: each one's transitions (`onSuccess`, `onFailure`,
-//! `onMaxIterations`, and the retry the arbiter makes when `onFailure` is unset), the other
-//! states an `llm` arbiter may pick for it (escalation, always), and the agents it may call as
-//! tools. Each kind of edge is drawn in its own style and labelled. An [`Overlay`] adds the path
+//! `onMaxIterations`, and the retry the arbiter makes when `onFailure` is unset), where the
+//! arbiter may send it beyond that table (escalation after repeated failures; with an `llm`
+//! arbiter, every target a model may pick), and the agents it may call as tools. Each kind of edge is drawn in its own style and labelled. An [`Overlay`] adds the path
 //! one task took: its steps in order, numbered, with failures, retries, escalation and the
 //! points where it was resumed.
 //!
@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use rawko_config::Trust;
+use rawko_config::{ArbiterMode, Trust};
 
 use crate::model::{Agent, AgentOrigin, Target, builtin_tools};
 
@@ -75,7 +75,7 @@ impl Node {
 pub enum EdgeKind {
     /// The transition table: an event's target, or the retry when `onFailure` is unset.
     Transition,
-    /// Not in the table: a state only an `llm` arbiter may pick, or escalation after
+    /// The arbiter's own choices: any candidate of an `llm` arbiter, or escalation after
     /// repeated failures.
     Arbiter,
     /// The agent may call the other as a tool.
@@ -100,8 +100,13 @@ pub struct Graph {
 
 impl Graph {
     /// The graph of `agents` (in the order given), with `trust` deciding which of the
-    /// workspace's agents are untrusted.
-    pub fn of<'a>(agents: impl IntoIterator<Item = &'a Agent>, trust: Trust) -> Graph {
+    /// workspace's agents are untrusted, and the states the `arbiter` may choose beyond the
+    /// transition table.
+    pub fn of<'a>(
+        agents: impl IntoIterator<Item = &'a Agent>,
+        trust: Trust,
+        arbiter: ArbiterMode,
+    ) -> Graph {
         let agents: Vec<&Agent> = agents.into_iter().collect();
         let mut g = Graph::default();
         for a in &agents {
@@ -133,13 +138,34 @@ impl Graph {
             let me = Target::Agent(a.name.clone());
             if a.transitions.on_failure.is_none() && !table.contains(&me) {
                 g.add(i, i, EdgeKind::Transition, "retry".to_string());
-                table.push(me);
+                table.push(me.clone());
             }
-            // Escalation is a candidate of every arbiter decision, and where repeated
-            // failure leads.
-            if !table.contains(&Target::Escalated) {
-                let to = g.node_for(&Target::Escalated);
-                g.add(i, to, EdgeKind::Arbiter, "escalation".to_string());
+            match arbiter {
+                // Whatever the event, a model may pick any target the transitions name, the
+                // retry the table would make, or escalation.
+                ArbiterMode::Llm => {
+                    let mut candidates: Vec<Target> = a.targets().cloned().collect();
+                    if a.transitions.on_failure.is_none() {
+                        candidates.push(me);
+                    }
+                    candidates.push(Target::Escalated);
+                    let mut seen = Vec::new();
+                    for target in candidates {
+                        if seen.contains(&target) {
+                            continue;
+                        }
+                        let to = g.node_for(&target);
+                        g.add(i, to, EdgeKind::Arbiter, "arbiter".to_string());
+                        seen.push(target);
+                    }
+                }
+                // Repeated failure escalates, whatever the table says.
+                ArbiterMode::Fixed => {
+                    if !table.contains(&Target::Escalated) {
+                        let to = g.node_for(&Target::Escalated);
+                        g.add(i, to, EdgeKind::Arbiter, "escalation".to_string());
+                    }
+                }
             }
             // Agents named in the allow-list are offered as tools (never itself, never a name a
             // host tool has).
@@ -277,8 +303,9 @@ impl Graph {
         let path = overlay.map(|o| g.place(o)).unwrap_or_default();
         let mut out = String::from("flowchart LR\n");
         out.push_str(
-            "  %% solid: transitions; dotted: only by the arbiter (an llm arbiter's other \
-             choices, escalation after repeated failures); thick: agents called as tools\n",
+            "  %% solid: the transition table; dotted: the arbiter's own choices (escalation \
+             after repeated failures, or what an llm arbiter may pick); thick: agents called \
+             as tools\n",
         );
         if overlay.is_some() {
             out.push_str("  %% numbered: the path the task took\n");
@@ -291,7 +318,7 @@ impl Graph {
             };
         }
         if path.start {
-            out.push_str("  start((start))\n");
+            out.push_str("  s0((start))\n");
         }
         for (m, (_, text)) in path.marks.iter().enumerate() {
             let _ = writeln!(out, "  m{m}>{}]", mermaid_label(&[text.as_str()]));
@@ -311,7 +338,7 @@ impl Graph {
         for s in &path.steps {
             let from = match s.from {
                 Some(i) => format!("n{i}"),
-                None => "start".to_string(),
+                None => "s0".to_string(),
             };
             let label = mermaid_label(&[s.label.as_str()]);
             let _ = writeln!(out, "  {from} -->|{label}| n{}", s.to);
@@ -323,12 +350,6 @@ impl Graph {
             styles.push((link, MARK));
             link += 1;
         }
-        out.push_str("  classDef terminal fill:#f2f2f2,stroke:#888888\n");
-        out.push_str(
-            "  classDef untrusted fill:#fdecea,stroke:#c62828,stroke-width:2px,\
-             stroke-dasharray:5 3\n",
-        );
-        out.push_str("  classDef missing fill:#ffffff,stroke:#888888,stroke-dasharray:2 2\n");
         let ids = |pick: &dyn Fn(&Node) -> bool| -> Vec<String> {
             g.nodes
                 .iter()
@@ -337,20 +358,33 @@ impl Graph {
                 .map(|(i, _)| format!("n{i}"))
                 .collect()
         };
-        let classes: [(&str, Vec<String>); 3] = [
-            ("terminal", ids(&|n| n.kind == NodeKind::Terminal)),
-            ("untrusted", ids(&|n| n.untrusted)),
-            ("missing", ids(&|n| n.kind == NodeKind::Missing)),
+        let classes: [(&str, &str, Vec<String>); 3] = [
+            (
+                "terminal",
+                "fill:#f2f2f2,stroke:#888888",
+                ids(&|n| n.kind == NodeKind::Terminal),
+            ),
+            (
+                "untrusted",
+                "fill:#fdecea,stroke:#c62828,stroke-width:2px,stroke-dasharray:5 3",
+                ids(&|n| n.untrusted),
+            ),
+            (
+                "missing",
+                "fill:#ffffff,stroke:#888888,stroke-dasharray:2 2",
+                ids(&|n| n.kind == NodeKind::Missing),
+            ),
         ];
-        for (class, members) in classes {
+        for (class, style, members) in classes {
             if !members.is_empty() {
+                let _ = writeln!(out, "  classDef {class} {style}");
                 let _ = writeln!(out, "  class {} {class}", members.join(","));
             }
         }
         if overlay.is_some() {
-            let _ = writeln!(out, "  classDef visited stroke:{PATH},stroke-width:3px");
             if !path.visited.is_empty() {
                 let members: Vec<String> = path.visited.iter().map(|i| format!("n{i}")).collect();
+                let _ = writeln!(out, "  classDef visited stroke:{PATH},stroke-width:3px");
                 let _ = writeln!(out, "  class {} visited", members.join(","));
             }
             for (i, colour) in styles {
@@ -370,8 +404,9 @@ impl Graph {
         let path = overlay.map(|o| g.place(o)).unwrap_or_default();
         let mut out = String::from("digraph agents {\n");
         out.push_str(
-            "  // solid: transitions; dotted: only by the arbiter (an llm arbiter's other \
-             choices, escalation after repeated failures); bold: agents called as tools\n",
+            "  // solid: the transition table; dotted: the arbiter's own choices (escalation \
+             after repeated failures, or what an llm arbiter may pick); bold: agents called \
+             as tools\n",
         );
         if overlay.is_some() {
             out.push_str("  // numbered: the path the task took\n");
@@ -381,33 +416,38 @@ impl Graph {
         out.push_str("  edge [fontname=\"Helvetica\", fontsize=10];\n");
         for (i, n) in g.nodes.iter().enumerate() {
             let mut attrs = vec![format!("label={}", dot_label(&n.lines()))];
+            let mut colour = None;
             match n.kind {
                 NodeKind::Terminal => {
                     attrs.push("shape=ellipse".into());
                     attrs.push("style=filled".into());
                     attrs.push("fillcolor=\"#f2f2f2\"".into());
-                    attrs.push("color=\"#888888\"".into());
+                    colour = Some("#888888");
                 }
                 NodeKind::Missing => {
                     attrs.push("style=\"rounded,dotted\"".into());
-                    attrs.push("color=\"#888888\"".into());
+                    colour = Some("#888888");
                 }
                 NodeKind::Agent if n.untrusted => {
                     attrs.push("style=\"rounded,dashed,filled\"".into());
                     attrs.push("fillcolor=\"#fdecea\"".into());
-                    attrs.push("color=\"#c62828\"".into());
-                    attrs.push("penwidth=2".into());
+                    colour = Some("#c62828");
                 }
                 NodeKind::Agent => {}
             }
             if path.visited.contains(&i) {
-                attrs.push(format!("color=\"{PATH}\""));
+                colour = Some(PATH);
                 attrs.push("penwidth=3".into());
+            } else if n.untrusted {
+                attrs.push("penwidth=2".into());
+            }
+            if let Some(c) = colour {
+                attrs.push(format!("color=\"{c}\""));
             }
             let _ = writeln!(out, "  n{i} [{}];", attrs.join(", "));
         }
         if path.start {
-            out.push_str("  start [label=\"start\", shape=circle];\n");
+            out.push_str("  s0 [label=\"start\", shape=circle];\n");
         }
         for (m, (_, text)) in path.marks.iter().enumerate() {
             let _ = writeln!(
@@ -433,7 +473,7 @@ impl Graph {
         for s in &path.steps {
             let from = match s.from {
                 Some(i) => format!("n{i}"),
-                None => "start".to_string(),
+                None => "s0".to_string(),
             };
             let colour = if s.failure { FAILURE } else { PATH };
             let _ = writeln!(
@@ -645,7 +685,7 @@ mod tests {
     #[test]
     fn edges_are_the_table_the_arbiter_and_the_calls() {
         let agents = three();
-        let g = Graph::of(&agents, Trust::Untrusted);
+        let g = Graph::of(&agents, Trust::Untrusted, ArbiterMode::Fixed);
         assert_eq!(
             edges(&g),
             [
@@ -663,9 +703,32 @@ mod tests {
     }
 
     #[test]
+    fn an_llm_arbiter_may_pick_every_candidate_on_any_event() {
+        let agents = three();
+        let g = Graph::of(&agents, Trust::Untrusted, ArbiterMode::Llm);
+        let arbiter: Vec<String> = edges(&g)
+            .into_iter()
+            .filter(|e| e.contains("-Arbiter->"))
+            .collect();
+        assert_eq!(
+            arbiter,
+            [
+                "planner -Arbiter-> developer: arbiter",
+                "planner -Arbiter-> escalated: arbiter",
+                "developer -Arbiter-> done: arbiter",
+                "developer -Arbiter-> planner: arbiter",
+                "developer -Arbiter-> escalated: arbiter",
+                "helper -Arbiter-> done: arbiter",
+                "helper -Arbiter-> helper: arbiter",
+                "helper -Arbiter-> escalated: arbiter",
+            ]
+        );
+    }
+
+    #[test]
     fn reachable_from_keeps_only_what_the_start_can_reach() {
         let agents = three();
-        let g = Graph::of(&agents, Trust::Untrusted);
+        let g = Graph::of(&agents, Trust::Untrusted, ArbiterMode::Fixed);
         let h = g.reachable_from("helper").unwrap();
         let names: Vec<&str> = h.nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, ["helper", "done", "escalated"]);
@@ -681,7 +744,7 @@ mod tests {
             "name: stranger\nsystemPrompt: p\ntransitions: {onSuccess: done}\n",
             AgentOrigin::Workspace,
         );
-        let g = Graph::of([&a], Trust::Untrusted);
+        let g = Graph::of([&a], Trust::Untrusted, ArbiterMode::Fixed);
         assert!(g.nodes[0].untrusted);
         let m = g.to_mermaid(None);
         assert!(
@@ -696,13 +759,13 @@ mod tests {
             ),
             "{d}"
         );
-        assert!(!Graph::of([&a], Trust::Trusted).nodes[0].untrusted);
+        assert!(!Graph::of([&a], Trust::Trusted, ArbiterMode::Fixed).nodes[0].untrusted);
     }
 
     #[test]
     fn mermaid_draws_each_kind_in_its_own_style() {
         let agents = three();
-        let m = Graph::of(&agents, Trust::Untrusted).to_mermaid(None);
+        let m = Graph::of(&agents, Trust::Untrusted, ArbiterMode::Fixed).to_mermaid(None);
         assert!(m.starts_with("flowchart LR\n"), "{m}");
         assert!(m.contains("  n0 -->|\"onSuccess\"| n1\n"), "{m}");
         assert!(m.contains("  n1 -.->|\"escalation\"| n4\n"), "{m}");
@@ -715,7 +778,7 @@ mod tests {
     #[test]
     fn dot_draws_each_kind_in_its_own_style() {
         let agents = three();
-        let d = Graph::of(&agents, Trust::Untrusted).to_dot(None);
+        let d = Graph::of(&agents, Trust::Untrusted, ArbiterMode::Fixed).to_dot(None);
         assert!(
             d.starts_with("digraph agents {\n") && d.ends_with("}\n"),
             "{d}"
@@ -811,7 +874,7 @@ mod tests {
                     line.starts_with("%% ")
                         || line.starts_with('n')
                         || line.starts_with('m')
-                        || line.starts_with("start")
+                        || line.starts_with("s0")
                         || line.starts_with("class")
                         || line.starts_with("linkStyle"),
                     "{line:?} in\n{m}"
@@ -916,8 +979,10 @@ mod tests {
             .collect();
         assert_eq!(names.len(), HOSTILE.len() * 2 + 1, "{names:?}");
         assert!(
-            names.iter().all(|n| *n == "start"
-                || (n.starts_with(['n', 'm']) && n[1..].chars().all(|c| c.is_ascii_digit()))),
+            names
+                .iter()
+                .all(|n| n.starts_with(['n', 'm', 's'])
+                    && n[1..].chars().all(|c| c.is_ascii_digit())),
             "{names:?}"
         );
         let edges = json["edges"].as_array().unwrap().len();
@@ -935,7 +1000,7 @@ mod tests {
     #[test]
     fn the_overlay_numbers_the_path_and_marks_failures_and_resumes() {
         let agents = three();
-        let g = Graph::of(&agents, Trust::Untrusted);
+        let g = Graph::of(&agents, Trust::Untrusted, ArbiterMode::Fixed);
         let overlay = Overlay {
             steps: vec![
                 Step {
@@ -963,8 +1028,8 @@ mod tests {
             }],
         };
         let m = g.to_mermaid(Some(&overlay));
-        assert!(m.contains("  start((start))\n"), "{m}");
-        assert!(m.contains("  start -->|\"1: start\"| n0\n"), "{m}");
+        assert!(m.contains("  s0((start))\n"), "{m}");
+        assert!(m.contains("  s0 -->|\"1: start\"| n0\n"), "{m}");
         assert!(m.contains("  n0 -->|\"2: succeeded\"| n1\n"), "{m}");
         assert!(m.contains("  n5[\"ghost<br/>not loaded\"]\n"), "{m}");
         assert!(m.contains("  n1 -->|\"3: failed, llm\"| n5\n"), "{m}");
@@ -982,7 +1047,7 @@ mod tests {
 
         let d = g.to_dot(Some(&overlay));
         assert!(
-            d.contains("  start -> n0 [label=\"1: start\", color=\"#1f6feb\""),
+            d.contains("  s0 -> n0 [label=\"1: start\", color=\"#1f6feb\""),
             "{d}"
         );
         assert!(

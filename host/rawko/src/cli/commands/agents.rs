@@ -1,12 +1,12 @@
-//! `rawko agents`: the loaded agents, one agent in full, validation, and a live view of
-//! reloads.
+//! `rawko agents`: the loaded agents, one agent in full, validation, a live view of reloads,
+//! and the agents' transition graph.
 
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::mpsc;
 
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 
 use crate::cli::lookup::{search_path, unknown_agent};
@@ -14,9 +14,11 @@ use crate::cli::offered::offered_tools;
 use crate::cli::{BadInput, Context, Table, print_json, print_out};
 use rawko_adapters::Trust;
 use rawko_agents::diag::printable;
+use rawko_agents::graph::Graph;
 use rawko_agents::registry::{Entry, Registry, SearchPath, discover};
 use rawko_agents::watch::{ChangeKind, Report, Watcher};
 use rawko_agents::{Agent, AgentOrigin, Diagnostic, Severity, load_file};
+use rawko_config::ArbiterMode;
 use rawko_sandbox::Mode;
 use rawko_session::{agent_model, instance_name};
 
@@ -47,6 +49,16 @@ a file or a directory of agent files; transitions are checked against the agents
     /// Watch the agent directories and print each reload as it happens (stops at Ctrl-C, or
     /// when standard input is a pipe or terminal that closes)
     Watch(WatchArgs),
+    /// Draw the agents' transition graph as Mermaid (for Markdown) or DOT (for Graphviz)
+    #[command(
+        after_help = "Solid edges are the transition table (onSuccess, onFailure, \
+onMaxIterations, and the retry when onFailure is unset); dotted edges lead where only the arbiter \
+goes (escalation after repeated failures; with an llm arbiter, any target a model may pick \
+whatever the event); thick edges lead \
+to the agents an agent may call as tools. Agents of a workspace you have not trusted are marked. \
+Paste Mermaid into a ```mermaid block; render DOT with `dot -Tsvg`."
+    )]
+    Graph(GraphArgs),
 }
 
 #[derive(Debug, Args)]
@@ -76,6 +88,33 @@ struct ValidateArgs {
 }
 
 #[derive(Debug, Args)]
+struct GraphArgs {
+    /// The text to print: a Mermaid flowchart or a Graphviz DOT digraph
+    #[arg(long, value_enum, default_value_t = GraphFormat::Mermaid)]
+    format: GraphFormat,
+    /// Draw only what can be reached from this agent (by transitions, the arbiter or calls)
+    #[arg(long, value_name = "START")]
+    agent: Option<String>,
+    /// The arbiter whose choices to draw: fixed (escalation after repeated failures) or llm
+    /// (every target a model may pick, whatever the event) [default: the config's
+    /// arbiter.mode]
+    #[arg(long, value_enum, value_name = "MODE")]
+    arbiter: Option<ArbiterArg>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ArbiterArg {
+    Fixed,
+    Llm,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum GraphFormat {
+    Mermaid,
+    Dot,
+}
+
+#[derive(Debug, Args)]
 struct WatchArgs {
     /// Print one JSON object per line
     #[arg(long)]
@@ -89,6 +128,7 @@ impl AgentsCmd {
             AgentsAction::Show(a) => show(cx, a).await,
             AgentsAction::Validate(a) => validate(cx, a),
             AgentsAction::Watch(a) => watch(cx, a),
+            AgentsAction::Graph(a) => graph(cx, a),
         }
     }
 }
@@ -135,6 +175,49 @@ fn list(cx: &Context, args: ListArgs) -> anyhow::Result<ExitCode> {
     print_out(&out)?;
     note_problems(&registry);
     Ok(ExitCode::SUCCESS)
+}
+
+fn graph(cx: &Context, args: GraphArgs) -> anyhow::Result<ExitCode> {
+    let arbiter = match args.arbiter {
+        Some(ArbiterArg::Fixed) => ArbiterMode::Fixed,
+        Some(ArbiterArg::Llm) => ArbiterMode::Llm,
+        None => arbiter_mode(cx)?,
+    };
+    let registry = Registry::load(&search_path(cx));
+    let whole = Graph::of(
+        registry.agents().map(|a| a.as_ref()),
+        cx.workspace_trust(),
+        arbiter,
+    );
+    let graph = match &args.agent {
+        None => whole,
+        Some(start) => match (registry.entry(start), whole.reachable_from(start)) {
+            (None, _) => return Err(unknown_agent(&registry, start).into()),
+            (Some(_), Some(g)) => g,
+            (Some(entry), None) => {
+                return Err(BadInput::new(printable(
+                    &format!(
+                        "agent '{start}' ({}) has errors; `rawko agents validate` shows them",
+                        entry.file.display
+                    ),
+                    false,
+                ))
+                .into());
+            }
+        },
+    };
+    print_out(&match args.format {
+        GraphFormat::Mermaid => graph.to_mermaid(None),
+        GraphFormat::Dot => graph.to_dot(None),
+    })?;
+    note_problems(&registry);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How the workspace's runs choose the next state (`arbiter.mode` in the config).
+fn arbiter_mode(cx: &Context) -> anyhow::Result<ArbiterMode> {
+    let merged = cx.config_layers()?.merged();
+    Ok(merged.arbiter.map(|a| a.mode).unwrap_or_default())
 }
 
 fn entry_json(e: &Entry) -> serde_json::Value {

@@ -1,12 +1,16 @@
-//! `rawko tasks list` and `rawko tasks show`: what the task store holds.
+//! `rawko tasks list` and `rawko tasks show`: what the task store holds, as text, JSON, or the
+//! agents' graph with a task's path drawn on it.
 
 use std::process::ExitCode;
 
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 
+use crate::cli::lookup::search_path;
 use crate::cli::{BadInput, Context, Table, print_json, print_out, terminal_safe};
-use rawko_store::{StoreError, Task, TaskStore};
+use rawko_agents::graph::{Graph, Mark, Overlay, Step};
+use rawko_agents::registry::Registry;
+use rawko_store::{Run, StoreError, Task, TaskStore, Transition, Turn};
 
 /// Inspect persisted tasks
 #[derive(Debug, Args)]
@@ -34,7 +38,19 @@ enum TasksAction {
         /// Print JSON
         #[arg(long)]
         json: bool,
+        /// How to print the task: text (the timeline), or the agents' graph as `rawko agents
+        /// graph` draws it, in mermaid or dot, with the task's path on it: its steps numbered,
+        /// failures in red, where it was resumed and where it stopped
+        #[arg(long, value_enum, default_value_t = ShowFormat::Text, conflicts_with = "json")]
+        format: ShowFormat,
     },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ShowFormat {
+    Text,
+    Mermaid,
+    Dot,
 }
 
 impl TasksCmd {
@@ -68,7 +84,7 @@ impl TasksCmd {
                 list(&tasks, false, json)?;
                 Ok(ExitCode::SUCCESS)
             }
-            TasksAction::Show { task, json } => {
+            TasksAction::Show { task, json, format } => {
                 if !path.exists() {
                     return Err(BadInput::new(format!(
                         "no task `{task}`: this workspace has no tasks yet"
@@ -77,7 +93,11 @@ impl TasksCmd {
                 }
                 let store = TaskStore::open(&path)?;
                 store.set_lease_settings(crate::cli::setup::lease_settings(cx)?);
-                match show(&store, &task, json) {
+                let shown = match format {
+                    ShowFormat::Text => show(&store, &task, json),
+                    graph => show_graph(cx, &store, &task, graph),
+                };
+                match shown {
                     Err(e) => match e.downcast::<StoreError>() {
                         Ok(StoreError::NoSuchTask(t)) => {
                             Err(BadInput::new(StoreError::NoSuchTask(t).to_string()).into())
@@ -252,4 +272,85 @@ fn show(store: &TaskStore, id: &str, json: bool) -> anyhow::Result<()> {
     // Summaries, tool input and reasons are model output; the store may be a stranger's.
     print_out(&terminal_safe(&out))?;
     Ok(())
+}
+
+/// The agents' graph, from the task's first agent, with the task's path drawn on it.
+fn show_graph(cx: &Context, store: &TaskStore, id: &str, format: ShowFormat) -> anyhow::Result<()> {
+    let task = store.task(id)?;
+    let transitions = store.transitions(&task.id)?;
+    let turns = store.turns(&task.id)?;
+    let runs = store.runs(&task.id)?;
+    let overlay = path_of(&task, &transitions, &turns, &runs);
+    let arbiter = cx
+        .config_layers()?
+        .merged()
+        .arbiter
+        .map(|a| a.mode)
+        .unwrap_or_default();
+    let registry = Registry::load(&search_path(cx));
+    let whole = Graph::of(
+        registry.agents().map(|a| a.as_ref()),
+        cx.workspace_trust(),
+        arbiter,
+    );
+    let start = overlay.steps.first().map(|s| s.to.as_str());
+    let graph = start.and_then(|s| whole.reachable_from(s)).unwrap_or(whole);
+    print_out(&match format {
+        ShowFormat::Dot => graph.to_dot(Some(&overlay)),
+        _ => graph.to_mermaid(Some(&overlay)),
+    })?;
+    Ok(())
+}
+
+/// The path a task took, as the store recorded it: where it started, each transition in order
+/// (with how the next state was chosen when the table did not simply decide), where each later
+/// run resumed it, and where it stopped if it has not ended.
+fn path_of(task: &Task, transitions: &[Transition], turns: &[Turn], runs: &[Run]) -> Overlay {
+    let mut overlay = Overlay::default();
+    let first = transitions
+        .first()
+        .and_then(|t| t.from.clone())
+        .or_else(|| {
+            turns
+                .iter()
+                .find(|t| t.parent_id.is_none())
+                .map(|t| t.agent.clone())
+        })
+        .unwrap_or_else(|| task.state.clone());
+    overlay.steps.push(Step {
+        from: None,
+        to: first.clone(),
+        label: "start".to_string(),
+        failure: false,
+    });
+    for t in transitions {
+        let label = match t.mode.as_str() {
+            "fixed" | "start" => t.event.clone(),
+            mode => format!("{}, {mode}", t.event),
+        };
+        overlay.steps.push(Step {
+            from: Some(t.from.clone().unwrap_or_else(|| first.clone())),
+            to: t.to.clone(),
+            label,
+            failure: matches!(t.event.as_str(), "failed" | "max_iterations" | "timeout"),
+        });
+    }
+    // A later run took the task up in the state the last transition before it left.
+    for (n, run) in runs.iter().enumerate().skip(1) {
+        let state = transitions
+            .iter()
+            .rfind(|t| t.at <= run.started_at)
+            .map_or(first.as_str(), |t| t.to.as_str());
+        overlay.marks.push(Mark {
+            state: state.to_string(),
+            label: format!("run {}: resumed here", n + 1),
+        });
+    }
+    if task.status.is_resumable() {
+        overlay.marks.push(Mark {
+            state: task.state.clone(),
+            label: format!("{} here", task.status.as_str()),
+        });
+    }
+    overlay
 }
