@@ -189,9 +189,9 @@ fn agents_graph_leaves_out_an_agent_with_a_hostile_name() {
     }
 }
 
-/// A scripted task: `alpha` hands to `beta`, which fails, is retried (it has no onFailure),
-/// fails again, is interrupted by the task's token budget, is resumed, and fails a third time,
-/// which escalates the task.
+/// A scripted task: `alpha` asks `gamma` as a tool and hands to `beta`, which fails, is retried
+/// (it has no onFailure), fails again, is interrupted by the task's token budget, is resumed,
+/// and fails a third time, which escalates the task.
 #[test]
 fn tasks_show_draws_the_path_a_task_took() {
     let ws = Workspace::new();
@@ -201,41 +201,56 @@ fn tasks_show_draws_the_path_a_task_took() {
         |status: &str, summary: &str| serde_json::json!({"status": status, "summary": summary});
     server.push(openai::tool_call(
         "c0",
-        "finish",
-        &finish("success", "Planned."),
+        "gamma",
+        &serde_json::json!({"query": "What is in a.txt?"}),
     ));
     server.push(openai::tool_call(
         "c1",
         "finish",
-        &finish("failure", "Broke."),
+        &finish("success", "hello"),
     ));
     server.push(openai::tool_call(
         "c2",
         "finish",
-        &finish("failure", "Broke again."),
+        &finish("success", "Planned."),
     ));
     server.push(openai::tool_call(
         "c3",
-        "Read",
-        &serde_json::json!({"path": "a.txt"}),
+        "finish",
+        &finish("failure", "Broke."),
     ));
     server.push(openai::tool_call(
         "c4",
         "finish",
+        &finish("failure", "Broke again."),
+    ));
+    server.push(openai::tool_call(
+        "c5",
+        "Read",
+        &serde_json::json!({"path": "a.txt"}),
+    ));
+    server.push(openai::tool_call(
+        "c6",
+        "finish",
         &finish("failure", "Still broken."),
     ));
     let user = ws.config_home().join("rawko");
-    let agent = |name: &str, transitions: &str| {
+    let agent = |name: &str, tools: &str, transitions: &str| {
         ws.write(
             &format!(".test-config/rawko/agents/{name}.yaml"),
             format!(
-                "name: {name}\nsystemPrompt: You are {name}.\ntools:\n  allowed: [Read]\n\
+                "name: {name}\nsystemPrompt: You are {name}.\ntools:\n  allowed: [{tools}]\n\
                  transitions:\n{transitions}"
             ),
         );
     };
-    agent("alpha", "  onSuccess: beta\n  onFailure: escalated\n");
-    agent("beta", "  onSuccess: done\n");
+    agent(
+        "alpha",
+        "Read, gamma",
+        "  onSuccess: beta\n  onFailure: escalated\n",
+    );
+    agent("beta", "Read", "  onSuccess: done\n");
+    agent("gamma", "Read", "  onSuccess: done\n");
     let config = |budget: u32| {
         std::fs::write(
             user.join("config.yaml"),
@@ -248,8 +263,8 @@ fn tasks_show_draws_the_path_a_task_took() {
         )
         .unwrap();
     };
-    // Each scripted reply counts 30 tokens: the budget stops the task before a fifth request.
-    config(100);
+    // Each scripted reply counts 30 tokens: the budget stops the task before a seventh request.
+    config(160);
     let rawko_run = |args: &[&str]| {
         Run::of(
             rawko(&ws)
@@ -276,6 +291,7 @@ fn tasks_show_draws_the_path_a_task_took() {
         "|\"3: failed, retry\"|",
         "|\"4: failed, retry\"|",
         "|\"5: failed, escalation\"|",
+        "==>|\"asked once\"|",
         ">\"run 2: resumed here\"]",
     ] {
         assert!(mermaid.contains(step), "{step}: {mermaid}");

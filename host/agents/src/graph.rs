@@ -345,6 +345,11 @@ impl Graph {
             styles.push((link, if s.failure { FAILURE } else { PATH }));
             link += 1;
         }
+        for (from, to, label) in &path.calls {
+            let _ = writeln!(out, "  n{from} ==>|{}| n{to}", mermaid_label(&[label]));
+            styles.push((link, PATH));
+            link += 1;
+        }
         for (m, (node, _)) in path.marks.iter().enumerate() {
             let _ = writeln!(out, "  m{m} -.- n{node}");
             styles.push((link, MARK));
@@ -484,6 +489,14 @@ impl Graph {
                 dot_label(&[s.label.as_str()])
             );
         }
+        for (from, to, label) in &path.calls {
+            let _ = writeln!(
+                out,
+                "  n{from} -> n{to} [label={}, style=bold, arrowhead=empty, color=\"{PATH}\", \
+                 fontcolor=\"{PATH}\", penwidth=2.5];",
+                dot_label(&[label])
+            );
+        }
         for (m, (node, _)) in path.marks.iter().enumerate() {
             let _ = writeln!(
                 out,
@@ -512,6 +525,16 @@ impl Graph {
                 label: format!("{n}: {}", s.label),
             });
         }
+        for c in &overlay.calls {
+            let from = self.state_node(&c.caller);
+            let to = self.state_node(&c.callee);
+            placed.visited.extend([from, to]);
+            let label = match c.times {
+                1 => "asked once".to_string(),
+                n => format!("asked {n} times"),
+            };
+            placed.calls.push((from, to, label));
+        }
         for m in &overlay.marks {
             let at = self.state_node(&m.state);
             placed.visited.insert(at);
@@ -533,8 +556,18 @@ const MARK: &str = "#9a6700";
 pub struct Overlay {
     /// The steps in order; they are numbered from 1 as drawn.
     pub steps: Vec<Step>,
+    /// Agents that asked others, called as tools.
+    pub calls: Vec<Call>,
     /// Notes on states: where the task was resumed, where it stopped.
     pub marks: Vec<Mark>,
+}
+
+/// An agent that asked another, called as a tool, during the task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub caller: String,
+    pub callee: String,
+    pub times: usize,
 }
 
 /// One step of a task: from a state (`None`: the task's start) to the next.
@@ -560,6 +593,7 @@ struct Placed {
     /// A step leaves from the task's start.
     start: bool,
     steps: Vec<PlacedStep>,
+    calls: Vec<(usize, usize, String)>,
     marks: Vec<(usize, String)>,
     visited: BTreeSet<usize>,
 }
@@ -829,6 +863,11 @@ mod tests {
                     failure: false,
                 })
                 .collect(),
+            calls: vec![Call {
+                caller: HOSTILE[5].to_string(),
+                callee: HOSTILE[6].to_string(),
+                times: 3,
+            }],
             marks: vec![Mark {
                 state: HOSTILE[3].to_string(),
                 label: HOSTILE[4].to_string(),
@@ -986,7 +1025,7 @@ mod tests {
             "{names:?}"
         );
         let edges = json["edges"].as_array().unwrap().len();
-        assert_eq!(edges, g.edges.len() + overlay.steps.len() + 1);
+        assert_eq!(edges, g.edges.len() + overlay.steps.len() + 2);
     }
 
     #[test]
@@ -1022,6 +1061,11 @@ mod tests {
                     failure: true,
                 },
             ],
+            calls: vec![Call {
+                caller: "developer".into(),
+                callee: "helper".into(),
+                times: 2,
+            }],
             marks: vec![Mark {
                 state: "developer".into(),
                 label: "resumed here (run 2)".into(),
@@ -1034,15 +1078,18 @@ mod tests {
         assert!(m.contains("  n5[\"ghost<br/>not loaded\"]\n"), "{m}");
         assert!(m.contains("  n1 -->|\"3: failed, llm\"| n5\n"), "{m}");
         assert!(m.contains("  m0>\"resumed here (run 2)\"]\n"), "{m}");
+        assert!(m.contains("  n1 ==>|\"asked 2 times\"| n2\n"), "{m}");
         assert!(m.contains("  m0 -.- n1\n"), "{m}");
-        assert!(m.contains("  class n0,n1,n5 visited\n"), "{m}");
-        // Nine edges of the graph come first: the path is links 9 to 11, the mark 12.
+        assert!(m.contains("  class n0,n1,n2,n5 visited\n"), "{m}");
+        // Nine edges of the graph come first: the path is links 9 to 11, the call 12, the
+        // mark 13.
         assert!(m.contains(&format!("  linkStyle 9 stroke:{PATH},")), "{m}");
         assert!(
             m.contains(&format!("  linkStyle 11 stroke:{FAILURE},")),
             "{m}"
         );
-        assert!(m.contains(&format!("  linkStyle 12 stroke:{MARK},")), "{m}");
+        assert!(m.contains(&format!("  linkStyle 12 stroke:{PATH},")), "{m}");
+        assert!(m.contains(&format!("  linkStyle 13 stroke:{MARK},")), "{m}");
         assert!(m.contains("  class n5 missing\n"), "{m}");
 
         let d = g.to_dot(Some(&overlay));
@@ -1055,5 +1102,9 @@ mod tests {
             "{d}"
         );
         assert!(d.contains("  m0 -> n1 [style=dashed"), "{d}");
+        assert!(
+            d.contains("  n1 -> n2 [label=\"asked 2 times\", style=bold"),
+            "{d}"
+        );
     }
 }

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::cli::lookup::search_path;
 use crate::cli::{BadInput, Context, Table, print_json, print_out, terminal_safe};
-use rawko_agents::graph::{Graph, Mark, Overlay, Step};
+use rawko_agents::graph::{Call, Graph, Mark, Overlay, Step};
 use rawko_agents::registry::Registry;
 use rawko_store::{Run, StoreError, Task, TaskStore, Transition, Turn};
 
@@ -303,8 +303,8 @@ fn show_graph(cx: &Context, store: &TaskStore, id: &str, format: ShowFormat) -> 
 }
 
 /// The path a task took, as the store recorded it: where it started, each transition in order
-/// (with how the next state was chosen when the table did not simply decide), where each later
-/// run resumed it, and where it stopped if it has not ended.
+/// (with how the next state was chosen when the table did not simply decide), the agents asked
+/// as tools, where each later run resumed it, and where it stopped if it has not ended.
 fn path_of(task: &Task, transitions: &[Transition], turns: &[Turn], runs: &[Run]) -> Overlay {
     let mut overlay = Overlay::default();
     let first = transitions
@@ -334,6 +334,27 @@ fn path_of(task: &Task, transitions: &[Transition], turns: &[Turn], runs: &[Run]
             label,
             failure: matches!(t.event.as_str(), "failed" | "max_iterations" | "timeout"),
         });
+    }
+    // Agents asked by others, as tools: each caller and callee once, with how often.
+    for turn in turns {
+        let Some(caller) = turn
+            .parent_id
+            .and_then(|p| turns.iter().find(|t| t.id == p))
+        else {
+            continue;
+        };
+        match overlay
+            .calls
+            .iter_mut()
+            .find(|c| c.caller == caller.agent && c.callee == turn.agent)
+        {
+            Some(c) => c.times += 1,
+            None => overlay.calls.push(Call {
+                caller: caller.agent.clone(),
+                callee: turn.agent.clone(),
+                times: 1,
+            }),
+        }
     }
     // A later run took the task up in the state the last transition before it left.
     for (n, run) in runs.iter().enumerate().skip(1) {
