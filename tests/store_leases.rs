@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::model_server::{ModelServer, Reply, openai};
-use crate::support::{Run, TEST_KEY, Workspace, first_task_id, rawko};
+use crate::support::model_server::{Reply, openai};
+use crate::support::{Run, TEST_KEY, Workspace, first_task_id, rawko, scripted_worker};
 
 fn finish(summary: &str) -> Reply {
     openai::tool_call(
@@ -16,31 +16,6 @@ fn finish(summary: &str) -> Reply {
         "finish",
         &json!({"status": "success", "summary": summary}),
     )
-}
-
-/// A workspace whose user config talks to `server`, with `lease` as the store's lease settings.
-fn setup(lease: &str) -> (Workspace, ModelServer) {
-    let ws = Workspace::new();
-    let user = ws.config_home().join("rawko");
-    std::fs::create_dir_all(user.join("agents")).unwrap();
-    std::fs::write(
-        user.join("agents/worker.yaml"),
-        "name: worker\nwhenToUse: Does the work.\nsystemPrompt: You work.\n\
-         transitions:\n  onSuccess: done\n  onFailure: failed\n",
-    )
-    .unwrap();
-    let server = ModelServer::start();
-    std::fs::write(
-        user.join("config.yaml"),
-        format!(
-            "adapters:\n  scripted:\n    plugin: openai\n    model: m\n    base_url: {}\n    \
-             api_key_env: TEST_KEY\n    allow_private_network: true\n    timeout: 60\n\
-             defaults:\n  adapter: scripted\n{lease}",
-            server.base_url()
-        ),
-    )
-    .unwrap();
-    (ws, server)
 }
 
 /// `rawko run` on host `host`, and the task's id from its first event.
@@ -102,7 +77,8 @@ fn lease(ws: &Workspace, id: &str) -> (Option<i64>, Option<String>, Option<i64>)
 /// its machine unreachable), `rawko resume` takes it over and finishes it.
 #[test]
 fn another_host_takes_a_task_over_only_once_its_heartbeat_is_stale() {
-    let (ws, server) = setup("store:\n  lease:\n    heartbeatMs: 200\n    staleMs: 1500\n");
+    let (ws, server) =
+        scripted_worker("store:\n  lease:\n    heartbeatMs: 200\n    staleMs: 1500\n");
     server.push(finish("first").delay(Duration::from_secs(30)));
     for _ in 0..6 {
         server.push(finish("taken over"));
@@ -162,7 +138,8 @@ fn another_host_takes_a_task_over_only_once_its_heartbeat_is_stale() {
 fn a_runner_whose_task_was_taken_over_stops_when_it_wakes() {
     // A heartbeat a second apart: the runner is rarely stopped inside a write, which would keep
     // SQLite's write lock from the other runner.
-    let (ws, server) = setup("store:\n  lease:\n    heartbeatMs: 1000\n    staleMs: 1500\n");
+    let (ws, server) =
+        scripted_worker("store:\n  lease:\n    heartbeatMs: 1000\n    staleMs: 1500\n");
     server.push(finish("first").delay(Duration::from_secs(30)));
     for _ in 0..6 {
         server.push(finish("taken over"));
@@ -207,7 +184,8 @@ fn a_runner_whose_task_was_taken_over_stops_when_it_wakes() {
 /// this process's to renew or give up.
 #[test]
 fn a_lease_with_the_same_pid_but_another_token_is_not_ours() {
-    let (ws, server) = setup("store:\n  lease:\n    heartbeatMs: 100\n    staleMs: 5000\n");
+    let (ws, server) =
+        scripted_worker("store:\n  lease:\n    heartbeatMs: 100\n    staleMs: 5000\n");
     server.push(finish("done").delay(Duration::from_secs(3)));
     let (first, id) = start(&ws, "box");
     wait_for("the lease", || lease(&ws, &id).1.is_some());
@@ -281,7 +259,7 @@ fn repository(dir: &std::path::Path, remote: &str) {
 /// stripped) and the host each was made on.
 #[test]
 fn tasks_list_all_shows_the_tasks_of_every_workspace() {
-    let (ws, server) = setup("");
+    let (ws, server) = scripted_worker("");
     let (a, b) = (ws.path().join("alpha"), ws.path().join("beta"));
     repository(&a, "https://user:s3cret@example.com/team/alpha.git");
     repository(&b, "git@example.com:team/beta.git");

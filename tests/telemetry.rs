@@ -13,39 +13,31 @@ const NOTES: &str = "PLANTED-FILE-CONTENT and an API key sk-live-0123456789abcde
 
 /// A workspace whose user config talks to `server`, with a `worker` agent.
 fn setup() -> (Workspace, ModelServer) {
-    let ws = Workspace::new();
-    let user = ws.config_home().join("rawko");
-    std::fs::create_dir_all(user.join("agents")).unwrap();
-    std::fs::write(
-        user.join("agents/worker.yaml"),
-        "name: worker\nwhenToUse: Does the work.\nsystemPrompt: You work.\n\
-         transitions:\n  onSuccess: done\n  onFailure: failed\n",
-    )
-    .unwrap();
-    let server = ModelServer::start();
-    std::fs::write(
-        user.join("config.yaml"),
-        format!(
-            "adapters:\n  scripted:\n    plugin: openai\n    model: m\n    base_url: {}\n    \
-             api_key_env: TEST_KEY\n    allow_private_network: true\n    timeout: 60\n\
-             defaults:\n  adapter: scripted\n",
-            server.base_url()
-        ),
-    )
-    .unwrap();
+    let (ws, server) = crate::support::scripted_worker("");
     ws.write("notes.txt", NOTES);
     (ws, server)
 }
 
+/// `rawko run --json` of `prompt` from the worker, with the adapter's key; traces go to
+/// `receiver` when there is one.
+fn worker(ws: &Workspace, receiver: Option<&Receiver>, prompt: &str) -> std::process::Command {
+    let mut cmd = rawko(ws);
+    cmd.env("TEST_KEY", TEST_KEY).args([
+        "run",
+        "--agent",
+        "worker",
+        "--json",
+        "--no-stream",
+        prompt,
+    ]);
+    if let Some(r) = receiver {
+        cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", r.endpoint());
+    }
+    cmd
+}
+
 fn run(ws: &Workspace, receiver: &Receiver) -> Run {
-    Run::of(
-        rawko(ws)
-            .env("TEST_KEY", TEST_KEY)
-            .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
-            .args(["run", "--agent", "worker", "--json", "--no-stream", PROMPT])
-            .output()
-            .unwrap(),
-    )
+    Run::of(worker(ws, Some(receiver), PROMPT).output().unwrap())
 }
 
 fn hex(b: &[u8]) -> String {
@@ -240,11 +232,8 @@ fn nothing_is_sent_unless_configured() {
     ));
     let receiver = Receiver::start();
     let r = Run::of(
-        rawko(&ws)
-            .env("TEST_KEY", TEST_KEY)
-            .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+        worker(&ws, Some(&receiver), PROMPT)
             .env("OTEL_SDK_DISABLED", "true")
-            .args(["run", "--agent", "worker", "--json", "--no-stream", PROMPT])
             .output()
             .unwrap(),
     );
@@ -277,10 +266,7 @@ fn a_resumed_task_links_to_its_first_trace() {
         &json!({"status": "success", "summary": "Resumed."}),
     ));
     let first_receiver = Receiver::start();
-    let mut first = rawko(&ws)
-        .env("TEST_KEY", TEST_KEY)
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", first_receiver.endpoint())
-        .args(["run", "--agent", "worker", "--json", "--no-stream", PROMPT])
+    let mut first = worker(&ws, Some(&first_receiver), PROMPT)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -389,10 +375,8 @@ fn traces_go_where_the_users_config_says_and_never_where_a_workspace_says() {
     )
     .unwrap();
     let r = Run::of(
-        rawko(&ws)
-            .env("TEST_KEY", TEST_KEY)
+        worker(&ws, None, PROMPT)
             .env("TEAM_KEY", "team-secret-7")
-            .args(["run", "--agent", "worker", "--json", "--no-stream", PROMPT])
             .output()
             .unwrap(),
     );
@@ -458,11 +442,8 @@ fn content_is_exported_only_on_opt_in_and_never_a_secret() {
     let receiver = Receiver::start();
     let prompt = format!("{PROMPT} and the key {TEST_KEY}");
     let r = Run::of(
-        rawko(&ws)
-            .env("TEST_KEY", TEST_KEY)
-            .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+        worker(&ws, Some(&receiver), &prompt)
             .env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
-            .args(["run", "--agent", "worker", "--json", "--no-stream", &prompt])
             .output()
             .unwrap(),
     );

@@ -214,3 +214,30 @@ pub fn processes_with(needle: &str) -> Vec<String> {
     }
     found
 }
+
+/// A workspace whose user config has a `worker` agent (done on success, failed on failure) and a
+/// `scripted` adapter instance talking to a new scripted model server, with `extra` appended to
+/// the config; the key is read from `TEST_KEY`.
+pub fn scripted_worker(extra: &str) -> (Workspace, model_server::ModelServer) {
+    let ws = Workspace::new();
+    let user = ws.config_home().join("rawko");
+    std::fs::create_dir_all(user.join("agents")).unwrap();
+    std::fs::write(
+        user.join("agents/worker.yaml"),
+        "name: worker\nwhenToUse: Does the work.\nsystemPrompt: You work.\n\
+         transitions:\n  onSuccess: done\n  onFailure: failed\n",
+    )
+    .unwrap();
+    let server = model_server::ModelServer::start();
+    std::fs::write(
+        user.join("config.yaml"),
+        format!(
+            "adapters:\n  scripted:\n    plugin: openai\n    model: m\n    base_url: {}\n    \
+             api_key_env: TEST_KEY\n    allow_private_network: true\n    timeout: 60\n\
+             defaults:\n  adapter: scripted\n{extra}",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    (ws, server)
+}

@@ -137,6 +137,17 @@ pub enum EngineError {
     TaskStore(#[from] StoreError),
 }
 
+/// One tool call a model asked for, in the turn it was asked in.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    task: &'a str,
+    agent: &'a Agent,
+    turn: i64,
+    id: &'a str,
+    name: &'a str,
+    arguments: &'a str,
+}
+
 /// How one agent's state ended.
 #[derive(Debug, Clone)]
 pub struct TurnOutcome {
@@ -1210,23 +1221,36 @@ impl Engine<'_> {
             tool: name.to_string(),
             input: events::event_input(arguments),
         });
-        let agent_tool = self.agents.agent(name).is_some()
-            && self.tools.specs(agent).iter().all(|s| s.name != name);
-        let span = telemetry::tool(name, id, agent_tool);
-        self.run_one_in_span(task, agent, turn, id, name, arguments, specs, depth)
+        // An agent the caller may ask as a tool, unless a tool of that name shadows it.
+        let callee = self
+            .agents
+            .agent(name)
+            .filter(|_| self.tools.specs(agent).iter().all(|s| s.name != name));
+        let span = telemetry::tool(name, id, callee.is_some());
+        let call = Call {
+            task,
+            agent,
+            turn,
+            id,
+            name,
+            arguments,
+        };
+        self.run_one_in_span(call, callee, specs, depth)
             .instrument(span)
             .await
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn run_one_in_span(
         &self,
-        task: &str,
-        agent: &Agent,
-        turn: i64,
-        id: &str,
-        name: &str,
-        arguments: &str,
+        Call {
+            task,
+            agent,
+            turn,
+            id,
+            name,
+            arguments,
+        }: Call<'_>,
+        callee: Option<Arc<Agent>>,
         specs: &[ToolSpec],
         depth: u32,
     ) -> Result<Result<(String, bool), TurnOutcome>, EngineError> {
@@ -1254,11 +1278,7 @@ impl Engine<'_> {
                 )
                 .await?;
             (why, true, "denied: not allowed".to_string())
-        } else if let Some(callee) = self
-            .agents
-            .agent(name)
-            .filter(|_| self.tools.specs(agent).iter().all(|s| s.name != name))
-        {
+        } else if let Some(callee) = callee {
             match self
                 .call_agent(task, agent, turn, &callee, arguments, depth)
                 .await?
