@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::support::model_server::{ModelServer, Reply, openai};
-use crate::support::{Run, TEST_KEY, Workspace, first_task_id, rawko};
+use crate::support::{Run, TEST_KEY, Workspace, first_task_id, rawko, store};
 
 const AGENT: &str = "name: worker
 whenToUse: Does the work in steps.
@@ -97,23 +97,34 @@ fn log_lines(ws: &Workspace) -> Vec<String> {
 
 /// The labels of the tool calls the store has committed.
 fn committed(ws: &Workspace) -> Vec<String> {
-    let conn = rusqlite::Connection::open(crate::support::store_path(ws)).unwrap();
-    let ok: String = conn
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(ok, "ok", "the store is damaged after the kill");
-    // Killed while the store was being created: its schema comes in one transaction, so it is
-    // all there or none of it is.
-    let mut stmt = match conn.prepare("SELECT input FROM tool_calls") {
-        Ok(s) => s,
-        Err(e) if e.to_string().contains("no such table") => return Vec::new(),
-        Err(e) => panic!("{e}"),
-    };
-    stmt.query_map([], |r| r.get::<_, String>(0))
-        .unwrap()
-        .filter_map(|i| {
+    if ws.pg().is_none() {
+        let conn = rusqlite::Connection::open(crate::support::store_path(ws)).unwrap();
+        let ok: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(ok, "ok", "the store is damaged after the kill");
+        // Killed while the store was being created: its schema comes in one transaction, so
+        // it is all there or none of it is.
+        let tables: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE name = 'tool_calls'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        if tables == 0 {
+            return Vec::new();
+        }
+    } else if store::query(ws, "SELECT CAST(to_regclass('rawko.tool_calls') AS TEXT)")[0][0]
+        .is_none()
+    {
+        return Vec::new();
+    }
+    store::query(ws, "SELECT input FROM tool_calls ORDER BY id")
+        .into_iter()
+        .filter_map(|row| {
             // `finish` is a committed call too, with no label.
-            let input = i.unwrap();
+            let input = row[0].clone().unwrap_or_default();
             ["one", "two", "three", "four"]
                 .into_iter()
                 .find(|l| input.contains(&format!("echo {l} ")))
@@ -361,13 +372,8 @@ fn a_task_whose_runner_was_killed_reads_interrupted_not_running() {
     server.push(choose());
     let r = resume(&ws, &id);
     assert_eq!(r.code, 0, "{r:?}");
-    let conn = rusqlite::Connection::open(crate::support::store_path(&ws)).unwrap();
-    let stored: String = conn
-        .query_row("SELECT status FROM tasks WHERE id = ?1", [&id], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    assert_eq!(stored, "done");
+    let stored = store::query(&ws, &format!("SELECT status FROM tasks WHERE id = '{id}'"));
+    assert_eq!(stored, [[Some("done".to_string())]]);
     let shown = tasks_json(&ws, &["show", &id, "--json"]);
     assert_eq!(shown["task"]["status"], "done", "{shown:#}");
     let taken_over = shown["decisions"]
@@ -664,7 +670,7 @@ fn killed_at_random_instants_nothing_committed_repeats_or_is_lost() {
         let finished = child.try_wait().unwrap().is_some();
         child.kill().unwrap();
         child.wait().unwrap();
-        let before = if crate::support::store_path(&ws).exists() {
+        let before = if store::exists(&ws) {
             committed(&ws)
         } else {
             Vec::new()
@@ -762,13 +768,8 @@ fn ctrl_c_during_a_command_kills_it_at_once() {
     let r = resume(&ws, &task_id(&ws));
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(log_lines(&ws), ["one", "two", "three", "four"]);
-    let conn = rusqlite::Connection::open(crate::support::store_path(&ws)).unwrap();
-    let output: String = conn
-        .query_row(
-            "SELECT output FROM tool_calls ORDER BY rowid LIMIT 1",
-            [],
-            |r| r.get(0),
-        )
+    let output = store::query(&ws, "SELECT output FROM tool_calls ORDER BY id LIMIT 1")[0][0]
+        .clone()
         .unwrap();
     assert!(
         output.contains("stopped because rawko was interrupted"),

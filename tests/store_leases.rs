@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::support::model_server::{Reply, openai};
-use crate::support::{Run, TEST_KEY, Workspace, first_task_id, rawko, scripted_worker};
+use crate::support::{Run, TEST_KEY, Workspace, first_task_id, rawko, scripted_worker, store};
 
 fn finish(summary: &str) -> Reply {
     openai::tool_call(
@@ -63,13 +63,15 @@ fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
 
 /// The lease columns of task `id`: pid, host, heartbeat.
 fn lease(ws: &Workspace, id: &str) -> (Option<i64>, Option<String>, Option<i64>) {
-    let conn = rusqlite::Connection::open(crate::support::store_path(ws)).unwrap();
-    conn.query_row(
-        "SELECT lease_pid, lease_host, lease_at FROM tasks WHERE id = ?1",
-        [id],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-    )
-    .unwrap()
+    let row = &store::query(
+        ws,
+        &format!(
+            "SELECT CAST(lease_pid AS TEXT), lease_host, CAST(lease_at AS TEXT) FROM tasks \
+             WHERE id = '{id}'"
+        ),
+    )[0];
+    let int = |v: &Option<String>| v.as_ref().map(|n| n.parse::<i64>().unwrap());
+    (int(&row[0]), row[1].clone(), int(&row[2]))
 }
 
 /// A runner on another machine (another `RAWKO_HOST_ID`) cannot take a task over while its
@@ -193,25 +195,23 @@ fn a_lease_with_the_same_pid_but_another_token_is_not_ours() {
     assert_eq!(pid, Some(first.id() as i64));
 
     // The same pid and host, another process's token and heartbeat.
-    let conn = rusqlite::Connection::open(crate::support::store_path(&ws)).unwrap();
-    conn.busy_timeout(Duration::from_secs(5)).unwrap();
-    let marker: i64 = conn
-        .query_row(
-            "SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) - 7",
-            [],
-            |r| r.get(0),
-        )
+    let now = if ws.pg().is_some() {
+        "CAST(EXTRACT(EPOCH FROM now()) * 1000 AS BIGINT)"
+    } else {
+        "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+    };
+    let marker: i64 = store::query(&ws, &format!("SELECT CAST({now} - 7 AS TEXT)"))[0][0]
+        .as_ref()
+        .unwrap()
+        .parse()
         .unwrap();
-    // An older store has no token column: then only the heartbeat changes.
-    let _ = conn.execute(
-        "UPDATE tasks SET lease_token = 'another-process' WHERE id = ?1",
-        [&id],
+    store::execute(
+        &ws,
+        &format!(
+            "UPDATE tasks SET lease_token = 'another-process', lease_at = {marker} \
+             WHERE id = '{id}'"
+        ),
     );
-    conn.execute(
-        "UPDATE tasks SET lease_at = ?2 WHERE id = ?1",
-        rusqlite::params![id, marker],
-    )
-    .unwrap();
 
     // Many heartbeats later, the other runner's heartbeat stands.
     std::thread::sleep(Duration::from_millis(1000));

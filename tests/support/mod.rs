@@ -5,6 +5,7 @@
 pub mod model_server;
 pub mod otlp;
 pub mod services;
+pub mod store;
 pub mod tls;
 
 use std::path::{Path, PathBuf};
@@ -33,6 +34,8 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
 
 /// A temporary workspace directory, removed on drop.
 pub struct Workspace {
+    /// Its database, when the tests run on PostgreSQL ([`store`]); dropped before the folder.
+    pg: Option<store::PgDb>,
     dir: tempfile::TempDir,
     root: PathBuf,
 }
@@ -41,7 +44,16 @@ impl Workspace {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path().canonicalize().expect("canonical tempdir");
-        Workspace { dir, root }
+        let pg = store::on_postgres()
+            .then(store::server_url)
+            .flatten()
+            .map(|url| store::PgDb::new(&url));
+        Workspace { pg, dir, root }
+    }
+
+    /// The workspace's database, when the tests run on PostgreSQL.
+    pub fn pg(&self) -> Option<&store::PgDb> {
+        self.pg.as_ref()
     }
 
     /// The workspace root, canonical.
@@ -95,7 +107,11 @@ pub fn rawko(ws: &Workspace) -> Command {
         .env("RAWKO_CACHE_DIR", cache_dir())
         .env("RAWKO_DATA_DIR", ws.path().join(".test-data"))
         .env("XDG_CONFIG_HOME", ws.config_home())
-        .env_remove("RAWKO_LOG");
+        .env_remove("RAWKO_LOG")
+        .env_remove("RAWKO_STORE_URL");
+    if let Some(db) = ws.pg() {
+        cmd.env("RAWKO_STORE_URL", db.url());
+    }
     cmd
 }
 

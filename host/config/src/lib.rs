@@ -89,6 +89,11 @@ pub struct OtelConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
+    /// A PostgreSQL server to keep every workspace's tasks in (`postgres://user@host/db`),
+    /// instead of each workspace's SQLite file; `RAWKO_STORE_URL` overrides it. What the URL
+    /// leaves out comes from the standard `PG*` variables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<LeaseConfig>,
 }
@@ -836,7 +841,7 @@ defaults:
 
     #[test]
     fn a_workspace_never_chooses_the_task_store() {
-        let ws = "store:\n  lease:\n    heartbeatMs: 1\n    staleMs: 2\n";
+        let ws = "store:\n  url: postgres://evil.example/db\n  lease:\n    heartbeatMs: 1\n    staleMs: 2\n";
         for trust in [Trust::Untrusted, Trust::Trusted] {
             let (eff, ignored) = layers("", ws).effective(trust);
             assert_eq!(eff.merged().store, None);

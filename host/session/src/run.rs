@@ -23,7 +23,7 @@ use rawko_fsm::{CancelFlag, Engine, EngineError, StateLimits, TaskEnd};
 use rawko_mcp::client::Servers;
 use rawko_runtime::{Runtime, RuntimeError};
 use rawko_shell::exec::Launch;
-use rawko_store::{LeaseError, LeaseSettings, StoreError, TaskStore, WorkspaceId};
+use rawko_store::{AnyStore, LeaseError, LeaseSettings, StoreError, WorkspaceId};
 use rawko_toolset::chain::{Chain, FilterFileError, read_filter_files};
 use rawko_toolset::{ToolSet, ToolSetError};
 
@@ -223,7 +223,7 @@ impl RunConfig {
     pub async fn prepare(
         self,
         start: Start<'_>,
-        store: &TaskStore,
+        store: &AnyStore,
         events: SharedSink,
     ) -> Result<Prepared, SetupError> {
         let options = &self.options;
@@ -261,7 +261,7 @@ impl RunConfig {
                 (Task::New(prompt.to_string(), options), Some(a))
             }
             Start::Resume { id } => {
-                let t = store.task(id).map_err(SetupError::input)?;
+                let t = store.task(id).await.map_err(SetupError::input)?;
                 let first = agents.0.get(&t.state);
                 let terminal = t
                     .state
@@ -317,7 +317,7 @@ impl RunConfig {
         if let Task::Existing(id, _) = &task {
             // A resumed task continues each instance's numbering (a replay picks up there).
             for name in llms.instances.keys() {
-                let n = store.completions(id, name)?;
+                let n = store.completions(id, name).await?;
                 if n > 0 {
                     llms.completed.borrow_mut().insert(name.clone(), n);
                 }
@@ -341,7 +341,7 @@ impl RunConfig {
             Task::New(prompt, options) => {
                 // `Start::New` always names a loaded agent.
                 let first = first_agent.as_ref().map_or("", |a| a.name.as_str());
-                store.create_task(prompt, first, options)?
+                store.create_task(prompt, first, options).await?
             }
             Task::Existing(id, _) => id.clone(),
         };

@@ -7,14 +7,17 @@
 //! the trait is usable as `dyn Store`. The SQLite store does its work, a few local writes, when
 //! it is called, and hands back the finished result: a `TaskStore` belongs to one thread, and
 //! a future that reached back into it could not be sent to another.
+//!
+//! [`AnyStore`], the store a command opened (either backend), has each call too, as a trait
+//! method and as an async method of its own.
 
 use std::future::Future;
 use std::pin::Pin;
 
 use crate::pg::PgStore;
 use crate::{
-    AuditEntry, Message, ModelCall, Result, Task, TaskStatus, TaskStore, ToolCall, Transition,
-    Turn, Usage,
+    AnyStore, AuditEntry, Message, ModelCall, Result, Task, TaskStatus, TaskStore, ToolCall,
+    Transition, Turn, Usage,
 };
 
 /// A store call's result, to await.
@@ -37,6 +40,21 @@ macro_rules! store {
         impl Store for PgStore {
             $( fn $name<$l>(&$l self $(, $arg: $ty)*) -> StoreFuture<$l, $out> {
                 Box::pin(PgStore::$name(self $(, $arg)*))
+            } )*
+        }
+
+        impl Store for AnyStore {
+            $( fn $name<$l>(&$l self $(, $arg: $ty)*) -> StoreFuture<$l, $out> {
+                match self {
+                    AnyStore::Sqlite(s) => Store::$name(s $(, $arg)*),
+                    AnyStore::Pg(p) => Store::$name(p $(, $arg)*),
+                }
+            } )*
+        }
+
+        impl AnyStore {
+            $( $(#[$doc])* pub async fn $name<$l>(&$l self $(, $arg: $ty)*) -> Result<$out> {
+                Store::$name(self $(, $arg)*).await
             } )*
         }
     };

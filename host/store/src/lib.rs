@@ -22,6 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
+mod any;
 mod backend;
 mod lease;
 pub mod pg;
@@ -30,6 +31,7 @@ mod schema;
 pub mod transfer;
 mod workspace;
 
+pub use any::{AnyStore, Location};
 pub use backend::{Store, StoreFuture};
 pub use lease::{
     Holder, LEASE_HEARTBEAT, LEASE_STALE, Lease, LeaseError, LeaseSettings, host_id, host_name,

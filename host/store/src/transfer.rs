@@ -14,7 +14,7 @@
 //! naming the line, and nothing is written. A lease is never carried over: a runner of the store
 //! the task came from holds nothing in this one.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, Write};
 
 use rusqlite::types::Value;
@@ -30,7 +30,7 @@ pub const FORMAT_VERSION: i64 = 1;
 
 /// The tables of a task, in the order they are written and read: a row refers only to rows of
 /// tables before it (a turn to its parent turn, which has a lower id).
-const TABLES: &[Table] = &[
+pub(crate) const TABLES: &[Table] = &[
     Table {
         name: "tasks",
         of_task: "id",
@@ -79,7 +79,7 @@ const TABLES: &[Table] = &[
 ];
 
 /// The lease columns of `tasks`, never carried over.
-const LEASE_COLUMNS: &[&str] = &[
+pub(crate) const LEASE_COLUMNS: &[&str] = &[
     "lease_pid",
     "lease_host",
     "lease_at",
@@ -87,11 +87,11 @@ const LEASE_COLUMNS: &[&str] = &[
     "lease_token",
 ];
 
-struct Table {
-    name: &'static str,
+pub(crate) struct Table {
+    pub name: &'static str,
     /// The SQL expression of a row's task id.
-    of_task: &'static str,
-    order: &'static str,
+    pub of_task: &'static str,
+    pub order: &'static str,
 }
 
 /// How much an export or import moved.
@@ -122,7 +122,7 @@ pub enum TransferError {
 }
 
 impl TransferError {
-    fn format(line: usize, message: impl Into<String>) -> Self {
+    pub(crate) fn format(line: usize, message: impl Into<String>) -> Self {
         TransferError::Format {
             line,
             message: message.into(),
@@ -223,7 +223,7 @@ impl TaskStore {
     pub fn import(&self, input: &mut dyn BufRead) -> Result<Moved, TransferError> {
         let err = sql;
         let tx = self.conn.unchecked_transaction().map_err(&err)?;
-        let mut columns_of = std::collections::HashMap::new();
+        let mut columns_of = HashMap::new();
         for table in TABLES {
             let mut stmt = tx
                 .prepare("SELECT name FROM pragma_table_info(?1)")
@@ -235,190 +235,269 @@ impl TaskStore {
                 .map_err(&err)?;
             columns_of.insert(table.name, names);
         }
-        let mut tasks: HashSet<String> = HashSet::new();
-        let mut turns: HashSet<i64> = HashSet::new();
+        let rows = read_export(input, &columns_of)?;
         let mut moved = Moved::default();
-        let mut table_at = 0;
-        let mut header = false;
-        let mut text = String::new();
-        let mut line = 0;
-        loop {
-            text.clear();
-            let n = input
-                .read_line(&mut text)
-                .map_err(|source| TransferError::Io {
-                    what: "reading the export",
-                    source,
-                })?;
-            if n == 0 {
-                break;
-            }
-            line += 1;
-            if text.trim().is_empty() {
-                continue;
-            }
-            let value: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| TransferError::format(line, format!("not JSON: {e}")))?;
-            if !header {
-                check_header(&value, line)?;
-                header = true;
-                continue;
-            }
-            let (name, row) = match (&value["table"], &value["row"]) {
-                (serde_json::Value::String(t), serde_json::Value::Object(r)) => (t.as_str(), r),
-                _ => {
+        for row in &rows {
+            if let Some(id) = row.task_id() {
+                let exists: bool = tx
+                    .query_row(
+                        "SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?1)",
+                        [id],
+                        |r| r.get(0),
+                    )
+                    .map_err(&err)?;
+                if exists {
                     return Err(TransferError::format(
-                        line,
-                        "expected {\"table\": NAME, \"row\": {...}}",
+                        row.line,
+                        format!("task {id} is already in this store"),
                     ));
                 }
-            };
-            let Some(at) = TABLES.iter().position(|t| t.name == name) else {
-                return Err(TransferError::format(
-                    line,
-                    format!("this store has no table `{name}`"),
-                ));
-            };
-            if at < table_at {
-                return Err(TransferError::format(
-                    line,
-                    format!(
-                        "a `{name}` row after `{}` rows: the export is out of order",
-                        TABLES[table_at].name
-                    ),
-                ));
+                moved.tasks.push(id.to_string());
             }
-            table_at = at;
-            let known = &columns_of[name];
-            let mut cols = Vec::with_capacity(row.len());
-            let mut vals = Vec::with_capacity(row.len());
-            for (column, v) in row {
-                if !known.contains(column) {
-                    return Err(TransferError::format(
-                        line,
-                        format!(
-                            "this store's `{name}` has no column `{column}` (an export of a newer rawko?)"
-                        ),
-                    ));
-                }
-                let v = if name == "tasks" && LEASE_COLUMNS.contains(&column.as_str()) {
-                    Value::Null
-                } else {
-                    match v {
-                        serde_json::Value::Null => Value::Null,
-                        serde_json::Value::String(s) => Value::Text(s.clone()),
-                        serde_json::Value::Number(n) if n.as_i64().is_some() => {
-                            Value::Integer(n.as_i64().unwrap_or_default())
-                        }
-                        other => {
-                            return Err(TransferError::format(
-                                line,
-                                format!(
-                                    "`{name}.{column}` is {other}: values are integers, strings or null"
-                                ),
-                            ));
-                        }
-                    }
-                };
-                cols.push(column.as_str());
-                vals.push(v);
-            }
-            let get = |c: &str| cols.iter().position(|x| *x == c).map(|i| &vals[i]);
-            // A row belongs to a task this import brings, and so does every turn it names.
-            match name {
-                "tasks" => match get("id") {
-                    Some(Value::Text(id)) => {
-                        let exists: bool = tx
-                            .query_row(
-                                "SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?1)",
-                                [id],
-                                |r| r.get(0),
-                            )
-                            .map_err(&err)?;
-                        if exists {
-                            return Err(TransferError::format(
-                                line,
-                                format!("task {id} is already in this store"),
-                            ));
-                        }
-                        tasks.insert(id.clone());
-                        moved.tasks.push(id.clone());
-                    }
-                    _ => return Err(TransferError::format(line, "a task without an id")),
-                },
-                _ => {
-                    if let Some(task) = get("task_id") {
-                        let ours = matches!(task, Value::Text(t) if tasks.contains(t));
-                        if !ours {
-                            return Err(TransferError::format(
-                                line,
-                                format!("a `{name}` row of a task this import does not bring"),
-                            ));
-                        }
-                    }
-                    for c in ["turn_id", "parent_id"] {
-                        match get(c) {
-                            None | Some(Value::Null) if c == "parent_id" || name == "decisions" => {
-                            }
-                            Some(Value::Integer(t)) if turns.contains(t) => {}
-                            None if !known.contains(c) => {}
-                            _ => {
-                                return Err(TransferError::format(
-                                    line,
-                                    format!(
-                                        "a `{name}` row whose `{c}` is not a turn this import brings"
-                                    ),
-                                ));
-                            }
-                        }
-                    }
-                    if name == "turns" {
-                        match get("id") {
-                            Some(Value::Integer(id)) => {
-                                turns.insert(*id);
-                            }
-                            _ => return Err(TransferError::format(line, "a turn without an id")),
-                        }
-                    }
-                }
-            }
-            let sql_text = format!(
-                "INSERT INTO {name} ({}) VALUES ({})",
-                cols.join(", "),
-                (1..=cols.len())
-                    .map(|i| format!("?{i}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            tx.execute(&sql_text, rusqlite::params_from_iter(vals.iter()))
+            let vals: Vec<Value> = row
+                .vals
+                .iter()
+                .map(|v| match v {
+                    Cell::Null => Value::Null,
+                    Cell::Int(n) => Value::Integer(*n),
+                    Cell::Text(t) => Value::Text(t.clone()),
+                })
+                .collect();
+            tx.execute(&row.insert("?"), rusqlite::params_from_iter(vals.iter()))
                 .map_err(|e| match e {
                     rusqlite::Error::SqliteFailure(f, _)
                         if f.code == rusqlite::ErrorCode::ConstraintViolation =>
                     {
-                        TransferError::format(
-                            line,
-                            format!(
-                                "this `{name}` row does not fit this store ({e}): its id may be \
-                                 taken; import into a store that does not hold these rows"
-                            ),
-                        )
+                        row.does_not_fit(&e)
                     }
                     e => err(e),
                 })?;
             moved.rows += 1;
-        }
-        if !header {
-            return Err(TransferError::format(
-                line.max(1),
-                "empty: an export starts with its header line",
-            ));
         }
         tx.commit().map_err(&err)?;
         Ok(moved)
     }
 }
 
-fn check_header(value: &serde_json::Value, line: usize) -> Result<(), TransferError> {
+/// A value of a row, as an export carries it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Cell {
+    Null,
+    Int(i64),
+    Text(String),
+}
+
+/// One row of an export, checked against the store it goes into.
+#[derive(Debug)]
+pub(crate) struct Row {
+    /// Its line in the export, counting from 1.
+    pub line: usize,
+    pub table: &'static str,
+    pub cols: Vec<String>,
+    pub vals: Vec<Cell>,
+}
+
+impl Row {
+    fn get(&self, column: &str) -> Option<&Cell> {
+        self.cols
+            .iter()
+            .position(|c| c == column)
+            .map(|i| &self.vals[i])
+    }
+
+    /// The task's id, for a row of `tasks`.
+    pub fn task_id(&self) -> Option<&str> {
+        match (self.table, self.get("id")) {
+            ("tasks", Some(Cell::Text(id))) => Some(id),
+            _ => None,
+        }
+    }
+
+    /// The statement that inserts the row, its values numbered after `mark` (`?` or `$`); the
+    /// names are the store's own columns (checked when the row was read).
+    pub fn insert(&self, mark: &str) -> String {
+        format!(
+            "INSERT INTO {} ({}) VALUES ({})",
+            self.table,
+            self.cols.join(", "),
+            (1..=self.cols.len())
+                .map(|i| format!("{mark}{i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+
+    /// The error of a row the store's constraints refused.
+    pub fn does_not_fit(&self, e: &dyn std::fmt::Display) -> TransferError {
+        TransferError::format(
+            self.line,
+            format!(
+                "this `{}` row does not fit this store ({e}): its id may be taken; import into a \
+                 store that does not hold these rows",
+                self.table
+            ),
+        )
+    }
+}
+
+/// Read and check an export: its header, then rows of tables this store has (`columns_of`
+/// names each table's columns), in order, with values of the types rawko writes, each belonging
+/// to a task the export brings and naming only turns it brings. Whether a task is already in the
+/// store is for the caller to check.
+pub(crate) fn read_export(
+    input: &mut dyn BufRead,
+    columns_of: &HashMap<&'static str, HashSet<String>>,
+) -> Result<Vec<Row>, TransferError> {
+    let mut tasks: HashSet<String> = HashSet::new();
+    let mut turns: HashSet<i64> = HashSet::new();
+    let mut rows = Vec::new();
+    let mut table_at = 0;
+    let mut header = false;
+    let mut text = String::new();
+    let mut line = 0;
+    loop {
+        text.clear();
+        let n = input
+            .read_line(&mut text)
+            .map_err(|source| TransferError::Io {
+                what: "reading the export",
+                source,
+            })?;
+        if n == 0 {
+            break;
+        }
+        line += 1;
+        if text.trim().is_empty() {
+            continue;
+        }
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| TransferError::format(line, format!("not JSON: {e}")))?;
+        if !header {
+            check_header(&value, line)?;
+            header = true;
+            continue;
+        }
+        let (name, fields) = match (&value["table"], &value["row"]) {
+            (serde_json::Value::String(t), serde_json::Value::Object(r)) => (t.as_str(), r),
+            _ => {
+                return Err(TransferError::format(
+                    line,
+                    "expected {\"table\": NAME, \"row\": {...}}",
+                ));
+            }
+        };
+        let Some(at) = TABLES.iter().position(|t| t.name == name) else {
+            return Err(TransferError::format(
+                line,
+                format!("this store has no table `{name}`"),
+            ));
+        };
+        if at < table_at {
+            return Err(TransferError::format(
+                line,
+                format!(
+                    "a `{name}` row after `{}` rows: the export is out of order",
+                    TABLES[table_at].name
+                ),
+            ));
+        }
+        table_at = at;
+        let table = TABLES[at].name;
+        let known = &columns_of[table];
+        let mut row = Row {
+            line,
+            table,
+            cols: Vec::with_capacity(fields.len()),
+            vals: Vec::with_capacity(fields.len()),
+        };
+        for (column, v) in fields {
+            if !known.contains(column) {
+                return Err(TransferError::format(
+                    line,
+                    format!(
+                        "this store's `{name}` has no column `{column}` (an export of a newer rawko?)"
+                    ),
+                ));
+            }
+            let v = if name == "tasks" && LEASE_COLUMNS.contains(&column.as_str()) {
+                Cell::Null
+            } else {
+                match v {
+                    serde_json::Value::Null => Cell::Null,
+                    serde_json::Value::String(s) => Cell::Text(s.clone()),
+                    serde_json::Value::Number(n) if n.as_i64().is_some() => {
+                        Cell::Int(n.as_i64().unwrap_or_default())
+                    }
+                    other => {
+                        return Err(TransferError::format(
+                            line,
+                            format!(
+                                "`{name}.{column}` is {other}: values are integers, strings or null"
+                            ),
+                        ));
+                    }
+                }
+            };
+            row.cols.push(column.clone());
+            row.vals.push(v);
+        }
+        // A row belongs to a task this import brings, and so does every turn it names.
+        if name == "tasks" {
+            match row.get("id") {
+                Some(Cell::Text(id)) => {
+                    if !tasks.insert(id.clone()) {
+                        return Err(TransferError::format(
+                            line,
+                            format!("task {id} is twice in the export"),
+                        ));
+                    }
+                }
+                _ => return Err(TransferError::format(line, "a task without an id")),
+            }
+        } else {
+            if let Some(task) = row.get("task_id") {
+                let ours = matches!(task, Cell::Text(t) if tasks.contains(t));
+                if !ours {
+                    return Err(TransferError::format(
+                        line,
+                        format!("a `{name}` row of a task this import does not bring"),
+                    ));
+                }
+            }
+            for c in ["turn_id", "parent_id"] {
+                match row.get(c) {
+                    None | Some(Cell::Null) if c == "parent_id" || name == "decisions" => {}
+                    Some(Cell::Int(t)) if turns.contains(t) => {}
+                    None if !known.contains(c) => {}
+                    _ => {
+                        return Err(TransferError::format(
+                            line,
+                            format!("a `{name}` row whose `{c}` is not a turn this import brings"),
+                        ));
+                    }
+                }
+            }
+            if name == "turns" {
+                match row.get("id") {
+                    Some(Cell::Int(id)) => {
+                        turns.insert(*id);
+                    }
+                    _ => return Err(TransferError::format(line, "a turn without an id")),
+                }
+            }
+        }
+        rows.push(row);
+    }
+    if !header {
+        return Err(TransferError::format(
+            line.max(1),
+            "empty: an export starts with its header line",
+        ));
+    }
+    Ok(rows)
+}
+
+pub(crate) fn check_header(value: &serde_json::Value, line: usize) -> Result<(), TransferError> {
     if value["format"] != FORMAT {
         return Err(TransferError::format(
             line,

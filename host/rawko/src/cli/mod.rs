@@ -185,9 +185,43 @@ impl Context {
         &self.workspace
     }
 
-    /// The workspace's task store, in the user's state directory.
+    /// The workspace's SQLite task store, in the user's state directory.
     pub fn store_path(&self) -> PathBuf {
         rawko_store::path_for(&self.dirs.state, &self.workspace)
+    }
+
+    /// Where the task store is: the PostgreSQL server `RAWKO_STORE_URL` names, else the one the
+    /// user's config names (`store: {url}`; a workspace's config never chooses it), else the
+    /// workspace's SQLite file.
+    pub fn store_location(&self) -> anyhow::Result<rawko_store::Location> {
+        let config = self.dirs.config.join(rawko_config::FILE_NAME);
+        let (url, from) = match std::env::var("RAWKO_STORE_URL") {
+            Ok(url) if !url.trim().is_empty() => (url, "RAWKO_STORE_URL".to_string()),
+            _ => {
+                let user = rawko_config::Config::load(&config)
+                    .map_err(|e| BadInput::new(e.to_string()))?;
+                match user.and_then(|c| c.store).and_then(|s| s.url) {
+                    Some(url) if !url.trim().is_empty() => {
+                        (url, format!("{}: store.url", config.display()))
+                    }
+                    _ => return Ok(rawko_store::Location::Sqlite(self.store_path())),
+                }
+            }
+        };
+        rawko_store::pg::PgConfig::store_url(&url)
+            .map(|c| rawko_store::Location::Pg(Box::new(c)))
+            .map_err(|e| BadInput::new(format!("{from}: {e}")).into())
+    }
+
+    /// Open the task store ([`Context::store_location`]) with the user's lease settings; a store
+    /// that cannot be opened is bad input, named without its password.
+    pub async fn open_store(&self) -> anyhow::Result<rawko_store::AnyStore> {
+        let location = self.store_location()?;
+        let store = rawko_store::AnyStore::open(&location)
+            .await
+            .map_err(|e| BadInput::new(e.to_string()))?;
+        store.set_lease_settings(setup::lease_settings(self)?);
+        Ok(store)
     }
 
     /// The user's and the workspace's `config.yaml`, kept apart, as they take effect under the
@@ -357,9 +391,10 @@ pub fn main() -> ExitCode {
                         None => None,
                     }
                 });
-                store.is_some_and(rawko_store::StoreError::is_taken_over)
+                store.is_some_and(|e| e.is_taken_over() || e.is_connection_lost())
             }) {
-                // The task goes on elsewhere: this run stopped as an interrupted one does.
+                // The task goes on elsewhere, or the store went away under it: this run
+                // stopped as an interrupted one does, to be resumed.
                 ExitCode::from(75)
             } else {
                 ExitCode::from(1)

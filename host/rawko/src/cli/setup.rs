@@ -17,7 +17,7 @@ use rawko_fsm::events::{JsonLines, Quiet, RunEvent};
 use rawko_fsm::{CancelFlag, TaskEnd};
 use rawko_session::SharedSink;
 use rawko_session::run::{Prepared, RunConfig, RunOptions, SetupError};
-use rawko_store::{self as store, TaskStatus, TaskStore};
+use rawko_store::{self as store, AnyStore, Location, TaskStatus};
 
 pub use rawko_session::run::{DEFAULT_MAX_STEPS, Start};
 
@@ -38,9 +38,11 @@ pub struct OutputFlags {
     pub no_stream: bool,
 }
 
-/// Open (creating) the task store at `path`; a store that cannot be opened is bad input.
-pub fn open_store(path: &Path) -> anyhow::Result<TaskStore> {
-    TaskStore::open(path).map_err(|e| BadInput::new(e.to_string()).into())
+/// Open (creating) the SQLite task store at `path`; a store that cannot be opened is bad input.
+pub fn open_sqlite(path: &Path) -> anyhow::Result<AnyStore> {
+    store::TaskStore::open(path)
+        .map(AnyStore::Sqlite)
+        .map_err(|e| BadInput::new(e.to_string()).into())
 }
 
 /// A run that could not be assembled, as the command line reports it: what the user wrote or
@@ -117,7 +119,7 @@ impl Setup {
     pub async fn run(
         self,
         start: Start<'_>,
-        store: &TaskStore,
+        store: &AnyStore,
     ) -> anyhow::Result<(String, TaskEnd)> {
         let output = self.output.clone();
         let timeline_hint = self.timeline_hint;
@@ -125,7 +127,7 @@ impl Setup {
         let run = self.prepare(start, store).await?;
         let id = run.task().to_string();
         // One runner per task: a second `rawko resume` of a task being run stops here.
-        if let Err(holder) = store.acquire_lease(&id)? {
+        if let Err(holder) = store.acquire_lease(&id).await? {
             return Err(BadInput::new(format!(
                 "task {id} is being run by rawko (pid {} on {}); wait for it to end, or stop it \
                  (Ctrl-C) and `rawko resume {id}`",
@@ -135,18 +137,18 @@ impl Setup {
             .into());
         }
         let cancel = CancelFlag::default();
-        let heartbeat = Heartbeat::start(store.path(), &id, store.lease_settings(), &cancel);
+        let heartbeat = Heartbeat::start(store, &id, &cancel).await?;
         let end = drive_with(run, store, cancel, true).await;
         drop(heartbeat);
-        let _ = store.release_lease(&id);
+        let _ = store.release_lease(&id).await;
         let end = end?;
-        report(store, &workspace, &id, &end, &output, timeline_hint)?;
+        report(store, &workspace, &id, &end, &output, timeline_hint).await?;
         Ok((id, end))
     }
 
     /// Read and check the config, load the agents, plugins and adapters; create (or find) the
     /// task.
-    pub async fn prepare(self, start: Start<'_>, store: &TaskStore) -> anyhow::Result<Prepared> {
+    pub async fn prepare(self, start: Start<'_>, store: &AnyStore) -> anyhow::Result<Prepared> {
         let events = self.events();
         let config = RunConfig::load(self.run, &*events).map_err(setup_error)?;
         config
@@ -157,7 +159,7 @@ impl Setup {
 }
 
 /// Drive a prepared task to its end (or until Ctrl-C).
-pub async fn drive(run: Prepared, store: &TaskStore) -> anyhow::Result<TaskEnd> {
+pub async fn drive(run: Prepared, store: &AnyStore) -> anyhow::Result<TaskEnd> {
     drive_with(run, store, CancelFlag::default(), true).await
 }
 
@@ -165,14 +167,14 @@ pub async fn drive(run: Prepared, store: &TaskStore) -> anyhow::Result<TaskEnd> 
 /// SIGTERM set it.
 pub async fn drive_with(
     run: Prepared,
-    store: &TaskStore,
+    store: &AnyStore,
     cancel: CancelFlag,
     signals: bool,
 ) -> anyhow::Result<TaskEnd> {
     let watcher = signals.then(|| {
         let cancel = cancel.clone();
         let events = run.events().clone();
-        let (store_path, task) = (store.path().to_path_buf(), run.task().to_string());
+        let (location, task) = (store.location(), run.task().to_string());
         tokio::spawn(async move {
             // SIGTERM (a service manager, `kill`, a closing terminal's job control) is
             // treated as Ctrl-C: stop now, keep what finished, mark the task cancelled;
@@ -206,14 +208,7 @@ pub async fn drive_with(
                         eprint!("\r\x1b[2K");
                     }
                     // The task is left cancelled, not `running`, and free to resume.
-                    if let Ok(s) = TaskStore::open(&store_path) {
-                        let _ = s.finish_task(
-                            &task,
-                            TaskStatus::Cancelled,
-                            "stopped at once (a second Ctrl-C)",
-                        );
-                        let _ = s.release_lease(&task);
-                    }
+                    stopped_at_once(location, &task);
                     eprintln!("stopped at once; `rawko resume {task}` continues the task");
                     std::process::exit(130);
                 }
@@ -227,6 +222,33 @@ pub async fn drive_with(
     Ok(end?)
 }
 
+/// Mark `task` cancelled and free to resume, from a connection of its own: the run's own is in
+/// the middle of a step.
+fn stopped_at_once(location: Location, task: &str) {
+    let task = task.to_string();
+    let done = std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        rt.block_on(async {
+            if let Ok(s) = AnyStore::open(&location).await {
+                let _ = s
+                    .finish_task(
+                        &task,
+                        TaskStatus::Cancelled,
+                        "stopped at once (a second Ctrl-C)",
+                    )
+                    .await;
+                let _ = s.release_lease(&task).await;
+            }
+        });
+    });
+    let _ = done.join();
+}
+
 /// Renews this runner's lease on a task from its own thread (and its own connection) until
 /// dropped, so a long model call or tool never lets the lease go stale. A renewal that finds the
 /// lease another runner's (this one was stalled past the staleness, and the task taken over)
@@ -238,22 +260,27 @@ pub struct Heartbeat {
 }
 
 impl Heartbeat {
-    pub fn start(
-        path: &Path,
+    /// Start renewing this runner's lease on `task` in `store`, at the store's lease settings.
+    pub async fn start(
+        store: &AnyStore,
         task: &str,
-        lease: store::LeaseSettings,
         cancel: &CancelFlag,
-    ) -> Heartbeat {
+    ) -> anyhow::Result<Heartbeat> {
+        let lease = store.lease_settings();
+        let beside = store.open_beside().await?;
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
-        let (path, task, cancel) = (path.to_path_buf(), task.to_string(), cancel.clone());
+        let (task, cancel) = (task.to_string(), cancel.clone());
         let thread = std::thread::spawn(move || {
-            let Ok(store) = TaskStore::open(&path) else {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
                 return;
             };
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                 stopped.recv_timeout(lease.heartbeat)
             {
-                match store.renew_lease(&task) {
+                match rt.block_on(beside.renew_lease(&task)) {
                     Ok(true) => {}
                     Ok(false) => {
                         cancel.cancel();
@@ -265,10 +292,10 @@ impl Heartbeat {
                 }
             }
         });
-        Heartbeat {
+        Ok(Heartbeat {
             stop: Some(stop),
             thread: Some(thread),
-        }
+        })
     }
 }
 
@@ -282,8 +309,8 @@ impl Drop for Heartbeat {
 }
 
 /// The end of a run, for a person or a script.
-pub fn report(
-    store: &TaskStore,
+pub async fn report(
+    store: &AnyStore,
     workspace: &Path,
     id: &str,
     end: &TaskEnd,
@@ -299,7 +326,7 @@ pub fn report(
         print_out(&summary)?;
         return Ok(());
     }
-    let usage = store.task_usage(id).unwrap_or_default();
+    let usage = store.task_usage(id).await.unwrap_or_default();
     let headline = match end.status {
         TaskStatus::Done => format!("Task {id} is done."),
         TaskStatus::Cancelled => format!(
@@ -322,7 +349,7 @@ pub fn report(
     // The files the task's Write and Edit calls changed, from the store (not from git, which
     // would run programs the repository's config names).
     let mut changed: Vec<String> = Vec::new();
-    for c in store.tool_calls(id).unwrap_or_default() {
+    for c in store.tool_calls(id).await.unwrap_or_default() {
         if c.is_error || !matches!(c.tool.as_str(), "Write" | "Edit") {
             continue;
         }

@@ -31,6 +31,31 @@ impl std::fmt::Debug for PgConfig {
 }
 
 impl PgConfig {
+    /// The store a user named (`RAWKO_STORE_URL`, `store: {url}`): a `postgres://` or
+    /// `postgresql://` URL, completed from the `PG*` variables of this process.
+    pub fn store_url(url: &str) -> Result<PgConfig, PgError> {
+        let t = url.trim();
+        if !(t.starts_with("postgres://") || t.starts_with("postgresql://")) {
+            let scheme = t.split_once("://").map_or("", |(s, _)| s);
+            return Err(PgError::new(
+                &redact(t),
+                PgErrorKind::Config(if scheme.is_empty() {
+                    "not a store URL: rawko keeps tasks in a PostgreSQL server named as \
+                     `postgres://user@host/database`"
+                        .into()
+                } else {
+                    format!(
+                        "`{}` is not a store rawko knows: give a PostgreSQL URL \
+                         (`postgres://user@host/database`), or no URL for the workspace's \
+                         SQLite file",
+                        scheme.chars().take(20).collect::<String>()
+                    )
+                }),
+            ));
+        }
+        PgConfig::from_url(t)
+    }
+
     /// The store at `url`, completed from the `PG*` variables of this process.
     pub fn from_url(url: &str) -> Result<PgConfig, PgError> {
         PgConfig::from_url_env(url, |k| std::env::var(k).ok())

@@ -11,6 +11,7 @@
 mod connect;
 mod error;
 mod schema;
+mod transfer;
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -73,6 +74,7 @@ const POOL_SIZE: usize = 4;
 /// An open PostgreSQL task store.
 pub struct PgStore {
     pool: Pool,
+    config: PgConfig,
     label: String,
     lease: Mutex<LeaseSettings>,
     workspace: Mutex<Option<WorkspaceId>>,
@@ -103,6 +105,15 @@ impl PgStore {
     /// must hold nothing but what rawko's migrations made: anything else is an error naming it,
     /// and a schema a newer rawko made is refused.
     pub async fn open(config: &PgConfig) -> Result<PgStore> {
+        let store = PgStore::unopened(config)?;
+        let mut client = store.connect(false).await?;
+        schema::migrate(&mut client, &store.label).await?;
+        Ok(store)
+    }
+
+    /// A store on `config`'s server whose schema has not been checked: connections are made as
+    /// they are needed.
+    fn unopened(config: &PgConfig) -> Result<PgStore> {
         let label = config.label();
         let manager = Manager::from_config(
             config.config.clone(),
@@ -115,17 +126,28 @@ impl PgStore {
             .max_size(POOL_SIZE)
             .build()
             .map_err(|e| PgError::new(&label, PgErrorKind::Config(e.to_string())))?;
-        let store = PgStore {
+        Ok(PgStore {
             pool,
+            config: config.clone(),
             label,
             lease: Default::default(),
             workspace: Default::default(),
             held: Default::default(),
             lost: AtomicBool::new(false),
-        };
-        let mut client = store.connect(false).await?;
-        schema::migrate(&mut client, &store.label).await?;
+        })
+    }
+
+    /// Another pool of connections to the same store, for a thread of its own (a heartbeat), with
+    /// this one's lease settings; its schema is not checked again.
+    pub fn beside(&self) -> Result<PgStore> {
+        let store = PgStore::unopened(&self.config)?;
+        store.set_lease_settings(self.lease_settings());
         Ok(store)
+    }
+
+    /// Where the store is.
+    pub fn config(&self) -> &PgConfig {
+        &self.config
     }
 
     /// The store's URL, without its password.
@@ -188,6 +210,13 @@ impl PgStore {
     pub async fn advance_ids(&self) -> Result<()> {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(|e| self.err(e))?;
+        Self::advance_ids_in(&tx).await.map_err(|e| self.err(e))?;
+        tx.commit().await.map_err(|e| self.err(e))
+    }
+
+    async fn advance_ids_in(
+        tx: &Transaction<'_>,
+    ) -> std::result::Result<(), tokio_postgres::Error> {
         for table in IDENTITY_TABLES {
             tx.execute(
                 &format!(
@@ -197,10 +226,9 @@ impl PgStore {
                 ),
                 &[],
             )
-            .await
-            .map_err(|e| self.err(e))?;
+            .await?;
         }
-        tx.commit().await.map_err(|e| self.err(e))
+        Ok(())
     }
 
     // ---- tasks ----

@@ -18,9 +18,7 @@ use clap::Args;
 
 use crate::cli::lookup::usable_agent;
 use crate::cli::servers::mcp_servers;
-use crate::cli::setup::{
-    DEFAULT_START, Heartbeat, OutputFlags, Setup, Start, drive_with, open_store,
-};
+use crate::cli::setup::{DEFAULT_START, Heartbeat, OutputFlags, Setup, Start, drive_with};
 use crate::cli::trust::decide_trust;
 use crate::cli::{BadInput, Context};
 use rawko_acp::client::{Stop, Update};
@@ -28,7 +26,7 @@ use rawko_acp::serve::{Editor, FromEditor, PromptReply};
 use rawko_config::Trust;
 use rawko_fsm::CancelFlag;
 use rawko_fsm::events::{EventSink, RunEvent};
-use rawko_store::{TaskStatus, TaskStore};
+use rawko_store::{AnyStore, TaskStatus};
 
 /// How long the editor has to answer a permission question before it counts as no.
 const ASK_TIMEOUT: Duration = Duration::from_secs(600);
@@ -74,7 +72,7 @@ impl AcpCmd {
         }
         let trust = decide_trust(cx, self.trust, false)?;
         usable_agent(cx, &self.agent)?;
-        let store = open_store(&cx.store_path())?;
+        let store = cx.open_store().await?;
         let mcp = mcp_servers(cx, self.yes).await?;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let (editor, thread) = rawko_acp::serve::serve_stdio(tx)
@@ -119,11 +117,12 @@ impl AcpCmd {
                                 reply.refuse("the prompt has no text: say what to do");
                                 continue;
                             }
-                            let resume = s.task.as_ref().filter(|id| {
-                                store.task(id).is_ok_and(|t| {
+                            let resume = match s.task.clone() {
+                                Some(id) => store.task(&id).await.is_ok_and(|t| {
                                     matches!(t.status, TaskStatus::Cancelled | TaskStatus::Interrupted)
-                                })
-                            });
+                                }).then_some(id),
+                                None => None,
+                            };
                             let cancel = CancelFlag::default();
                             let fut = run_prompt(
                                 cx,
@@ -132,7 +131,7 @@ impl AcpCmd {
                                     editor: editor.clone(),
                                     session: session.clone(),
                                     text,
-                                    resume: resume.cloned(),
+                                    resume,
                                     agent: self.agent.clone(),
                                     trust,
                                     max_steps: self.max_steps,
@@ -202,7 +201,7 @@ struct PromptRun {
 /// session and the task it ran.
 async fn run_prompt(
     cx: &Context,
-    store: &TaskStore,
+    store: &AnyStore,
     p: PromptRun,
     reply: PromptReply,
 ) -> (String, Option<String>) {
@@ -219,7 +218,7 @@ async fn run_prompt(
     }
 }
 
-async fn drive(cx: &Context, store: &TaskStore, p: PromptRun) -> anyhow::Result<(String, Stop)> {
+async fn drive(cx: &Context, store: &AnyStore, p: PromptRun) -> anyhow::Result<(String, Stop)> {
     let sink = Arc::new(EditorSink::new(p.editor.clone(), p.session.clone()));
     let quiet = OutputFlags {
         quiet: true,
@@ -234,7 +233,7 @@ async fn drive(cx: &Context, store: &TaskStore, p: PromptRun) -> anyhow::Result<
     let options = serde_json::json!({ "max_steps": p.max_steps, "start": p.agent, "acp": true });
     let start = match &p.resume {
         Some(id) => {
-            store.reopen(id)?;
+            store.reopen(id).await?;
             Start::Resume { id }
         }
         None => Start::New {
@@ -245,7 +244,7 @@ async fn drive(cx: &Context, store: &TaskStore, p: PromptRun) -> anyhow::Result<
     };
     let prepared = setup.prepare(start, store).await?;
     let task = prepared.task().to_string();
-    if let Err(holder) = store.acquire_lease(&task)? {
+    if let Err(holder) = store.acquire_lease(&task).await? {
         anyhow::bail!(
             "task {task} is being run by rawko (pid {} on {})",
             holder.pid,
@@ -267,11 +266,11 @@ async fn drive(cx: &Context, store: &TaskStore, p: PromptRun) -> anyhow::Result<
     };
     // The lease is renewed while the prompt runs, as `rawko run` renews it, and a task taken
     // over by another runner stops this prompt.
-    let heartbeat = Heartbeat::start(store.path(), &task, store.lease_settings(), &p.cancel);
+    let heartbeat = Heartbeat::start(store, &task, &p.cancel).await?;
     let end = drive_with(prepared, store, p.cancel.clone(), false).await;
     drop(heartbeat);
     drop(asker);
-    let _ = store.release_lease(&task);
+    let _ = store.release_lease(&task).await;
     let end = end?;
     let stop = match end.status {
         TaskStatus::Cancelled | TaskStatus::Interrupted => Stop::Cancelled,

@@ -21,7 +21,7 @@ use rawko_adapters::{AdapterOrigin, Trust};
 use rawko_config::AdapterConfig;
 use rawko_store::TaskStatus;
 
-use crate::cli::setup::{OutputFlags, Setup, Start, exit_code, open_store};
+use crate::cli::setup::{OutputFlags, Setup, Start, exit_code, open_sqlite};
 use rawko_session::run::RunOptions;
 
 /// The adapter instance the demo's agents use.
@@ -82,12 +82,16 @@ impl DemoCmd {
 
         // A kept demo's tasks are in the user's state directory, where `rawko tasks` looks;
         // otherwise they go with the demo.
-        let state_dir = if self.keep {
-            cx.dirs.state.clone()
+        let store = if !self.keep {
+            open_sqlite(&rawko_store::path_for(
+                &root.path().join("state"),
+                &workspace,
+            ))?
+        } else if cx.store_location()?.is_shared() {
+            cx.open_store().await?
         } else {
-            root.path().join("state")
+            open_sqlite(&rawko_store::path_for(&cx.dirs.state, &workspace))?
         };
-        let store = open_store(&rawko_store::path_for(&state_dir, &workspace))?;
         let mut run = RunOptions::new(
             workspace.clone(),
             [root.path().join("data"), config_dir, cx.dirs.cache.clone()],

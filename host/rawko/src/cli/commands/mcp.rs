@@ -9,13 +9,13 @@ use clap::{Args, Subcommand};
 
 use crate::cli::lookup::usable_agent;
 use crate::cli::offered::session_tools;
-use crate::cli::setup::{OutputFlags, Setup, Start, drive, open_store};
+use crate::cli::setup::{OutputFlags, Setup, Start, drive};
 use crate::cli::{BadInput, Context};
 use rawko_fsm::tools::ToolHost;
 use rawko_mcp::serve::{CallReply, CallRequest, HttpListener, HttpOptions, ServedTool, Server};
 use rawko_runtime::Budget;
 use rawko_session::SessionTools;
-use rawko_store::{TaskStatus, TaskStore, ToolCall, now_ms};
+use rawko_store::{AnyStore, TaskStatus, ToolCall, now_ms};
 
 /// The variable `--http` reads its bearer token from.
 const TOKEN_ENV: &str = "RAWKO_MCP_TOKEN";
@@ -136,15 +136,19 @@ async fn serve(cx: &Context, args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let names: Vec<String> = served.iter().map(|t| t.name.clone()).collect();
 
-    let store = open_store(&cx.store_path())?;
-    let task = store.create_task(
-        &format!("MCP clients calling the {} agent's tools", agent.name),
-        &agent.name,
-        &serde_json::json!({ "mcp_serve": true, "agent": agent.name }),
-    )?;
+    let store = cx.open_store().await?;
+    let task = store
+        .create_task(
+            &format!("MCP clients calling the {} agent's tools", agent.name),
+            &agent.name,
+            &serde_json::json!({ "mcp_serve": true, "agent": agent.name }),
+        )
+        .await?;
     // Never resumable: what is recorded here are calls, not a task to continue.
-    store.finish_task(&task, TaskStatus::Done, "serving over MCP")?;
-    let turn = store.start_turn(&task, &agent.name, None)?;
+    store
+        .finish_task(&task, TaskStatus::Done, "serving over MCP")
+        .await?;
+    let turn = store.start_turn(&task, &agent.name, None).await?;
 
     let (calls_tx, mut calls) = tokio::sync::mpsc::channel::<CallRequest>(64);
     let server = Server::new(
@@ -217,8 +221,11 @@ async fn serve(cx: &Context, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let () = served;
     let calls_made = state.next.get();
     let summary = format!("served {calls_made} call(s) over MCP");
-    state.store.end_turn(turn, "done", &summary, None)?;
-    state.store.finish_task(&task, TaskStatus::Done, &summary)?;
+    state.store.end_turn(turn, "done", &summary, None).await?;
+    state
+        .store
+        .finish_task(&task, TaskStatus::Done, &summary)
+        .await?;
     serving.abort();
     match serving.await {
         Ok(Err(e)) => Err(anyhow::anyhow!(e)),
@@ -233,7 +240,7 @@ struct Served {
     agent_tools: Vec<String>,
     ask_setup: Option<Setup>,
     agent: std::sync::Arc<rawko_agents::model::Agent>,
-    store: TaskStore,
+    store: AnyStore,
     task: String,
     turn: i64,
     next: std::cell::Cell<u64>,
@@ -262,13 +269,14 @@ impl Served {
             duration_us: started.elapsed().as_micros() as i64,
             at: now_ms(),
         };
-        if let Err(e) = self.store.record_tool_call(&row) {
+        if let Err(e) = self.store.record_tool_call(&row).await {
             tracing::warn!("cannot record the MCP call to {}: {e}", req.tool);
         }
         for d in &outcome.decisions {
             if let Err(e) = self
                 .store
                 .record_decision(&self.task, &d.clone().in_turn(self.turn))
+                .await
             {
                 tracing::warn!("cannot record a decision of the MCP call: {e}");
             }
@@ -310,7 +318,7 @@ impl Served {
             return error(format!("{e:#}"));
         }
         // The answer is the agent's own finish, whatever the task did after it.
-        let turns = self.store.turns(&task).unwrap_or_default();
+        let turns = self.store.turns(&task).await.unwrap_or_default();
         match turns
             .iter()
             .find(|t| t.agent == name && t.parent_id.is_none())

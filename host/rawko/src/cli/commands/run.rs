@@ -7,12 +7,10 @@ use clap::Args;
 
 use crate::cli::{BadInput, Context, print_out};
 use rawko_adapters::Recorder;
-use rawko_store::TaskStatus;
+use rawko_store::{Location, TaskStatus};
 
 use crate::cli::servers::mcp_servers;
-use crate::cli::setup::{
-    DEFAULT_MAX_STEPS, DEFAULT_START, OutputFlags, Setup, Start, exit_code, open_store,
-};
+use crate::cli::setup::{DEFAULT_MAX_STEPS, DEFAULT_START, OutputFlags, Setup, Start, exit_code};
 use crate::cli::trust::decide_trust;
 
 /// Run a task through the agents until it is done, failed or escalated
@@ -90,11 +88,11 @@ impl RunCmd {
             return Err(BadInput::new("--max-steps must be at least 1").into());
         }
         let trust = decide_trust(cx, self.trust, !self.output.json)?;
-        let store_path = cx.store_path();
-        let fresh = !store_path.exists();
+        let location = cx.store_location()?;
+        let fresh = matches!(&location, Location::Sqlite(path) if !path.exists());
         let recorder =
             Recorder::for_flag(self.record.as_deref()).map_err(|e| BadInput::new(e.to_string()))?;
-        let store = open_store(&store_path)?;
+        let store = cx.open_store().await?;
         let mut setup = Setup::new(cx, trust, &self.output)?;
         setup.run.adapter = self.adapter.clone();
         setup.run.recorder = recorder;
@@ -111,11 +109,13 @@ impl RunCmd {
             options,
         };
         let result = setup.run(start, &store).await;
-        if result.is_err() && fresh && store.tasks().is_ok_and(|t| t.is_empty()) {
+        if result.is_err() && fresh && store.tasks().await.is_ok_and(|t| t.is_empty()) {
             // A run that could not start leaves no task store behind where there was none.
-            let path = store.path().to_path_buf();
+            let path = store.path().map(Path::to_path_buf);
             drop(store);
-            remove_store(&path);
+            if let Some(path) = path {
+                remove_store(&path);
+            }
         }
         let (_, end) = result?;
         Ok(exit_code(&end))
@@ -124,17 +124,19 @@ impl RunCmd {
 
 impl ResumeCmd {
     pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
-        let path = cx.store_path();
-        if !path.exists() {
+        if let Location::Sqlite(path) = cx.store_location()?
+            && !path.exists()
+        {
             return Err(BadInput::new(format!(
                 "no tasks in this workspace ({} does not exist)",
                 path.display()
             ))
             .into());
         }
-        let store = open_store(&path)?;
+        let store = cx.open_store().await?;
         let task = store
             .task(&self.task_id)
+            .await
             .map_err(|e| BadInput::new(e.to_string()))?;
         if !task.status.is_resumable() {
             print_out(&format!(
@@ -167,7 +169,7 @@ impl ResumeCmd {
         setup.run.max_steps = max_steps;
         setup.run.mcp = Some(mcp_servers(cx, self.yes).await?);
         if matches!(task.status, TaskStatus::Cancelled | TaskStatus::Interrupted) {
-            store.reopen(&task.id)?;
+            store.reopen(&task.id).await?;
         }
         let (_, end) = setup.run(Start::Resume { id: &task.id }, &store).await?;
         Ok(exit_code(&end))

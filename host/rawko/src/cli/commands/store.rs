@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 
-use crate::cli::setup::open_store;
 use crate::cli::{BadInput, Context};
 use rawko_store::transfer::TransferError;
 
@@ -39,12 +38,18 @@ enum StoreAction {
 
 impl StoreCmd {
     pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
-        let store = open_store(&cx.store_path())?;
+        let store = cx.open_store().await?;
         match self.action {
             StoreAction::Export { task, output } => {
                 // A prefix names the task as `tasks show` takes it.
                 let id = match &task {
-                    Some(t) => Some(store.task(t).map_err(|e| BadInput::new(e.to_string()))?.id),
+                    Some(t) => Some(
+                        store
+                            .task(t)
+                            .await
+                            .map_err(|e| BadInput::new(e.to_string()))?
+                            .id,
+                    ),
                     None => None,
                 };
                 let moved = match &output {
@@ -53,6 +58,7 @@ impl StoreCmd {
                         let mut out = std::io::BufWriter::new(stdout.lock());
                         store
                             .export(id.as_deref(), &mut out)
+                            .await
                             .map_err(transfer_error)?
                     }
                     Some(path) => {
@@ -66,6 +72,7 @@ impl StoreCmd {
                             let mut out = std::io::BufWriter::new(file.as_file_mut());
                             let moved = store
                                 .export(id.as_deref(), &mut out)
+                                .await
                                 .map_err(transfer_error)?;
                             out.flush()
                                 .with_context(|| format!("writing {}", path.display()))?;
@@ -92,24 +99,30 @@ impl StoreCmd {
             StoreAction::Import { file } => {
                 let moved = if file.as_os_str() == "-" {
                     let stdin = std::io::stdin();
-                    store.import(&mut stdin.lock()).map_err(transfer_error)?
+                    store
+                        .import(&mut stdin.lock())
+                        .await
+                        .map_err(transfer_error)?
                 } else {
                     let f = std::fs::File::open(&file)
                         .map_err(|e| BadInput::new(format!("{}: {e}", file.display())))?;
-                    store.import(&mut BufReader::new(f)).map_err(|e| match e {
-                        TransferError::Format { line, message } => BadInput::new(format!(
-                            "{}:{line}: {message}; nothing was imported",
-                            file.display()
-                        ))
-                        .into(),
-                        e => transfer_error(e),
-                    })?
+                    store
+                        .import(&mut BufReader::new(f))
+                        .await
+                        .map_err(|e| match e {
+                            TransferError::Format { line, message } => BadInput::new(format!(
+                                "{}:{line}: {message}; nothing was imported",
+                                file.display()
+                            ))
+                            .into(),
+                            e => transfer_error(e),
+                        })?
                 };
                 eprintln!(
                     "imported {} task(s), {} row(s) into {}",
                     moved.tasks.len(),
                     moved.rows,
-                    store.path().display()
+                    store.label()
                 );
                 for t in &moved.tasks {
                     println!("{t}");

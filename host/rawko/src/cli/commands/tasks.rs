@@ -10,7 +10,7 @@ use crate::cli::lookup::search_path;
 use crate::cli::{BadInput, Context, Table, print_json, print_out, terminal_safe};
 use rawko_agents::graph::{Call, Graph, Mark, Overlay, Step};
 use rawko_agents::registry::Registry;
-use rawko_store::{Run, StoreError, Task, TaskStore, Transition, Turn};
+use rawko_store::{AnyStore, Location, Run, StoreError, Task, TaskStore, Transition, Turn};
 
 /// Inspect persisted tasks
 #[derive(Debug, Args)]
@@ -55,9 +55,12 @@ enum ShowFormat {
 
 impl TasksCmd {
     pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
-        let path = cx.store_path();
+        let location = cx.store_location()?;
+        // A workspace's SQLite store that is not there yet holds no tasks; it is not made
+        // just to be read.
+        let absent = matches!(&location, Location::Sqlite(path) if !path.exists());
         match self.action {
-            TasksAction::List { all: true, json } => {
+            TasksAction::List { all: true, json } if !location.is_shared() => {
                 let lease = crate::cli::setup::lease_settings(cx)?;
                 let mut tasks = Vec::new();
                 for path in rawko_store::stores_in(&cx.dirs.state) {
@@ -73,29 +76,33 @@ impl TasksCmd {
                 list(&tasks, true, json)?;
                 Ok(ExitCode::SUCCESS)
             }
-            TasksAction::List { all: false, json } => {
-                if !path.exists() {
+            TasksAction::List { all, json } => {
+                if absent {
                     list(&[], false, json)?;
                     return Ok(ExitCode::SUCCESS);
                 }
-                let store = TaskStore::open(&path)?;
-                store.set_lease_settings(crate::cli::setup::lease_settings(cx)?);
-                let tasks = store.tasks_in(&cx.workspace().display().to_string())?;
-                list(&tasks, false, json)?;
+                let store = cx.open_store().await?;
+                let tasks = if all {
+                    store.tasks().await?
+                } else {
+                    store
+                        .tasks_in(&cx.workspace().display().to_string())
+                        .await?
+                };
+                list(&tasks, all, json)?;
                 Ok(ExitCode::SUCCESS)
             }
             TasksAction::Show { task, json, format } => {
-                if !path.exists() {
+                if absent {
                     return Err(BadInput::new(format!(
                         "no task `{task}`: this workspace has no tasks yet"
                     ))
                     .into());
                 }
-                let store = TaskStore::open(&path)?;
-                store.set_lease_settings(crate::cli::setup::lease_settings(cx)?);
+                let store = cx.open_store().await?;
                 let shown = match format {
-                    ShowFormat::Text => show(&store, &task, json),
-                    graph => show_graph(cx, &store, &task, graph),
+                    ShowFormat::Text => show(&store, &task, json).await,
+                    graph => show_graph(cx, &store, &task, graph).await,
                 };
                 match shown {
                     Err(e) => match e.downcast::<StoreError>() {
@@ -157,23 +164,23 @@ fn list(tasks: &[Task], all: bool, json: bool) -> std::io::Result<()> {
     print_out(&table.render())
 }
 
-fn show(store: &TaskStore, id: &str, json: bool) -> anyhow::Result<()> {
-    let task = store.task(id)?;
-    let transitions = store.transitions(&task.id)?;
-    let turns = store.turns(&task.id)?;
-    let calls = store.tool_calls(&task.id)?;
-    let decisions = store.decisions(&task.id)?;
-    let usage = store.task_usage(&task.id)?;
+async fn show(store: &AnyStore, id: &str, json: bool) -> anyhow::Result<()> {
+    let task = store.task(id).await?;
+    let transitions = store.transitions(&task.id).await?;
+    let turns = store.turns(&task.id).await?;
+    let calls = store.tool_calls(&task.id).await?;
+    let decisions = store.decisions(&task.id).await?;
+    let usage = store.task_usage(&task.id).await?;
     if json {
         print_json(&json!({
             "task": task,
             "transitions": transitions,
             "turns": turns,
             "tool_calls": calls,
-            "model_calls": store.model_calls(&task.id)?,
+            "model_calls": store.model_calls(&task.id).await?,
             "decisions": decisions,
             "usage": usage,
-            "runs": store.runs(&task.id)?,
+            "runs": store.runs(&task.id).await?,
         }))?;
         return Ok(());
     }
@@ -275,11 +282,16 @@ fn show(store: &TaskStore, id: &str, json: bool) -> anyhow::Result<()> {
 }
 
 /// The agents' graph, from the task's first agent, with the task's path drawn on it.
-fn show_graph(cx: &Context, store: &TaskStore, id: &str, format: ShowFormat) -> anyhow::Result<()> {
-    let task = store.task(id)?;
-    let transitions = store.transitions(&task.id)?;
-    let turns = store.turns(&task.id)?;
-    let runs = store.runs(&task.id)?;
+async fn show_graph(
+    cx: &Context,
+    store: &AnyStore,
+    id: &str,
+    format: ShowFormat,
+) -> anyhow::Result<()> {
+    let task = store.task(id).await?;
+    let transitions = store.transitions(&task.id).await?;
+    let turns = store.turns(&task.id).await?;
+    let runs = store.runs(&task.id).await?;
     let overlay = path_of(&task, &transitions, &turns, &runs);
     let arbiter = cx
         .config_layers()?
