@@ -82,6 +82,7 @@ mod sandbox;
 mod shell;
 mod snapshots;
 mod store_leases;
+mod store_postgres;
 mod store_transfer;
 mod telemetry;
 mod test_plugins;

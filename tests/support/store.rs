@@ -169,3 +169,86 @@ fn sqlite_query(path: &Path, sql: &str) -> Vec<Vec<Option<String>>> {
     .collect::<rusqlite::Result<Vec<_>>>()
     .unwrap()
 }
+
+/// A TCP port on loopback that passes connections on to the test server's Unix socket, and can
+/// cut them: what a client sees when the network to its database goes away and comes back.
+pub struct PgProxy {
+    port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    open: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl PgProxy {
+    /// A proxy in front of the server `server_url` names (its `host=` socket directory and port).
+    pub fn start(server_url: &str) -> PgProxy {
+        let config: tokio_postgres::Config = server_url.parse().expect("a PostgreSQL URL");
+        let dir = config
+            .get_hosts()
+            .iter()
+            .find_map(|h| match h {
+                tokio_postgres::config::Host::Unix(p) => Some(p.clone()),
+                _ => None,
+            })
+            .expect("the test server is reached on a Unix socket");
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        let socket = dir.join(format!(".s.PGSQL.{port}"));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let proxy = PgProxy {
+            port: listener.local_addr().unwrap().port(),
+            cut: Default::default(),
+            open: Default::default(),
+        };
+        let (cut, open) = (proxy.cut.clone(), proxy.open.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if cut.load(std::sync::atomic::Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = std::os::unix::net::UnixStream::connect(&socket) else {
+                    continue;
+                };
+                open.lock().unwrap().push(client.try_clone().unwrap());
+                let (mut c_in, mut s_out) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut c_in, &mut s_out);
+                    let _ = s_out.shutdown(std::net::Shutdown::Both);
+                });
+                let (mut s_in, mut c_out) = (server, client);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut s_in, &mut c_out);
+                    let _ = c_out.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        proxy
+    }
+
+    /// `db`'s URL through this proxy, over TCP on loopback.
+    pub fn url(&self, db: &PgDb) -> String {
+        let config: tokio_postgres::Config = db.url().parse().unwrap();
+        let user = config.get_user().unwrap_or("postgres");
+        let password = config
+            .get_password()
+            .map(|p| format!(":{}", String::from_utf8_lossy(p)))
+            .unwrap_or_default();
+        format!(
+            "postgres://{user}{password}@127.0.0.1:{}/{}",
+            self.port, db.name
+        )
+    }
+
+    /// Close every connection, and refuse new ones until [`PgProxy::restore`].
+    pub fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for c in self.open.lock().unwrap().drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    pub fn restore(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}

@@ -165,6 +165,10 @@ async fn step_rows(b: &Bench) -> Vec<Row> {
     };
     let _ = provider.shutdown();
     t.sort();
+    let on_postgres = pg_steps(&tools, n).await.map(|mut p| {
+        p.sort();
+        p[p.len() / 2]
+    });
     vec![
         Row::new(
             "step",
@@ -184,7 +188,55 @@ async fn step_rows(b: &Bench) -> Vec<Row> {
             Ok(t[t.len() / 2]),
             Ok(off),
         ),
+        Row::new(
+            "step",
+            "agent step, sandboxed LS + PostgreSQL (median)",
+            "the same step on SQLite",
+            Kind::Time,
+            Target::Under(Duration::from_millis(1)),
+            on_postgres,
+            Ok(off),
+        ),
     ]
+}
+
+/// The steps committed to PostgreSQL: a database made for them on the server
+/// `RAWKO_TEST_PG_URL` names (its user may create databases), dropped after.
+async fn pg_steps(tools: &SessionTools, n: usize) -> Result<Vec<Duration>, Skip> {
+    let url = std::env::var("RAWKO_TEST_PG_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| Skip("no PostgreSQL server (set RAWKO_TEST_PG_URL)".into()))?;
+    let server = rawko_store::pg::PgConfig::from_url(&url).map_err(Skip::doing("the server"))?;
+    let name = format!("rawko_bench_{}", std::process::id());
+    let admin = |config: &rawko_store::pg::PgConfig| {
+        let config = config.tokio_config().clone();
+        async move {
+            let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+            tokio::spawn(connection);
+            Ok::<_, tokio_postgres::Error>(client)
+        }
+    };
+    let c = admin(&server).await.map_err(Skip::doing("connecting"))?;
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+        format!("CREATE DATABASE {name}"),
+    ] {
+        c.batch_execute(&sql)
+            .await
+            .map_err(|e| Skip(format!("making the bench's database: {e:?}")))?;
+    }
+    let result = async {
+        let store = rawko_store::pg::PgStore::open(&server.clone().with_dbname(&name))
+            .await
+            .map_err(Skip::doing("opening the store"))?;
+        Ok(steps::steps_in(tools, &rawko_store::AnyStore::Pg(store), n).await)
+    }
+    .await;
+    let _ = c
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .await;
+    result
 }
 
 /// A subscriber that turns the engine's spans into OpenTelemetry spans, as `rawko` does when

@@ -17,7 +17,7 @@ use rawko_fsm::events::{EventSink, RunEvent};
 use rawko_fsm::llm::{Completion, CompletionRequest, Llm, LlmFuture};
 use rawko_fsm::tools::{ToolFuture, ToolHost, ToolOutcome};
 use rawko_fsm::{AgentLookup, CancelFlag, Engine, LlmFor, LlmProvider, StateLimits};
-use rawko_store::{TaskStatus, TaskStore, Usage};
+use rawko_store::{AnyStore, TaskStatus, TaskStore, Usage};
 
 /// Steps per task in a full run.
 pub const STEPS: usize = 1000;
@@ -144,7 +144,12 @@ impl EventSink for Clock {
 
 /// Run a task of `steps` tool calls and return each step's host time.
 pub async fn steps(tools: &dyn ToolHost, dir: &Path, steps: usize) -> Vec<Duration> {
-    let store = TaskStore::open(&dir.join("state.db")).unwrap();
+    let store = AnyStore::Sqlite(TaskStore::open(&dir.join("state.db")).unwrap());
+    steps_in(tools, &store, steps).await
+}
+
+/// The same, in `store` (of either backend).
+pub async fn steps_in(tools: &dyn ToolHost, store: &AnyStore, steps: usize) -> Vec<Duration> {
     let worker = agent(steps);
     let agents = Lookup(HashMap::from([(worker.name.clone(), worker)]));
     let model = Rc::new(Model {
@@ -155,7 +160,7 @@ pub async fn steps(tools: &dyn ToolHost, dir: &Path, steps: usize) -> Vec<Durati
     let provider = Provider(model.clone());
     let clock = Clock::default();
     let engine = Engine {
-        store: &store,
+        store,
         agents: &agents,
         llms: &provider,
         tools,
@@ -179,9 +184,10 @@ pub async fn steps(tools: &dyn ToolHost, dir: &Path, steps: usize) -> Vec<Durati
     };
     let id = store
         .create_task("benchmark", "worker", &serde_json::json!({}))
+        .await
         .unwrap();
     // Held as `rawko run` holds it: every write checks the lease is still this runner's.
-    store.acquire_lease(&id).unwrap().unwrap();
+    store.acquire_lease(&id).await.unwrap().unwrap();
     let end = engine.run(&id).await.unwrap();
     assert_eq!(end.status, TaskStatus::Done, "{end:?}");
     let marks = clock.0.lock().unwrap().clone();

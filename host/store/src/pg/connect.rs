@@ -210,8 +210,7 @@ fn escape(s: &str) -> String {
 /// `url` without its password: the one in its user part (`postgres://user:secret@host`), a
 /// `password=` query parameter, and in the `key=value` form a `password` key, are dropped.
 pub fn redact(url: &str) -> String {
-    let t = url.trim_start();
-    if t.starts_with("postgres://") || t.starts_with("postgresql://") {
+    if url.contains("://") {
         redact_url(url)
     } else {
         redact_key_value(url)
