@@ -24,7 +24,8 @@ pub struct DoctorCmd {
 }
 
 impl DoctorCmd {
-    pub async fn execute(self, _cx: &Context) -> anyhow::Result<ExitCode> {
+    pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
+        let store = store_state(cx).await;
         let launcher = std::env::current_exe()?;
         let support = probe(&launcher);
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
@@ -51,10 +52,11 @@ impl DoctorCmd {
                 "limits": Limits::default(),
                 "process_limit": process_limit(),
                 "traces": crate::cli::telemetry::state(),
+                "store": store,
                 "modes": modes,
             }))?;
         } else {
-            print_out(&report(&kernel, &support))?;
+            print_out(&report(&kernel, &support, &store))?;
         }
         Ok(if ok {
             ExitCode::SUCCESS
@@ -64,7 +66,31 @@ impl DoctorCmd {
     }
 }
 
-fn report(kernel: &str, s: &Support) -> String {
+/// Where the task store is and, for a server, whether rawko can use it.
+async fn store_state(cx: &Context) -> serde_json::Value {
+    let location = match cx.store_location() {
+        Ok(l) => l,
+        Err(e) => return serde_json::json!({ "error": format!("{e:#}") }),
+    };
+    let backend = if location.is_shared() {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    let mut v = serde_json::json!({ "backend": backend, "location": location.label() });
+    if location.is_shared() {
+        match rawko_store::AnyStore::open(&location).await {
+            Ok(_) => v["usable"] = true.into(),
+            Err(e) => {
+                v["usable"] = false.into();
+                v["error"] = e.to_string().into();
+            }
+        }
+    }
+    v
+}
+
+fn report(kernel: &str, s: &Support, store: &serde_json::Value) -> String {
     let mut out = format!("kernel: Linux {kernel}\n");
     out.push_str(&match s.landlock_abi {
         Some(abi) => format!(
@@ -106,6 +132,19 @@ fn report(kernel: &str, s: &Support) -> String {
         ),
         None => "traces: off (no OTEL_EXPORTER_OTLP_ENDPOINT, no otel: in your config)\n".into(),
     });
+    out.push_str(
+        &match (store["backend"].as_str(), store["location"].as_str()) {
+            (Some("postgres"), Some(at)) => match store["error"].as_str() {
+                None => format!("task store: PostgreSQL {at} (reachable, schema checked)\n"),
+                Some(e) => format!("task store: CANNOT BE USED: {e}\n"),
+            },
+            (Some(_), Some(at)) => format!("task store: SQLite {at}\n"),
+            _ => format!(
+                "task store: {}\n",
+                store["error"].as_str().unwrap_or("unknown")
+            ),
+        },
+    );
     out.push_str("\nmodes:\n");
     for m in Mode::ALL {
         let state = match s.missing_for(m) {

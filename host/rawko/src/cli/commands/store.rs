@@ -12,6 +12,17 @@ use rawko_store::transfer::TransferError;
 
 /// Move tasks between stores (this machine's and another's, or another backend's)
 #[derive(Debug, Args)]
+#[command(
+    long_about = "Move tasks between stores (this machine's and another's, or another \
+backend's).
+
+The store is the workspace's SQLite file, or the PostgreSQL server RAWKO_STORE_URL (or \
+`store: {url}` in your own config) names, which holds the tasks of every workspace that uses it. \
+To move tasks from one to the other, export with one and import with the other:
+
+  rawko store export -o tasks.jsonl
+  RAWKO_STORE_URL=postgres://me@db.example/rawko rawko store import tasks.jsonl"
+)]
 pub struct StoreCmd {
     #[command(subcommand)]
     action: StoreAction,
@@ -19,7 +30,7 @@ pub struct StoreCmd {
 
 #[derive(Debug, Subcommand)]
 enum StoreAction {
-    /// Write this workspace's tasks (or one) as JSON lines, every row with its id
+    /// Write the store's tasks (or one) as JSON lines, every row with its id
     Export {
         /// Only this task (its id, or a unique prefix)
         #[arg(long)]
@@ -29,7 +40,7 @@ enum StoreAction {
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
-    /// Read an export into this workspace's store, all of it or (on any error) nothing
+    /// Read an export into the store, all of it or (on any error) nothing
     Import {
         /// The export, or `-` for standard input
         file: PathBuf,
