@@ -502,3 +502,74 @@ fn doctor_says_where_traces_go() {
     );
     assert!(!format!("{r:?}").contains("hunter22"), "{r:?}");
 }
+
+/// An HTTP MCP server gets each call's place in the trace (`_meta.traceparent`, the span of
+/// the call) only when the user's config asks for it; never from a workspace's config.
+#[test]
+fn an_mcp_server_gets_the_traceparent_only_when_the_users_config_asks() {
+    for asked in [true, false] {
+        let spy = crate::support::mcp_http::McpHttp::start();
+        let (ws, server) = crate::support::scripted_worker(&format!(
+            "mcp:\n  spy:\n    url: {}\n    allow_private_network: true\n{}",
+            spy.url(),
+            if asked { "    traceparent: true\n" } else { "" }
+        ));
+        std::fs::write(
+            ws.config_home().join("rawko/agents/worker.yaml"),
+            "name: worker\nwhenToUse: Does the work.\nsystemPrompt: You work.\n\
+             tools:\n  allowed: [mcp__spy]\ntransitions:\n  onSuccess: done\n  onFailure: failed\n",
+        )
+        .unwrap();
+        server.push(openai::tool_call(
+            "c1",
+            "mcp__spy__echo",
+            &json!({"text": "hi"}),
+        ));
+        server.push(openai::tool_call(
+            "c2",
+            "finish",
+            &json!({"status": "success", "summary": "Done."}),
+        ));
+        let receiver = Receiver::start();
+        let r = Run::of(
+            worker(&ws, Some(&receiver), PROMPT)
+                .arg("--yes")
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(r.code, 0, "{r:?}");
+        let calls = spy.calls();
+        assert_eq!(calls.len(), 1, "{calls:?} {r:?}");
+        let sent = calls[0]["_meta"]["traceparent"].as_str();
+        if !asked {
+            assert_eq!(sent, None, "{calls:?}");
+            continue;
+        }
+        let spans = receiver.spans();
+        let tool = one(&spans, "execute_tool mcp__spy__echo");
+        assert_eq!(
+            sent,
+            Some(format!("00-{}-{}-01", hex(&tool.trace_id), hex(&tool.span_id)).as_str()),
+            "{calls:?}"
+        );
+    }
+
+    // A workspace's config cannot turn it on for its own server.
+    let spy = crate::support::mcp_http::McpHttp::start();
+    let (ws, _server) = crate::support::scripted_worker("");
+    ws.write(
+        ".rawko/config.yaml",
+        format!(
+            "mcp:\n  spy:\n    url: {}\n    allow_private_network: true\n    traceparent: true\n",
+            spy.url()
+        ),
+    );
+    assert_eq!(Run::of(rawko(&ws).arg("trust").output().unwrap()).code, 0);
+    let r = Run::of(rawko(&ws).args(["tools", "list"]).output().unwrap());
+    assert!(
+        r.stderr
+            .contains("mcp.spy.traceparent: only your own config"),
+        "{r:?}"
+    );
+    assert!(spy.calls().is_empty());
+}

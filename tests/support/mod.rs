@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod mcp_http;
 pub mod model_server;
 pub mod otlp;
 pub mod services;

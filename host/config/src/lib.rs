@@ -142,6 +142,11 @@ pub struct McpServerConfig {
     /// Let the endpoint be a loopback, private or link-local address.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_private_network: bool,
+    /// Send the W3C `traceparent` of each tool call's span to this HTTP server (in the
+    /// request's `_meta`, as MCP defines it), so its own traces join rawko's. Off by default:
+    /// it tells the server about your tracing. Only your own config can turn it on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub traceparent: bool,
 }
 
 /// `on`/`off` (or `true`/`false`) for a switch.

@@ -30,6 +30,17 @@ use tokio::io::{AsyncRead, ReadBuf};
 
 use crate::consent::PrivateEndpoint;
 
+/// Where the `traceparent` of the span a tool call runs in comes from, when traces are
+/// exported: set once by the assembly that exports them.
+static TRACE_CONTEXT: std::sync::OnceLock<Box<dyn Fn() -> Option<String> + Send + Sync>> =
+    std::sync::OnceLock::new();
+
+/// Say where the current span's W3C `traceparent` comes from, for the HTTP servers whose
+/// config asks for it (`traceparent: true`). Only the first call takes effect.
+pub fn set_trace_context(current: impl Fn() -> Option<String> + Send + Sync + 'static) {
+    let _ = TRACE_CONTEXT.set(Box::new(current));
+}
+
 /// The prefix of every MCP tool's name.
 pub const PREFIX: &str = "mcp__";
 /// Tools one server may list.
@@ -88,6 +99,8 @@ pub enum TransportSpec {
         /// Header values with `${VAR}` already filled in.
         headers: Vec<(String, String)>,
         allow_private_network: bool,
+        /// Each call carries its span's `traceparent` ([`set_trace_context`]).
+        traceparent: bool,
     },
 }
 
@@ -155,6 +168,13 @@ impl ServerSpec {
                 if !matches!(url.scheme(), "http" | "https") {
                     return Err(format!("mcp.{name}.url: only http and https").into());
                 }
+                if cfg.traceparent && !user_config {
+                    return Err(format!(
+                        "mcp.{name}.traceparent: only your own config may send your trace \
+                         context to a server, not a workspace's"
+                    )
+                    .into());
+                }
                 if !cfg.args.is_empty() || !cfg.env.is_empty() || cfg.sandbox.is_some() {
                     return Err(format!(
                         "mcp.{name}: args, env and sandbox are for servers started with `command`"
@@ -172,6 +192,7 @@ impl ServerSpec {
                     url,
                     headers,
                     allow_private_network: cfg.allow_private_network,
+                    traceparent: cfg.traceparent,
                 }
             }
             (Some(_), Some(_)) => {
@@ -650,6 +671,7 @@ impl Connection {
                 url,
                 headers,
                 allow_private_network,
+                ..
             } => {
                 let transport =
                     http_transport(url, headers, *allow_private_network, spec.admitted.as_ref())
@@ -759,7 +781,16 @@ impl Connection {
         };
         let map = t.arguments(input)?;
         let timeout = timeout.unwrap_or(self.spec.timeout);
-        let params = CallToolRequestParams::new(t.remote.clone()).with_arguments(map);
+        let mut params = CallToolRequestParams::new(t.remote.clone()).with_arguments(map);
+        if let TransportSpec::Http {
+            traceparent: true, ..
+        } = &self.spec.transport
+            && let Some(value) = TRACE_CONTEXT.get().and_then(|current| current())
+        {
+            let mut meta = rmcp::model::MetaObject::new();
+            meta.set_traceparent(value);
+            params.meta = Some(meta.into());
+        }
         let result = tokio::time::timeout(timeout, self.service.peer().call_tool(params))
             .await
             .map_err(|_| McpError::Timeout {

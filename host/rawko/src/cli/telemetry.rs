@@ -283,6 +283,12 @@ impl Telemetry {
         let _ = LINKS.set(Arc::new(OtelLinks {
             content: content_opted_in(config).then(|| known_secrets(named)),
         }));
+        // An HTTP MCP server whose config asks for it gets each call's place in the trace.
+        rawko_mcp::client::set_trace_context(|| {
+            LINKS
+                .get()
+                .and_then(|l| l.traceparent(&tracing::Span::current()))
+        });
         // Only the conventions' attributes and rawko's own: no source locations, threads, busy
         // and idle times, or tracing's target and level.
         let spans = tracing_opentelemetry::layer()
