@@ -18,8 +18,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use deadpool_postgres::Transaction;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
-use tokio_postgres::{NoTls, Row, Transaction};
+use tokio_postgres::{NoTls, Row, Statement};
 
 pub use connect::{PgConfig, redact};
 pub use error::{PgError, PgErrorKind};
@@ -81,6 +82,8 @@ pub struct PgStore {
     /// The tasks whose lease this store's runner took: their records are changed only while it
     /// still holds it.
     held: Mutex<HashSet<String>>,
+    /// The task of each turn the fence has looked up (a turn never changes task).
+    turn_tasks: Mutex<std::collections::HashMap<i64, String>>,
     /// A connection was found lost: the idle ones are dropped before the next is handed out,
     /// since the lost one may not know it yet (the server's goodbye still unread).
     lost: AtomicBool,
@@ -133,6 +136,7 @@ impl PgStore {
             lease: Default::default(),
             workspace: Default::default(),
             held: Default::default(),
+            turn_tasks: Default::default(),
             lost: AtomicBool::new(false),
         })
     }
@@ -169,6 +173,47 @@ impl PgStore {
 
     async fn client(&self) -> Result<Client> {
         self.connect(true).await
+    }
+
+    /// `sql` prepared on the transaction's connection, once per connection: a statement then
+    /// costs one round trip to the server instead of two.
+    async fn prepared(&self, tx: &Transaction<'_>, sql: &str) -> Result<Statement> {
+        tx.prepare_cached(sql).await.map_err(|e| self.err(e))
+    }
+
+    /// The rows of a read, its statement prepared once per connection.
+    async fn read(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        let c = self.client().await?;
+        let statement = c.prepare_cached(sql).await.map_err(|e| self.err(e))?;
+        c.query(&statement, params).await.map_err(|e| self.err(e))
+    }
+
+    async fn read_one(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Row> {
+        let c = self.client().await?;
+        let statement = c.prepare_cached(sql).await.map_err(|e| self.err(e))?;
+        c.query_one(&statement, params)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn read_opt(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Option<Row>> {
+        let c = self.client().await?;
+        let statement = c.prepare_cached(sql).await.map_err(|e| self.err(e))?;
+        c.query_opt(&statement, params)
+            .await
+            .map_err(|e| self.err(e))
     }
 
     fn err(&self, e: tokio_postgres::Error) -> StoreError {
@@ -281,9 +326,7 @@ impl PgStore {
                 .replace('_', "\\_")
         );
         let rows = self
-            .client()
-            .await?
-            .query(
+            .read(
                 concat!(
                     "SELECT ",
                     task_columns!(),
@@ -292,8 +335,7 @@ impl PgStore {
                 ),
                 &[&id, &pattern],
             )
-            .await
-            .map_err(|e| self.err(e))?;
+            .await?;
         let stale = self.stale();
         let rows: Vec<Task> = rows.iter().map(|r| task_row(r, stale)).collect();
         match rows.as_slice() {
@@ -307,9 +349,7 @@ impl PgStore {
     /// [`TaskStore::tasks`](crate::TaskStore::tasks)).
     pub async fn tasks(&self) -> Result<Vec<Task>> {
         let rows = self
-            .client()
-            .await?
-            .query(
+            .read(
                 concat!(
                     "SELECT ",
                     task_columns!(),
@@ -317,8 +357,7 @@ impl PgStore {
                 ),
                 &[],
             )
-            .await
-            .map_err(|e| self.err(e))?;
+            .await?;
         let stale = self.stale();
         Ok(rows.iter().map(|r| task_row(r, stale)).collect())
     }
@@ -327,9 +366,7 @@ impl PgStore {
     /// workspace, as in the SQLite store.
     pub async fn tasks_in(&self, path: &str) -> Result<Vec<Task>> {
         let rows = self
-            .client()
-            .await?
-            .query(
+            .read(
                 concat!(
                     "SELECT ",
                     task_columns!(),
@@ -338,8 +375,7 @@ impl PgStore {
                 ),
                 &[&path],
             )
-            .await
-            .map_err(|e| self.err(e))?;
+            .await?;
         let stale = self.stale();
         Ok(rows.iter().map(|r| task_row(r, stale)).collect())
     }
@@ -364,15 +400,15 @@ impl PgStore {
             self.insert_usage(&tx, turn, adapter, model, u).await?;
         }
         tx.execute(
-            "INSERT INTO rawko.transitions (task_id, from_state, to_state, event, mode, reason, at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &self.prepared(&tx, "INSERT INTO rawko.transitions (task_id, from_state, to_state, event, mode, reason, at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)").await?,
             &[&task, &t.from, &t.to, &t.event, &t.mode, &t.reason, &t.at],
         )
         .await
         .map_err(|e| self.err(e))?;
         tx.execute(
-            "UPDATE rawko.tasks SET state = $2, status = $3, steps = steps + 1, updated_at = $4
-             WHERE id = $1",
+            &self.prepared(&tx, "UPDATE rawko.tasks SET state = $2, status = $3, steps = steps + 1, updated_at = $4
+             WHERE id = $1").await?,
             &[&task, &t.to, &status.as_str(), &t.at],
         )
         .await
@@ -390,11 +426,16 @@ impl PgStore {
         let tx = c.transaction().await.map_err(|e| self.err(e))?;
         let row = tx
             .query_opt(
-                concat!(
-                    "SELECT lease_pid, lease_host, lease_at, lease_start, lease_token, ",
-                    pg_now!(),
-                    " - lease_at, status FROM rawko.tasks WHERE id = $1 FOR UPDATE"
-                ),
+                &self
+                    .prepared(
+                        &tx,
+                        concat!(
+                            "SELECT lease_pid, lease_host, lease_at, lease_start, lease_token, ",
+                            pg_now!(),
+                            " - lease_at, status FROM rawko.tasks WHERE id = $1 FOR UPDATE"
+                        ),
+                    )
+                    .await?,
                 &[&task],
             )
             .await
@@ -410,9 +451,14 @@ impl PgStore {
                 }
                 Some(why) if row.get::<_, String>(6) == TaskStatus::Running.as_str() => {
                     tx.execute(
-                        "INSERT INTO rawko.decisions
+                        &self
+                            .prepared(
+                                &tx,
+                                "INSERT INTO rawko.decisions
                          (task_id, subject, capability, detail, decision, reason, at)
                          VALUES ($1, 'rawko', 'lease', $2, 'interrupted', $3, $4)",
+                            )
+                            .await?,
                         &[
                             &task,
                             &format!("taken over by pid {} on {}", me.pid, me.host),
@@ -427,12 +473,17 @@ impl PgStore {
             }
         }
         tx.execute(
-            concat!(
-                "UPDATE rawko.tasks SET lease_pid = $2, lease_host = $3, lease_token = $4,
+            &self
+                .prepared(
+                    &tx,
+                    concat!(
+                        "UPDATE rawko.tasks SET lease_pid = $2, lease_host = $3, lease_token = $4,
                                         lease_start = $5, lease_at = ",
-                pg_now!(),
-                " WHERE id = $1"
-            ),
+                        pg_now!(),
+                        " WHERE id = $1"
+                    ),
+                )
+                .await?,
             &[
                 &task,
                 &(me.pid as i64),
@@ -524,8 +575,13 @@ impl PgStore {
         self.fence(&tx, task).await?;
         let row = tx
             .query_one(
-                "INSERT INTO rawko.runs (task_id, host, pid, trace, started_at)
+                &self
+                    .prepared(
+                        &tx,
+                        "INSERT INTO rawko.runs (task_id, host, pid, trace, started_at)
                  VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                    )
+                    .await?,
                 &[
                     &task,
                     &host_id(),
@@ -546,7 +602,12 @@ impl PgStore {
         let tx = c.transaction().await.map_err(|e| self.err(e))?;
         self.fence(&tx, task).await?;
         tx.execute(
-            "UPDATE rawko.runs SET ended_at = $2, status = $3 WHERE id = $1",
+            &self
+                .prepared(
+                    &tx,
+                    "UPDATE rawko.runs SET ended_at = $2, status = $3 WHERE id = $1",
+                )
+                .await?,
             &[&run, &now_ms(), &status],
         )
         .await
@@ -557,15 +618,12 @@ impl PgStore {
     /// The runs of a task, in order.
     pub async fn runs(&self, task: &str) -> Result<Vec<Run>> {
         let rows = self
-            .client()
-            .await?
-            .query(
+            .read(
                 "SELECT id, host, pid, trace, started_at, ended_at, status FROM rawko.runs
                  WHERE task_id = $1 ORDER BY id",
                 &[&task],
             )
-            .await
-            .map_err(|e| self.err(e))?;
+            .await?;
         Ok(rows
             .iter()
             .map(|r| Run {
@@ -586,9 +644,14 @@ impl PgStore {
         let tx = c.transaction().await.map_err(|e| self.err(e))?;
         self.fence_turn(&tx, m.turn_id).await?;
         tx.execute(
-            "INSERT INTO rawko.model_calls (turn_id, adapter, model, response_model,
+            &self
+                .prepared(
+                    &tx,
+                    "INSERT INTO rawko.model_calls (turn_id, adapter, model, response_model,
                                             finish_reason, attempt, outcome, started_at, ended_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .await?,
             &[
                 &m.turn_id,
                 &m.adapter,
@@ -609,17 +672,14 @@ impl PgStore {
     /// The model calls of a task, in order.
     pub async fn model_calls(&self, task: &str) -> Result<Vec<ModelCall>> {
         let rows = self
-            .client()
-            .await?
-            .query(
+            .read(
                 "SELECT m.turn_id, m.adapter, m.model, m.response_model, m.finish_reason,
                         m.attempt, m.outcome, m.started_at, m.ended_at
                  FROM rawko.model_calls m JOIN rawko.turns t ON t.id = m.turn_id
                  WHERE t.task_id = $1 ORDER BY m.id",
                 &[&task],
             )
-            .await
-            .map_err(|e| self.err(e))?;
+            .await?;
         Ok(rows
             .iter()
             .map(|r| ModelCall {
@@ -642,7 +702,7 @@ impl PgStore {
         let tx = c.transaction().await.map_err(|e| self.err(e))?;
         self.fence(&tx, task).await?;
         tx.execute(
-            "UPDATE rawko.tasks SET status = $2, summary = $3, updated_at = $4 WHERE id = $1",
+            &self.prepared(&tx, "UPDATE rawko.tasks SET status = $2, summary = $3, updated_at = $4 WHERE id = $1").await?,
             &[&task, &status.as_str(), &summary, &now_ms()],
         )
         .await
@@ -660,8 +720,8 @@ impl PgStore {
         let me = Holder::this_process();
         let lease = tx
             .query_opt(
-                "SELECT lease_pid, lease_host, lease_at, lease_start, lease_token, 0::bigint
-                 FROM rawko.tasks WHERE id = $1 FOR SHARE",
+                &self.prepared(tx, "SELECT lease_pid, lease_host, lease_at, lease_start, lease_token, 0::bigint
+                 FROM rawko.tasks WHERE id = $1 FOR SHARE").await?,
                 &[&task],
             )
             .await
@@ -681,11 +741,27 @@ impl PgStore {
         if lock(&self.held).is_empty() {
             return Ok(());
         }
-        let task: Option<String> = tx
-            .query_opt("SELECT task_id FROM rawko.turns WHERE id = $1", &[&turn])
-            .await
-            .map_err(|e| self.err(e))?
-            .map(|r| r.get(0));
+        // A turn never changes task: each is looked up once.
+        let known = lock(&self.turn_tasks).get(&turn).cloned();
+        let task: Option<String> = match known {
+            Some(task) => Some(task),
+            None => {
+                let found: Option<String> = tx
+                    .query_opt(
+                        &self
+                            .prepared(tx, "SELECT task_id FROM rawko.turns WHERE id = $1")
+                            .await?,
+                        &[&turn],
+                    )
+                    .await
+                    .map_err(|e| self.err(e))?
+                    .map(|r| r.get(0));
+                if let Some(task) = &found {
+                    lock(&self.turn_tasks).insert(turn, task.clone());
+                }
+                found
+            }
+        };
         match task {
             Some(task) => self.fence(tx, &task).await,
             None => Ok(()),
@@ -694,15 +770,12 @@ impl PgStore {
 
     pub async fn transitions(&self, task: &str) -> Result<Vec<Transition>> {
         let rows = self
-            .client()
-            .await?
-            .query(
+            .read(
                 "SELECT from_state, to_state, event, mode, reason, at FROM rawko.transitions
                  WHERE task_id = $1 ORDER BY id",
                 &[&task],
             )
-            .await
-            .map_err(|e| self.err(e))?;
+            .await?;
         Ok(rows
             .iter()
             .map(|r| Transition {
@@ -725,8 +798,13 @@ impl PgStore {
         self.fence(&tx, task).await?;
         let row = tx
             .query_one(
-                "INSERT INTO rawko.turns (task_id, parent_id, agent, started_at)
+                &self
+                    .prepared(
+                        &tx,
+                        "INSERT INTO rawko.turns (task_id, parent_id, agent, started_at)
                  VALUES ($1, $2, $3, $4) RETURNING id",
+                    )
+                    .await?,
                 &[&task, &parent, &agent, &now_ms()],
             )
             .await
@@ -748,8 +826,13 @@ impl PgStore {
         let tx = c.transaction().await.map_err(|e| self.err(e))?;
         self.fence_turn(&tx, turn).await?;
         tx.execute(
-            "UPDATE rawko.turns SET ended_at = $2, outcome = $3, summary = $4, output = $5
+            &self
+                .prepared(
+                    &tx,
+                    "UPDATE rawko.turns SET ended_at = $2, outcome = $3, summary = $4, output = $5
              WHERE id = $1",
+                )
+                .await?,
             &[&turn, &now_ms(), &outcome, &summary, &output],
         )
         .await
@@ -764,8 +847,13 @@ impl PgStore {
         self.fence_turn(&tx, turn).await?;
         let row = tx
             .query_one(
-                "UPDATE rawko.turns SET iterations = iterations + 1 WHERE id = $1
+                &self
+                    .prepared(
+                        &tx,
+                        "UPDATE rawko.turns SET iterations = iterations + 1 WHERE id = $1
                  RETURNING iterations",
+                    )
+                    .await?,
                 &[&turn],
             )
             .await
@@ -850,8 +938,8 @@ impl PgStore {
     ) -> Result<i64> {
         let row = tx
             .query_one(
-                "INSERT INTO rawko.messages (turn_id, role, content, at) VALUES ($1, $2, $3, $4)
-                 RETURNING id",
+                &self.prepared(tx, "INSERT INTO rawko.messages (turn_id, role, content, at) VALUES ($1, $2, $3, $4)
+                 RETURNING id").await?,
                 &[&turn, &role, &content.to_string(), &now_ms()],
             )
             .await
@@ -880,28 +968,22 @@ impl PgStore {
     /// How many completions of adapter instance `adapter` task `task` has kept.
     pub async fn completions(&self, task: &str, adapter: &str) -> Result<u32> {
         let row = self
-            .client()
-            .await?
-            .query_one(
+            .read_one(
                 "SELECT COUNT(*) FROM rawko.usage u JOIN rawko.turns t ON t.id = u.turn_id
                  WHERE t.task_id = $1 AND u.adapter = $2",
                 &[&task, &adapter],
             )
-            .await
-            .map_err(|e| self.err(e))?;
+            .await?;
         Ok(row.get::<_, i64>(0).max(0) as u32)
     }
 
     pub async fn messages(&self, turn: i64) -> Result<Vec<Message>> {
         let rows = self
-            .client()
-            .await?
-            .query(
+            .read(
                 "SELECT id, role, content, at FROM rawko.messages WHERE turn_id = $1 ORDER BY id",
                 &[&turn],
             )
-            .await
-            .map_err(|e| self.err(e))?;
+            .await?;
         Ok(rows
             .iter()
             .map(|r| {
@@ -927,10 +1009,15 @@ impl PgStore {
         self.fence_turn(&tx, t.turn_id).await?;
         let inserted = tx
             .execute(
-                "INSERT INTO rawko.tool_calls
+                &self
+                    .prepared(
+                        &tx,
+                        "INSERT INTO rawko.tool_calls
                  (turn_id, call_id, tool, input, output, is_error, verdict, duration_us, at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                  ON CONFLICT (turn_id, call_id) DO NOTHING",
+                    )
+                    .await?,
                 &[
                     &t.turn_id,
                     &t.call_id,
@@ -952,32 +1039,26 @@ impl PgStore {
     /// The recorded result of call `call_id` in `turn`, if it ran.
     pub async fn tool_call(&self, turn: i64, call_id: &str) -> Result<Option<ToolCall>> {
         let row = self
-            .client()
-            .await?
-            .query_opt(
+            .read_opt(
                 "SELECT turn_id, call_id, tool, input, output, is_error, verdict, duration_us, at
                  FROM rawko.tool_calls WHERE turn_id = $1 AND call_id = $2",
                 &[&turn, &call_id],
             )
-            .await
-            .map_err(|e| self.err(e))?;
+            .await?;
         Ok(row.as_ref().map(tool_call_row))
     }
 
     /// Every tool call of a task, in order.
     pub async fn tool_calls(&self, task: &str) -> Result<Vec<ToolCall>> {
         let rows = self
-            .client()
-            .await?
-            .query(
+            .read(
                 "SELECT c.turn_id, c.call_id, c.tool, c.input, c.output, c.is_error, c.verdict,
                         c.duration_us, c.at
                  FROM rawko.tool_calls c JOIN rawko.turns t ON t.id = c.turn_id
                  WHERE t.task_id = $1 ORDER BY c.id",
                 &[&task],
             )
-            .await
-            .map_err(|e| self.err(e))?;
+            .await?;
         Ok(rows.iter().map(tool_call_row).collect())
     }
 
@@ -988,9 +1069,14 @@ impl PgStore {
         let tx = c.transaction().await.map_err(|e| self.err(e))?;
         self.fence(&tx, task).await?;
         tx.execute(
-            "INSERT INTO rawko.decisions
+            &self
+                .prepared(
+                    &tx,
+                    "INSERT INTO rawko.decisions
              (task_id, turn_id, subject, capability, detail, decision, reason, at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                )
+                .await?,
             &[
                 &task,
                 &d.turn_id,
@@ -1009,15 +1095,12 @@ impl PgStore {
 
     pub async fn decisions(&self, task: &str) -> Result<Vec<AuditEntry>> {
         let rows = self
-            .client()
-            .await?
-            .query(
+            .read(
                 "SELECT turn_id, subject, capability, detail, decision, reason, at
                  FROM rawko.decisions WHERE task_id = $1 ORDER BY id",
                 &[&task],
             )
-            .await
-            .map_err(|e| self.err(e))?;
+            .await?;
         Ok(rows
             .iter()
             .map(|r| AuditEntry {
@@ -1057,9 +1140,14 @@ impl PgStore {
         u: &Usage,
     ) -> Result<()> {
         tx.execute(
-            "INSERT INTO rawko.usage (turn_id, adapter, model, input_tokens, output_tokens,
+            &self
+                .prepared(
+                    tx,
+                    "INSERT INTO rawko.usage (turn_id, adapter, model, input_tokens, output_tokens,
                                       cache_read, cache_write, at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                )
+                .await?,
             &[
                 &turn,
                 &adapter,
@@ -1079,9 +1167,7 @@ impl PgStore {
     /// Total tokens a task used.
     pub async fn task_usage(&self, task: &str) -> Result<Usage> {
         let r = self
-            .client()
-            .await?
-            .query_one(
+            .read_one(
                 "SELECT COALESCE(SUM(u.input_tokens),0)::bigint,
                         COALESCE(SUM(u.output_tokens),0)::bigint,
                         COALESCE(SUM(u.cache_read),0)::bigint,
@@ -1089,8 +1175,7 @@ impl PgStore {
                  FROM rawko.usage u JOIN rawko.turns t ON t.id = u.turn_id WHERE t.task_id = $1",
                 &[&task],
             )
-            .await
-            .map_err(|e| self.err(e))?;
+            .await?;
         Ok(Usage {
             input_tokens: r.get(0),
             output_tokens: r.get(1),
