@@ -330,12 +330,7 @@ impl RunConfig {
             .map_err(SetupError::input)?;
         if matches!(task, Task::New(..)) && !store.has_workspace() {
             // Which repository a new task belongs to, read once per store.
-            let repository = rawko_git::repository_id(&options.workspace);
-            store.set_workspace(WorkspaceId {
-                root: repository.root,
-                remote: repository.remote,
-                path: options.workspace.display().to_string(),
-            });
+            store.set_workspace(workspace_id(&options.workspace));
         }
         let task_id = match &task {
             Task::New(prompt, options) => {
@@ -413,6 +408,17 @@ pub fn configured_filters(
         }
     }
     Ok(out)
+}
+
+/// Which workspace the tasks made in `workspace` belong to: its repository's first commit and
+/// remote (credentials stripped), and its path.
+pub fn workspace_id(workspace: &Path) -> WorkspaceId {
+    let repository = rawko_git::repository_id(workspace);
+    WorkspaceId {
+        root: repository.root,
+        remote: repository.remote,
+        path: workspace.display().to_string(),
+    }
 }
 
 /// A bad `store.lease` in the user's config.

@@ -137,6 +137,8 @@ async fn serve(cx: &Context, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let names: Vec<String> = served.iter().map(|t| t.name.clone()).collect();
 
     let store = cx.open_store().await?;
+    // The calls' task belongs to this workspace, as a run's does (a server store holds many).
+    store.set_workspace(rawko_session::run::workspace_id(cx.workspace()));
     let task = store
         .create_task(
             &format!("MCP clients calling the {} agent's tools", agent.name),
