@@ -65,6 +65,7 @@ const COMMANDS: &[&str] = &[
     "mcp",
     "mcp serve",
     "acp",
+    "ui",
 ];
 
 /// `rawko` in `ws`, isolated as `support::rawko` does it and with everything else that varies

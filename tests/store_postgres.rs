@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::support::model_server::openai;
 use crate::support::store::{PgDb, PgProxy, server_url};
-use crate::support::{Run, TEST_KEY, Workspace, first_task_id, rawko, scripted_worker};
+use crate::support::{Run, TEST_KEY, Workspace, demo_task, first_task_id, rawko, scripted_worker};
 
 /// A database of its own, or None (the test then says it was skipped) without a server.
 fn database() -> Option<PgDb> {
@@ -34,35 +34,12 @@ fn on<S: AsRef<std::ffi::OsStr>>(ws: &Workspace, url: &str, args: &[S]) -> Run {
     )
 }
 
-/// The demo's task in `ws`'s SQLite store (kept with `--keep`), and the workspace it ran in.
-fn demo_task(ws: &Workspace) -> (std::path::PathBuf, String) {
-    let r = Run::of(rawko(ws).args(["demo", "--keep", "-q"]).output().unwrap());
-    assert_eq!(r.code, 0, "{r:?}");
-    let line = r
-        .stdout
-        .lines()
-        .chain(r.stderr.lines())
-        .find(|l| l.starts_with("the demo workspace is kept at "))
-        .unwrap_or_else(|| panic!("{r:?}"));
-    let workspace = line["the demo workspace is kept at ".len()..]
-        .split(" (")
-        .next()
-        .unwrap()
-        .into();
-    let id = line
-        .rsplit("tasks show ")
-        .next()
-        .unwrap()
-        .trim_end_matches(['`', ')'])
-        .to_string();
-    (workspace, id)
-}
-
 #[test]
 fn a_task_moved_sqlite_to_postgres_and_back_reads_the_same() {
     let Some(db) = database() else { return };
     let here = Workspace::new();
-    let (demo_ws, id) = demo_task(&here);
+    let demo = demo_task(&here);
+    let (demo_ws, id) = (demo.workspace.clone(), demo.id.clone());
     let ws = |args: &[&str]| {
         let mut a = vec!["--workspace", demo_ws.to_str().unwrap()];
         a.extend_from_slice(args);
@@ -166,9 +143,6 @@ fn a_task_moved_sqlite_to_postgres_and_back_reads_the_same() {
         *turns.last().unwrap() > imported,
         "{turns:?} after {imported}"
     );
-    if let Some(dir) = demo_ws.parent() {
-        let _ = std::fs::remove_dir_all(dir);
-    }
 }
 
 /// Every store rawko cannot use is refused before anything is done, with a message that names

@@ -1,45 +1,7 @@
 //! `rawko store export` and `rawko store import`: tasks moved between stores as JSON lines, read
 //! back the same, and an export that does not fit refused whole.
 
-use crate::support::{Run, Workspace, rawko};
-
-/// The demo's task, kept in a workspace of its own; removed when dropped.
-struct DemoTask {
-    workspace: std::path::PathBuf,
-    id: String,
-}
-
-impl Drop for DemoTask {
-    fn drop(&mut self) {
-        if let Some(dir) = self.workspace.parent() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
-
-fn demo_task(data: &Workspace) -> DemoTask {
-    let r = Run::of(rawko(data).args(["demo", "--keep", "-q"]).output().unwrap());
-    assert_eq!(r.code, 0, "{r:?}");
-    // "the demo workspace is kept at DIR (try `rawko --workspace DIR tasks show ID`)"
-    let line = r
-        .stdout
-        .lines()
-        .chain(r.stderr.lines())
-        .find(|l| l.starts_with("the demo workspace is kept at "))
-        .unwrap_or_else(|| panic!("{r:?}"));
-    let workspace = line["the demo workspace is kept at ".len()..]
-        .split(" (")
-        .next()
-        .unwrap()
-        .into();
-    let id = line
-        .rsplit("tasks show ")
-        .next()
-        .unwrap()
-        .trim_end_matches(['`', ')'])
-        .to_string();
-    DemoTask { workspace, id }
-}
+use crate::support::{Run, Workspace, demo_task, rawko};
 
 fn in_ws(data: &Workspace, ws: &std::path::Path, args: &[&str]) -> Run {
     Run::of(

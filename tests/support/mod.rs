@@ -258,3 +258,42 @@ pub fn scripted_worker(extra: &str) -> (Workspace, model_server::ModelServer) {
     .unwrap();
     (ws, server)
 }
+
+/// The demo's task, kept in a workspace of its own; removed when dropped.
+pub struct DemoTask {
+    pub workspace: std::path::PathBuf,
+    pub id: String,
+}
+
+impl Drop for DemoTask {
+    fn drop(&mut self) {
+        if let Some(dir) = self.workspace.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// `rawko demo --keep` run with `data`'s directories: the demo's task, in the store those name.
+pub fn demo_task(data: &Workspace) -> DemoTask {
+    let r = Run::of(rawko(data).args(["demo", "--keep", "-q"]).output().unwrap());
+    assert_eq!(r.code, 0, "{r:?}");
+    // "the demo workspace is kept at DIR (try `rawko --workspace DIR tasks show ID`)"
+    let line = r
+        .stdout
+        .lines()
+        .chain(r.stderr.lines())
+        .find(|l| l.starts_with("the demo workspace is kept at "))
+        .unwrap_or_else(|| panic!("{r:?}"));
+    let workspace = line["the demo workspace is kept at ".len()..]
+        .split(" (")
+        .next()
+        .unwrap()
+        .into();
+    let id = line
+        .rsplit("tasks show ")
+        .next()
+        .unwrap()
+        .trim_end_matches(['`', ')'])
+        .to_string();
+    DemoTask { workspace, id }
+}

@@ -20,6 +20,8 @@ use rawko_config::{ArbiterMode, Trust};
 
 use crate::model::{Agent, AgentOrigin, Target, builtin_tools};
 
+mod svg;
+
 /// Longest label line drawn, in characters; longer text is cut with an ellipsis.
 const MAX_LABEL: usize = 80;
 
@@ -48,7 +50,7 @@ pub struct Node {
 }
 
 impl Node {
-    fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         let mut lines = vec![self.name.clone()];
         let mut about = Vec::new();
         if let Some(kind) = self.external {
@@ -508,7 +510,7 @@ impl Graph {
     }
 
     /// `overlay` placed on the graph: its states as nodes (added when the graph lacks them).
-    fn place(&mut self, overlay: &Overlay) -> Placed {
+    pub(crate) fn place(&mut self, overlay: &Overlay) -> Placed {
         let mut placed = Placed::default();
         let mut n = 0usize;
         for s in &overlay.steps {
@@ -545,11 +547,11 @@ impl Graph {
 }
 
 /// The colour of a task's path.
-const PATH: &str = "#1f6feb";
+pub(crate) const PATH: &str = "#1f6feb";
 /// The colour of a failed step on it.
-const FAILURE: &str = "#d1242f";
+pub(crate) const FAILURE: &str = "#d1242f";
 /// The colour of notes on it (resumed, stopped).
-const MARK: &str = "#9a6700";
+pub(crate) const MARK: &str = "#9a6700";
 
 /// The path one task took, to draw on a [`Graph`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -589,26 +591,26 @@ pub struct Mark {
 }
 
 #[derive(Debug, Default)]
-struct Placed {
+pub(crate) struct Placed {
     /// A step leaves from the task's start.
-    start: bool,
-    steps: Vec<PlacedStep>,
-    calls: Vec<(usize, usize, String)>,
-    marks: Vec<(usize, String)>,
-    visited: BTreeSet<usize>,
+    pub(crate) start: bool,
+    pub(crate) steps: Vec<PlacedStep>,
+    pub(crate) calls: Vec<(usize, usize, String)>,
+    pub(crate) marks: Vec<(usize, String)>,
+    pub(crate) visited: BTreeSet<usize>,
 }
 
 #[derive(Debug)]
-struct PlacedStep {
-    from: Option<usize>,
-    to: usize,
-    failure: bool,
-    label: String,
+pub(crate) struct PlacedStep {
+    pub(crate) from: Option<usize>,
+    pub(crate) to: usize,
+    pub(crate) failure: bool,
+    pub(crate) label: String,
 }
 
 /// One label line: control characters (newlines included) become spaces, and the line is cut
 /// to [`MAX_LABEL`] characters.
-fn one_line(text: &str) -> String {
+pub(crate) fn one_line(text: &str) -> String {
     let cleaned: String = text
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })

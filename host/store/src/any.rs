@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::pg::{PgConfig, PgStore};
 use crate::transfer::{Moved, TransferError};
 use crate::{
-    AuditEntry, Lease, LeaseSettings, ModelCall, Result, Run, Task, TaskStore, WorkspaceId,
+    AuditEntry, Lease, LeaseSettings, ModelCall, Result, Run, Task, TaskStore, Usage, WorkspaceId,
 };
 
 /// Where the task store is.
@@ -74,6 +74,10 @@ forward! {
     fn decisions(&self, task: &str) -> Vec<AuditEntry>;
     /// How many replies the adapter instance `adapter` has given in the task.
     fn completions(&self, task: &str, adapter: &str) -> u32;
+    /// The tokens of each turn of the task that used any.
+    fn usage_by_turn(&self, task: &str) -> Vec<(i64, Usage)>;
+    /// What changes whenever anything of the task is committed.
+    fn stamp(&self, task: &str) -> String;
 }
 
 impl AnyStore {

@@ -44,6 +44,18 @@ use records::{lease_of, task_row, tool_call_row, turn_row};
 use schema::{MIGRATIONS, SchemaCheck, check_schema, defend, retry_busy};
 pub use workspace::WorkspaceId;
 
+/// [`TaskStore::stamp`]: the task's last update and its rows' largest ids, in one line.
+const STAMP_SQL: &str =
+    "SELECT COALESCE((SELECT updated_at FROM tasks WHERE id = ?1), -1) || '/' ||
+    COALESCE((SELECT max(m.id) FROM messages m JOIN turns t ON t.id = m.turn_id
+              WHERE t.task_id = ?1), 0) || '/' ||
+    COALESCE((SELECT max(c.id) FROM tool_calls c JOIN turns t ON t.id = c.turn_id
+              WHERE t.task_id = ?1), 0) || '/' ||
+    COALESCE((SELECT max(id) FROM turns WHERE task_id = ?1), 0) || '/' ||
+    COALESCE((SELECT max(id) FROM decisions WHERE task_id = ?1), 0) || '/' ||
+    COALESCE((SELECT max(id) FROM runs WHERE task_id = ?1), 0) || '/' ||
+    COALESCE((SELECT max(ended_at) FROM turns WHERE task_id = ?1), 0)";
+
 /// The file name of a workspace's store, in its folder of the state directory.
 pub const FILE_NAME: &str = "state.db";
 
@@ -1008,6 +1020,34 @@ impl TaskStore {
     }
 
     /// Total tokens a task used.
+    /// The tokens of each turn of `task` that used any, by turn id.
+    pub fn usage_by_turn(&self, task: &str) -> Result<Vec<(i64, Usage)>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT u.turn_id, SUM(u.input_tokens), SUM(u.output_tokens), SUM(u.cache_read),
+                    SUM(u.cache_write)
+             FROM usage u JOIN turns t ON t.id = u.turn_id WHERE t.task_id = ?1
+             GROUP BY u.turn_id ORDER BY u.turn_id",
+        )?;
+        let rows = stmt.query_map([task], |r| {
+            Ok((
+                r.get(0)?,
+                Usage {
+                    input_tokens: r.get(1)?,
+                    output_tokens: r.get(2)?,
+                    cache_read: r.get(3)?,
+                    cache_write: r.get(4)?,
+                },
+            ))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// What changes whenever anything of `task` is committed: a view asks it often, and reads
+    /// the task again when it moved.
+    pub fn stamp(&self, task: &str) -> Result<String> {
+        Ok(self.conn.query_row(STAMP_SQL, [task], |r| r.get(0))?)
+    }
+
     pub fn task_usage(&self, task: &str) -> Result<Usage> {
         Ok(self.conn.query_row(
             "SELECT COALESCE(SUM(u.input_tokens),0), COALESCE(SUM(u.output_tokens),0),

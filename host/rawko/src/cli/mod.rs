@@ -15,6 +15,7 @@ mod servers;
 mod setup;
 mod telemetry;
 mod trust;
+mod views;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -100,6 +101,7 @@ enum Command {
     Knowledge(commands::knowledge::KnowledgeCmd),
     Mcp(commands::mcp::McpCmd),
     Acp(commands::acp::AcpCmd),
+    Ui(commands::ui::UiCmd),
 }
 
 /// Everything a command needs from the global flags.
@@ -425,6 +427,7 @@ impl Command {
             Command::Knowledge(c) => c.execute(cx).await,
             Command::Mcp(c) => c.execute(cx).await,
             Command::Acp(c) => c.execute(cx).await,
+            Command::Ui(c) => c.execute(cx).await,
         }
     }
 }

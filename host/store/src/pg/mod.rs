@@ -1165,6 +1165,54 @@ impl PgStore {
     }
 
     /// Total tokens a task used.
+    /// The tokens of each turn of `task` that used any, by turn id.
+    pub async fn usage_by_turn(&self, task: &str) -> Result<Vec<(i64, Usage)>> {
+        let rows = self
+            .read(
+                "SELECT u.turn_id, SUM(u.input_tokens)::bigint, SUM(u.output_tokens)::bigint,
+                        SUM(u.cache_read)::bigint, SUM(u.cache_write)::bigint
+                 FROM rawko.usage u JOIN rawko.turns t ON t.id = u.turn_id WHERE t.task_id = $1
+                 GROUP BY u.turn_id ORDER BY u.turn_id",
+                &[&task],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                (
+                    r.get(0),
+                    Usage {
+                        input_tokens: r.get(1),
+                        output_tokens: r.get(2),
+                        cache_read: r.get(3),
+                        cache_write: r.get(4),
+                    },
+                )
+            })
+            .collect())
+    }
+
+    /// What changes whenever anything of `task` is committed.
+    pub async fn stamp(&self, task: &str) -> Result<String> {
+        let r = self
+            .read_one(
+                "SELECT COALESCE((SELECT updated_at FROM rawko.tasks WHERE id = $1), -1) || '/' ||
+                    COALESCE((SELECT max(m.id) FROM rawko.messages m
+                              JOIN rawko.turns t ON t.id = m.turn_id WHERE t.task_id = $1), 0)
+                    || '/' ||
+                    COALESCE((SELECT max(c.id) FROM rawko.tool_calls c
+                              JOIN rawko.turns t ON t.id = c.turn_id WHERE t.task_id = $1), 0)
+                    || '/' ||
+                    COALESCE((SELECT max(id) FROM rawko.turns WHERE task_id = $1), 0) || '/' ||
+                    COALESCE((SELECT max(id) FROM rawko.decisions WHERE task_id = $1), 0) || '/' ||
+                    COALESCE((SELECT max(id) FROM rawko.runs WHERE task_id = $1), 0) || '/' ||
+                    COALESCE((SELECT max(ended_at) FROM rawko.turns WHERE task_id = $1), 0)",
+                &[&task],
+            )
+            .await?;
+        Ok(r.get(0))
+    }
+
     pub async fn task_usage(&self, task: &str) -> Result<Usage> {
         let r = self
             .read_one(

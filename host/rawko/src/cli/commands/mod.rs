@@ -18,3 +18,4 @@ pub mod tasks;
 pub mod tool;
 pub mod tools;
 pub mod trust;
+pub mod ui;
