@@ -88,3 +88,5 @@ mod telemetry;
 mod test_plugins;
 mod tls_attacks;
 mod trust_boundary;
+mod ui;
+mod ui_browser;
