@@ -2,13 +2,13 @@
 //! and a token of its process), judged stale by the store's clock after the user's `staleMs`;
 //! and `rawko tasks list --all` shows the tasks of every workspace with their workspace and host.
 
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use crate::support::model_server::{Reply, openai};
-use crate::support::{Run, TEST_KEY, Workspace, first_task_id, rawko, scripted_worker, store};
+use crate::support::{Run, TEST_KEY, Workspace, rawko, scripted_worker, start_worker, store};
 
 fn finish(summary: &str) -> Reply {
     openai::tool_call(
@@ -20,26 +20,9 @@ fn finish(summary: &str) -> Reply {
 
 /// `rawko run` on host `host`, and the task's id from its first event.
 fn start(ws: &Workspace, host: &str) -> (Child, String) {
-    let mut child = rawko(ws)
-        .env("TEST_KEY", TEST_KEY)
-        .env("RAWKO_HOST_ID", host)
-        .args([
-            "run",
-            "--agent",
-            "worker",
-            "--json",
-            "--no-stream",
-            "--max-steps",
-            "1",
-            "Look around.",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let id = first_task_id(&mut child);
-    (child, id)
+    let mut cmd = rawko(ws);
+    cmd.env("RAWKO_HOST_ID", host);
+    start_worker(cmd, &["--max-steps", "1", "Look around."])
 }
 
 fn resume(ws: &Workspace, host: &str, id: &str) -> Run {

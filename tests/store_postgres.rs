@@ -3,14 +3,13 @@
 //! password), and a connection lost in the middle of a run interrupts the task, which a resume
 //! finishes. They need the throw-away server `RAWKO_TEST_PG_URL` names (under CI they must run).
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use crate::support::model_server::openai;
 use crate::support::store::{PgDb, PgProxy, server_url};
-use crate::support::{Run, TEST_KEY, Workspace, demo_task, first_task_id, rawko, scripted_worker};
+use crate::support::{Run, TEST_KEY, Workspace, demo_task, rawko, scripted_worker, start_worker};
 
 /// A database of its own, or None (the test then says it was skipped) without a server.
 fn database() -> Option<PgDb> {
@@ -288,25 +287,9 @@ fn a_connection_lost_mid_run_interrupts_the_task_and_resume_finishes_it() {
         )
         .delay(Duration::from_secs(2)),
     );
-    let mut child = rawko(&ws)
-        .env("RAWKO_STORE_URL", &url)
-        .env("TEST_KEY", TEST_KEY)
-        .args([
-            "run",
-            "--agent",
-            "worker",
-            "--json",
-            "--no-stream",
-            "--max-steps",
-            "3",
-            "Go.",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let id = first_task_id(&mut child);
+    let mut cmd = rawko(&ws);
+    cmd.env("RAWKO_STORE_URL", &url);
+    let (child, id) = start_worker(cmd, &["--max-steps", "3", "Go."]);
     let deadline = Instant::now() + Duration::from_secs(60);
     while server.hits() < 2 {
         assert!(

@@ -266,22 +266,7 @@ fn a_running_tasks_page_is_told_of_each_commit() {
         .delay(Duration::from_secs(2)),
     );
     ws.write("notes.txt", "notes\n");
-    let mut run = rawko(&ws)
-        .env("TEST_KEY", TEST_KEY)
-        .args([
-            "run",
-            "--agent",
-            "worker",
-            "--json",
-            "--no-stream",
-            "Read the notes.",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let id = crate::support::first_task_id(&mut run);
+    let (mut run, id) = crate::support::start_worker(rawko(&ws), &["Read the notes."]);
     let ui = Ui::start(rawko(&ws));
     let mut s = TcpStream::connect(("127.0.0.1", ui.port)).unwrap();
     s.set_read_timeout(Some(Duration::from_millis(200)))

@@ -12,7 +12,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
 use crate::support::model_server::openai;
-use crate::support::{TEST_KEY, first_task_id, rawko, scripted_worker, store_path};
+use crate::support::{rawko, scripted_worker, start_worker, store_path};
 use crate::ui::{HOSTILE, Ui, hostile_task};
 
 /// A chromedriver on a free loopback port, and a headless Chromium session through it.
@@ -224,21 +224,7 @@ fn ui_browser_live_page_follows_a_running_task_without_reload() {
         )
         .delay(Duration::from_secs(4)),
     );
-    let mut run = rawko(&ws)
-        .env("TEST_KEY", TEST_KEY)
-        .args([
-            "run",
-            "--agent",
-            "worker",
-            "--json",
-            "--no-stream",
-            "read a.txt",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let id = first_task_id(&mut run);
+    let (mut run, id) = start_worker(rawko(&ws), &["read a.txt"]);
     let ui = Ui::start(rawko(&ws));
     b.rt.block_on(b.c().goto(&ui.url(&format!("/task/{id}"))))
         .unwrap();

@@ -172,6 +172,23 @@ pub fn first_task_id(child: &mut std::process::Child) -> String {
     event["task"].as_str().expect("a task id").to_string()
 }
 
+/// `cmd` (the binary, with its environment) running `rawko run --agent worker --json
+/// --no-stream ARGS...` with the adapter's key, stdin closed and its output piped, and the
+/// task's id from its first event.
+pub fn start_worker(mut cmd: Command, args: &[&str]) -> (std::process::Child, String) {
+    let mut child = cmd
+        .env("TEST_KEY", TEST_KEY)
+        .args(["run", "--agent", "worker", "--json", "--no-stream"])
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run rawko");
+    let id = first_task_id(&mut child);
+    (child, id)
+}
+
 /// Run `rawko args...` in `ws`.
 pub fn run(ws: &Workspace, args: &[&str]) -> Run {
     Run::of(rawko(ws).args(args).output().expect("run rawko"))
