@@ -117,6 +117,8 @@ pub struct Context {
     warned_config: std::cell::Cell<bool>,
     /// The workspace's trust, decided once.
     trust: std::cell::OnceCell<Trust>,
+    /// The user's own `config.yaml` (None when there is none), read once.
+    user_config: std::cell::OnceCell<Option<(PathBuf, rawko_config::Config)>>,
 }
 
 impl Context {
@@ -149,6 +151,7 @@ impl Context {
             no_sandbox: global.no_sandbox,
             warned_config: std::cell::Cell::new(false),
             trust: std::cell::OnceCell::new(),
+            user_config: std::cell::OnceCell::new(),
         })
     }
 
@@ -196,23 +199,34 @@ impl Context {
     /// user's config names (`store: {url}`; a workspace's config never chooses it), else the
     /// workspace's SQLite file.
     pub fn store_location(&self) -> anyhow::Result<rawko_store::Location> {
-        let config = self.dirs.config.join(rawko_config::FILE_NAME);
         let (url, from) = match std::env::var("RAWKO_STORE_URL") {
             Ok(url) if !url.trim().is_empty() => (url, "RAWKO_STORE_URL".to_string()),
-            _ => {
-                let user = rawko_config::Config::load(&config)
-                    .map_err(|e| BadInput::new(e.to_string()))?;
-                match user.and_then(|c| c.store).and_then(|s| s.url) {
+            _ => match self.user_config()? {
+                Some((path, config)) => match config.store.as_ref().and_then(|s| s.url.clone()) {
                     Some(url) if !url.trim().is_empty() => {
-                        (url, format!("{}: store.url", config.display()))
+                        (url, format!("{}: store.url", path.display()))
                     }
                     _ => return Ok(rawko_store::Location::Sqlite(self.store_path())),
-                }
-            }
+                },
+                None => return Ok(rawko_store::Location::Sqlite(self.store_path())),
+            },
         };
         rawko_store::pg::PgConfig::store_url(&url)
             .map(|c| rawko_store::Location::Pg(Box::new(c)))
             .map_err(|e| BadInput::new(format!("{from}: {e}")).into())
+    }
+
+    /// The user's own `config.yaml` and where it is, read once; None when there is none. A
+    /// broken file is bad input.
+    pub fn user_config(&self) -> anyhow::Result<Option<&(PathBuf, rawko_config::Config)>> {
+        if let Some(read) = self.user_config.get() {
+            return Ok(read.as_ref());
+        }
+        let path = self.dirs.config.join(rawko_config::FILE_NAME);
+        let read = rawko_config::Config::load(&path)
+            .map_err(|e| BadInput::new(e.to_string()))?
+            .map(|config| (path, config));
+        Ok(self.user_config.get_or_init(|| read).as_ref())
     }
 
     /// Open the task store ([`Context::store_location`]) with the user's lease settings; a store

@@ -71,11 +71,7 @@ pub struct Setup {
 /// workspace's config never sets them), today's values where not set: for the commands that
 /// judge leases without running a task (a run's own come with its [`RunConfig`]).
 pub fn lease_settings(cx: &Context) -> anyhow::Result<store::LeaseSettings> {
-    let path = cx.dirs.config.join(rawko_config::FILE_NAME);
-    let user = rawko_config::Config::load(&path)
-        .map_err(|e| BadInput::new(e.to_string()))?
-        .map(|config| (path, config));
-    rawko_session::run::lease_settings(user.as_ref())
+    rawko_session::run::lease_settings(cx.user_config()?)
         .map_err(|e| BadInput::new(e.to_string()).into())
 }
 
