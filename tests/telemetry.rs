@@ -573,3 +573,73 @@ fn an_mcp_server_gets_the_traceparent_only_when_the_users_config_asks() {
     );
     assert!(spy.calls().is_empty());
 }
+
+/// A receiver that is down, that refuses, or that takes the connection and never answers costs
+/// the task nothing but a warning: the run succeeds, and ends at most 2 s later than without
+/// export.
+#[test]
+fn a_receiver_that_is_down_refuses_or_is_silent_costs_only_a_warning() {
+    use std::io::Write as _;
+    let timed = |endpoint: Option<&str>| {
+        let (ws, server) = setup();
+        server.push(openai::tool_call(
+            "c1",
+            "finish",
+            &json!({"status": "success", "summary": "Done."}),
+        ));
+        let mut cmd = worker(&ws, None, PROMPT);
+        if let Some(e) = endpoint {
+            cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", e)
+                .env("OTEL_METRICS_EXPORTER", "none");
+        }
+        let started = std::time::Instant::now();
+        let r = Run::of(cmd.output().unwrap());
+        (started.elapsed(), r)
+    };
+    let (plain, r) = timed(None);
+    assert_eq!(r.code, 0, "{r:?}");
+
+    // Down: nothing listens on the port.
+    let down = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let down_port = down.local_addr().unwrap().port();
+    drop(down);
+    // Refusing: every request gets 503.
+    let refusing = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let refusing_port = refusing.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in refusing.incoming().flatten() {
+            let mut s = s;
+            let _ = s.write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    // Silent: takes the connection, reads, never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = held.clone();
+    std::thread::spawn(move || {
+        for s in silent.incoming().flatten() {
+            keep.lock().unwrap().push(s);
+        }
+    });
+
+    for (what, port) in [
+        ("down", down_port),
+        ("refusing", refusing_port),
+        ("silent", silent_port),
+    ] {
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let (took, r) = timed(Some(&endpoint));
+        assert_eq!(r.code, 0, "{what}: {r:?}");
+        assert!(
+            r.stderr
+                .contains(&format!("warning: not every trace was sent to {endpoint}")),
+            "{what}: {r:?}"
+        );
+        assert!(
+            took < plain + std::time::Duration::from_secs(2),
+            "{what}: {took:?} against {plain:?} without export"
+        );
+    }
+    drop(held);
+}
