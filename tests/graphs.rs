@@ -112,7 +112,7 @@ fn agents_graph_of_an_unknown_agent_is_bad_input() {
 
 /// A workspace's lead agent, written in rawko YAML, hands over to a kodelet subagent and a
 /// Claude Code subagent and may call both as tools.
-fn foreign_workspace() -> Workspace {
+pub(crate) fn foreign_workspace() -> Workspace {
     let ws = Workspace::new();
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
     let copy = |from: &str, to: &str| {

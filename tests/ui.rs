@@ -50,9 +50,16 @@ pub struct Ui {
 }
 
 impl Ui {
-    pub fn start(mut cmd: Command) -> Ui {
+    /// `rawko ui` on a free port.
+    pub fn start(cmd: Command) -> Ui {
+        Ui::start_with(cmd, &["--port", "0"])
+    }
+
+    /// `rawko ui args...`.
+    pub fn start_with(mut cmd: Command, args: &[&str]) -> Ui {
         let mut child = cmd
-            .args(["ui", "--port", "0"])
+            .arg("ui")
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -325,4 +332,37 @@ fn a_running_tasks_page_is_told_of_each_commit() {
             .any(|t| *t >= Duration::from_millis(1900) && *t <= Duration::from_millis(3000)),
         "{changes:?}: {seen}"
     );
+}
+
+#[test]
+fn the_next_rawko_ui_serves_the_same_url_unless_its_port_was_taken() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let ws = Workspace::new();
+    let first = Ui::start(rawko(&ws));
+    let (port, token) = (first.port, first.token.clone());
+    drop(first);
+    let kept = crate::support::store_path(&ws).with_file_name("ui");
+    let mode = std::fs::metadata(&kept).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{}", kept.display());
+
+    // Started again: the same port and token, so a page left open finds it.
+    let again = Ui::start_with(rawko(&ws), &[]);
+    assert_eq!((again.port, again.token.as_str()), (port, token.as_str()));
+    let (status, _, _) = again.get(&format!("/api/tasks?t={token}"));
+    assert_eq!(status, 200);
+    drop(again);
+
+    // Its port taken by another program: a free one, with a new token.
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let third = Ui::start_with(rawko(&ws), &[]);
+    assert_ne!(third.port, port);
+    assert_ne!(third.token, token);
+    drop(third);
+    drop(squatter);
+
+    // A file that is not what rawko wrote is ignored: a free port and a fresh token.
+    std::fs::write(&kept, "80 <script>\n").unwrap();
+    let fourth = Ui::start_with(rawko(&ws), &[]);
+    assert_ne!(fourth.port, 80);
+    assert_eq!(fourth.token.len(), 32);
 }

@@ -1,7 +1,10 @@
-//! `rawko ui` in headless Chromium over WebDriver: the task page's graph, timeline and steps,
-//! a model's markup shown as text, live updates without reload, no request leaving the page's
-//! own origin, and the first paint of a 500-step task. Screenshots go to target/ui-screens/.
-//! Without `chromium` and `chromedriver` these tests say so and pass, unless `CI` is set.
+//! `rawko ui` in headless Chromium over WebDriver: the task page's graph, timeline and steps for
+//! the demo's task and for a task that was killed and resumed with a denied command, a model's
+//! markup shown as text, live updates without reload, a page reconnecting to the next `rawko
+//! ui`, no request leaving the page's own origin, and the first paint of a 500-step task; and
+//! every Mermaid text rawko draws rendered by Mermaid itself. Screenshots go to
+//! target/ui-screens/. Without `chromium` and `chromedriver` (or Mermaid's script, which
+//! `.ci/run` fetches) these tests say so and pass, unless `CI` is set.
 
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -11,8 +14,10 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
-use crate::support::model_server::openai;
-use crate::support::{rawko, scripted_worker, start_worker, store_path};
+use crate::support::model_server::{ModelServer, openai};
+use crate::support::{
+    Run, TEST_KEY, Workspace, demo_task, rawko, run, scripted_worker, start_worker, store_path,
+};
 use crate::ui::{HOSTILE, Ui, hostile_task};
 
 /// A chromedriver on a free loopback port, and a headless Chromium session through it.
@@ -127,6 +132,47 @@ impl Browser {
         path
     }
 
+    fn click(&self, css: &str) {
+        self.rt
+            .block_on(async { self.c().find(Locator::Css(css)).await?.click().await })
+            .unwrap();
+    }
+
+    /// Open a task's page and wait until its timeline is drawn; the task's JSON.
+    fn open_task(&self, ui: &Ui, id: &str) -> serde_json::Value {
+        self.rt
+            .block_on(self.c().goto(&ui.url(&format!("/task/{id}"))))
+            .unwrap();
+        self.until(
+            "return document.querySelectorAll('#main .timeline .turn').length > 0",
+            Duration::from_secs(5),
+        );
+        ui.json(&format!("/api/task/{id}"))
+    }
+
+    /// The graph shows the path (its steps numbered on the edges), and the timeline one row
+    /// per state.
+    fn path_and_rows(&self, task: &serde_json::Value) {
+        let steps = self.js(
+            "return [...document.querySelectorAll('.graph svg .step')].map(e => e.dataset.step)",
+        );
+        let transitions = task["transitions"].as_array().unwrap().len();
+        assert!(
+            steps.as_array().unwrap().len() >= transitions.min(1),
+            "{steps} for {transitions} transitions"
+        );
+        let states = task["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["parent_id"].is_null())
+            .count();
+        assert_eq!(
+            self.js("return document.querySelectorAll('#main .timeline .turn').length"),
+            json!(states)
+        );
+    }
+
     /// Every resource the page loaded came from its own origin.
     fn only_own_origin(&self) {
         let foreign = self.js(
@@ -150,37 +196,13 @@ fn ui_browser_task_page_shows_path_timeline_steps_and_markup_as_text() {
         Duration::from_secs(5),
     );
     b.screenshot("tasks");
-    b.rt.block_on(b.c().goto(&ui.url(&format!("/task/{id}"))))
-        .unwrap();
-    b.until(
-        "return document.querySelectorAll('#main .timeline .turn').length > 0",
-        Duration::from_secs(5),
-    );
-    // The graph: SVG built by rawko, the path's edges numbered.
-    let edges =
-        b.js("return [...document.querySelectorAll('.graph svg .step')].map(e => e.dataset.step)");
-    assert!(!edges.as_array().unwrap().is_empty(), "{edges}");
-    // One row per state.
-    let task: serde_json::Value = ui.json(&format!("/api/task/{id}"));
-    let states = task["turns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["parent_id"].is_null())
-        .count();
-    assert_eq!(
-        b.js("return document.querySelectorAll('#main .timeline .turn').length"),
-        json!(states)
-    );
+    let task = b.open_task(&ui, &id);
+    // The graph: SVG built by rawko, the path's edges numbered; one row per state.
+    b.path_and_rows(&task);
+    let edges = b.js("return document.querySelectorAll('.graph svg .step').length");
+    assert!(edges.as_u64().unwrap() > 0, "{edges}");
     // Opening a step shows its tool calls.
-    b.rt.block_on(async {
-        b.c()
-            .find(Locator::Css("#main .timeline .turn-label"))
-            .await?
-            .click()
-            .await
-    })
-    .unwrap();
+    b.click("#main .timeline .turn-label");
     b.until(
         "return document.querySelectorAll('.details .call').length > 0",
         Duration::from_secs(5),
@@ -210,9 +232,9 @@ fn ui_browser_task_page_shows_path_timeline_steps_and_markup_as_text() {
     b.screenshot("task-hostile");
 }
 
-#[test]
-fn ui_browser_live_page_follows_a_running_task_without_reload() {
-    let Some(b) = browser() else { return };
+/// A task that reads a file, then waits `finish_after` for the model's last answer: its
+/// workspace, the model server, the running `rawko run` and the task's id.
+fn running_task(finish_after: Duration) -> (Workspace, ModelServer, std::process::Child, String) {
     let (ws, server) = scripted_worker("");
     ws.write("a.txt", "hello\n");
     server.push(openai::tool_call("c0", "Read", &json!({"path": "a.txt"})));
@@ -222,16 +244,18 @@ fn ui_browser_live_page_follows_a_running_task_without_reload() {
             "finish",
             &json!({"status": "success", "summary": "read it"}),
         )
-        .delay(Duration::from_secs(4)),
+        .delay(finish_after),
     );
-    let (mut run, id) = start_worker(rawko(&ws), &["read a.txt"]);
+    let (run, id) = start_worker(rawko(&ws), &["read a.txt"]);
+    (ws, server, run, id)
+}
+
+#[test]
+fn ui_browser_live_page_follows_a_running_task_without_reload() {
+    let Some(b) = browser() else { return };
+    let (ws, _server, mut run, id) = running_task(Duration::from_secs(4));
     let ui = Ui::start(rawko(&ws));
-    b.rt.block_on(b.c().goto(&ui.url(&format!("/task/{id}"))))
-        .unwrap();
-    b.until(
-        "return document.querySelectorAll('#main .timeline .turn').length > 0",
-        Duration::from_secs(5),
-    );
+    b.open_task(&ui, &id);
     assert!(
         b.js("return document.querySelector('.facts').textContent")
             .as_str()
@@ -297,4 +321,253 @@ fn ui_browser_first_paint_of_a_500_step_task_is_under_a_second() {
     eprintln!("500-step task page: first paint {paint} ms, timeline drawn by {ready} ms");
     assert!(paint.as_f64().unwrap() < 1000.0, "{paint}");
     b.screenshot("task-500-steps");
+}
+
+#[test]
+fn ui_browser_the_demo_task_shows_its_path_rows_and_tool_calls() {
+    let Some(b) = browser() else { return };
+    let data = Workspace::new();
+    let demo = demo_task(&data);
+    let mut cmd = rawko(&data);
+    cmd.arg("--workspace").arg(&demo.workspace);
+    let ui = Ui::start(cmd);
+    let task = b.open_task(&ui, &demo.id);
+    assert!(task["transitions"].as_array().unwrap().len() >= 2, "{task}");
+    b.path_and_rows(&task);
+    let steps = b.js("return document.querySelectorAll('.graph svg .step').length");
+    assert!(steps.as_u64().unwrap() >= 2, "{steps}");
+    // Each state opens to its tool calls.
+    b.click("#main .timeline .turn-label");
+    b.until(
+        "return document.querySelectorAll('.details .call').length > 0",
+        Duration::from_secs(5),
+    );
+    b.only_own_origin();
+    b.screenshot("task-demo");
+}
+
+const LIMITED: &str = "name: worker
+whenToUse: Does the work.
+systemPrompt: You work.
+tools:
+  allowed: [Bash]
+  bashFilter:
+    allowedCommands: [\"echo *\"]
+transitions:
+  onSuccess: done
+  onFailure: failed
+";
+
+/// A task whose model asked for a command its agent may not run (denied), then one it may, and
+/// whose runner was killed (SIGKILL) while the model thought, then resumed to the end.
+fn killed_and_resumed_task_with_a_denied_command() -> (Workspace, String) {
+    let (ws, server) = scripted_worker("");
+    std::fs::write(ws.config_home().join("rawko/agents/worker.yaml"), LIMITED).unwrap();
+    let bash =
+        |id: &str, command: &str| openai::tool_call(id, "Bash", &json!({ "command": command }));
+    server.push(bash("c0", "curl -s http://198.51.100.7/x"));
+    server.push(bash("c1", "echo one >> runs.log"));
+    let finish = openai::tool_call(
+        "c2",
+        "finish",
+        &json!({"status": "success", "summary": "one ran, curl did not"}),
+    );
+    server.push(finish.clone().delay(Duration::from_secs(30)));
+    let (mut child, id) = start_worker(rawko(&ws), &["run echo, and curl if you can"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.hits() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the third model request never came"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    server.push(finish);
+    let r = Run::of(
+        rawko(&ws)
+            .env("TEST_KEY", TEST_KEY)
+            .args(["resume", &id, "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    (ws, id)
+}
+
+#[test]
+fn ui_browser_a_killed_and_resumed_task_shows_the_resume_and_the_denial() {
+    let Some(b) = browser() else { return };
+    let (ws, id) = killed_and_resumed_task_with_a_denied_command();
+    let ui = Ui::start(rawko(&ws));
+    let task = b.open_task(&ui, &id);
+    assert_eq!(task["runs"].as_array().unwrap().len(), 2, "{task}");
+    b.path_and_rows(&task);
+    // Where the second run resumed it, and the denied call, each marked.
+    assert_eq!(
+        b.js("return [...document.querySelectorAll('.timeline .resume-mark')].map(e => e.textContent)"),
+        json!(["resumed (run 2)"])
+    );
+    let denials =
+        b.js("return [...document.querySelectorAll('.timeline .denial-mark')].map(e => e.title)");
+    let denials = denials.as_array().unwrap();
+    assert_eq!(denials.len(), 1, "{denials:?}");
+    assert!(
+        denials[0].as_str().unwrap().starts_with("Bash: denied"),
+        "{denials:?}"
+    );
+    // The state opens to both calls: the denied one with its verdict, and the one that ran.
+    b.click("#main .timeline .turn-label");
+    b.until(
+        "return document.querySelectorAll('.details .call').length >= 2",
+        Duration::from_secs(5),
+    );
+    let details = b.js("return document.querySelector('.details').textContent");
+    let details = details.as_str().unwrap();
+    assert!(
+        details.contains("curl -s http://198.51.100.7/x"),
+        "{details}"
+    );
+    assert!(details.contains("denied"), "{details}");
+    assert!(details.contains("echo one >> runs.log"), "{details}");
+    b.only_own_origin();
+    b.screenshot("task-resumed-denied");
+}
+
+#[test]
+fn ui_browser_a_page_left_open_reconnects_to_the_next_rawko_ui() {
+    let Some(b) = browser() else { return };
+    let (ws, _server, mut run, id) = running_task(Duration::from_secs(2));
+    let first = Ui::start(rawko(&ws));
+    let (port, token) = (first.port, first.token.clone());
+    b.open_task(&first, &id);
+    b.js("window.notReloaded = true; return true");
+    b.until(
+        "return [...document.querySelectorAll('.bar.tool')].some(e => e.title.startsWith('Read'))",
+        Duration::from_secs(5),
+    );
+    // `rawko ui` stops: the page says so. The task ends while nothing serves the page.
+    drop(first);
+    b.until(
+        "return !document.getElementById('stopped').hidden",
+        Duration::from_secs(5),
+    );
+    assert!(run.wait().unwrap().success());
+    // The next `rawko ui` of the workspace serves the same URL; the page finds it and shows
+    // what was committed meanwhile, without a reload.
+    let again = Ui::start_with(rawko(&ws), &[]);
+    assert_eq!((again.port, again.token.as_str()), (port, token.as_str()));
+    let took = b.until(
+        "return document.querySelector('.facts').textContent.startsWith('done') \
+         && document.getElementById('stopped').hidden",
+        Duration::from_secs(5),
+    );
+    eprintln!("the page reconnected and caught up in {took:?}");
+    assert_eq!(b.js("return window.notReloaded === true"), json!(true));
+    b.only_own_origin();
+}
+
+/// Mermaid's own script (the `mermaid` npm package's `dist/mermaid.min.js`), which `.ci/run`
+/// fetches into target/ci-tools/mermaid; `RAWKO_TEST_MERMAID_JS` names another.
+fn mermaid_js() -> Option<PathBuf> {
+    let path = std::env::var_os("RAWKO_TEST_MERMAID_JS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../target/ci-tools/mermaid/package/dist/mermaid.min.js")
+        });
+    if path.is_file() {
+        return Some(path.canonicalize().unwrap());
+    }
+    let why = format!(
+        "Mermaid's script is needed to render the graphs ({}; `.ci/run` fetches it)",
+        path.display()
+    );
+    assert!(std::env::var_os("CI").is_none(), "{why}");
+    eprintln!("skipped: {why}");
+    None
+}
+
+#[test]
+fn ui_browser_mermaid_renders_every_graph_rawko_draws() {
+    let Some(js) = mermaid_js() else { return };
+    let Some(b) = browser() else { return };
+    let ok = |ws: &Workspace, args: &[&str]| {
+        let r = run(ws, args);
+        assert_eq!(r.code, 0, "{args:?}: {r:?}");
+        r.stdout
+    };
+    let plain = Workspace::new();
+    let foreign = crate::graphs::foreign_workspace();
+    let (task_ws, task) = killed_and_resumed_task_with_a_denied_command();
+    let llm = Workspace::new();
+    llm.write(".test-config/rawko/config.yaml", "arbiter:\n  mode: llm\n");
+    let graphs = [
+        ("the built-in agents", ok(&plain, &["agents", "graph"])),
+        (
+            "the reviewer under the LLM arbiter",
+            ok(&llm, &["agents", "graph", "--agent", "reviewer"]),
+        ),
+        (
+            "kodelet and Claude Code agents",
+            ok(&foreign, &["agents", "graph", "--agent", "lead"]),
+        ),
+        (
+            "a workspace's whole graph",
+            ok(&foreign, &["agents", "graph"]),
+        ),
+        (
+            "a killed and resumed task's path",
+            ok(&task_ws, &["tasks", "show", &task, "--format", "mermaid"]),
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("mermaid.html");
+    std::fs::write(
+        &page,
+        format!(
+            "<!doctype html><meta charset=\"utf-8\"><script src=\"file://{}\"></script><body></body>",
+            js.display()
+        ),
+    )
+    .unwrap();
+    b.rt.block_on(b.c().goto(&format!("file://{}", page.display())))
+        .unwrap();
+    let texts: Vec<&str> = graphs.iter().map(|(_, t)| t.as_str()).collect();
+    let rendered =
+        b.rt.block_on(b.c().execute_async(
+            "const [texts, done] = arguments;
+             (async () => {
+               mermaid.initialize({ startOnLoad: false, securityLevel: 'strict' });
+               const out = [];
+               for (const [i, text] of texts.entries()) {
+                 try {
+                   const { svg } = await mermaid.render('graph' + i, text);
+                   out.push({ svg });
+                 } catch (e) {
+                   out.push({ error: String((e && e.message) || e) });
+                 }
+               }
+               done(out);
+             })();",
+            vec![json!(texts)],
+        ))
+        .unwrap();
+    for ((what, text), got) in graphs.iter().zip(rendered.as_array().unwrap()) {
+        assert!(
+            got["error"].is_null(),
+            "{what}: Mermaid says {}\n{text}",
+            got["error"]
+        );
+        let svg = got["svg"].as_str().unwrap();
+        assert!(svg.starts_with("<svg"), "{what}: {svg}");
+        // Each node rawko named is on the drawing.
+        for name in ["planner", "lead", "worker"] {
+            if text.contains(name) {
+                assert!(svg.contains(name), "{what}: no {name} in {svg}");
+            }
+        }
+        assert!(!svg.contains("Syntax error"), "{what}: {svg}");
+    }
 }

@@ -33,13 +33,15 @@ use rawko_store::{AnyStore, Location, StoreError};
 #[command(
     after_help = "The page is served on 127.0.0.1 only, at a URL with a random token that \
     every request must carry; nothing on it comes from another address. It is read-only. Stop \
-    it with Ctrl-C; a page left open says so, and the URL printed by the next `rawko ui` works \
-    again."
+    it with Ctrl-C. The port and token are kept (readable by you alone, beside the workspace's \
+    task store), so the next `rawko ui` of this workspace serves the same URL and a page left \
+    open reconnects; when that port is taken, a free one and a new token are used."
 )]
 pub struct UiCmd {
-    /// The port to serve on [default: a free one]
-    #[arg(long, default_value_t = 0, hide_default_value = true)]
-    port: u16,
+    /// The port to serve on [default: the last one this workspace's `rawko ui` used, if it is
+    /// free, else a free one]
+    #[arg(long)]
+    port: Option<u16>,
     /// Open the page in your browser (xdg-open)
     #[arg(long)]
     open: bool,
@@ -95,21 +97,44 @@ impl UiCmd {
         // The store opens now, so a store that cannot be used says so before a URL is printed.
         drop(cx.open_store().await?);
         let graph = agents_graph(cx)?;
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.port))
-            .await
-            .map_err(|e| {
-                BadInput::new(if e.kind() == std::io::ErrorKind::AddrInUse {
-                    format!(
-                        "port {} on 127.0.0.1 is in use; choose another with --port, or leave \
-                         it out for a free one",
-                        self.port
-                    )
-                } else {
-                    format!("cannot listen on 127.0.0.1:{}: {e}", self.port)
-                })
-            })?;
+        let kept_at = cx.store_path().with_file_name("ui");
+        let kept = Kept::read(&kept_at);
+        let want = self.port.or(kept.as_ref().map(|k| k.port)).unwrap_or(0);
+        let listener = match tokio::net::TcpListener::bind(("127.0.0.1", want)).await {
+            // The last port is taken by something else now: any free one will do.
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && self.port.is_none() => {
+                tokio::net::TcpListener::bind(("127.0.0.1", 0)).await
+            }
+            bound => bound,
+        }
+        .map_err(|e| {
+            BadInput::new(if e.kind() == std::io::ErrorKind::AddrInUse {
+                format!(
+                    "port {want} on 127.0.0.1 is in use; choose another with --port, or leave \
+                     it out for a free one"
+                )
+            } else {
+                format!("cannot listen on 127.0.0.1:{want}: {e}")
+            })
+        })?;
         let port = listener.local_addr()?.port();
-        let token = token()?;
+        // The same URL as last time, so that a page left open finds this server again.
+        let token = match kept {
+            Some(k) if k.port == port => k.token,
+            _ => token()?,
+        };
+        if let Err(e) = (Kept {
+            port,
+            token: token.clone(),
+        })
+        .write(&kept_at)
+        {
+            print_err(&format!(
+                "warning: cannot keep the page's address in {}: {e}; the next `rawko ui` will \
+                 serve another",
+                kept_at.display()
+            ))?;
+        }
         let (asks, questions) = mpsc::unbounded_channel();
         let workspace = cx.workspace().display().to_string();
         let lease = crate::cli::setup::lease_settings(cx)?;
@@ -157,6 +182,45 @@ fn token() -> anyhow::Result<String> {
     let mut bytes = [0u8; 16];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The port and token the workspace's last `rawko ui` served with: `PORT TOKEN` in a file only
+/// its owner can read, beside the task store (which whoever reads the file can read anyway).
+struct Kept {
+    port: u16,
+    token: String,
+}
+
+impl Kept {
+    /// What the file says, or None when it is missing or not what this code writes.
+    fn read(path: &std::path::Path) -> Option<Kept> {
+        let text = std::fs::read_to_string(path).ok()?;
+        let (port, token) = text.trim().split_once(' ')?;
+        let port = port.parse().ok().filter(|p| *p != 0)?;
+        (token.len() == 32 && token.bytes().all(|b| b.is_ascii_hexdigit())).then(|| Kept {
+            port,
+            token: token.to_string(),
+        })
+    }
+
+    /// Written whole (a new file renamed over the old), readable by its owner alone.
+    fn write(&self, path: &std::path::Path) -> std::io::Result<()> {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let fresh = path.with_file_name(format!("ui.{}", std::process::id()));
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&fresh)?;
+        f.write_all(format!("{} {}\n", self.port, self.token).as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&fresh, path)
+    }
 }
 
 /// The `t` parameter of a query string (a token is hex: nothing in it is encoded).
@@ -258,7 +322,14 @@ async fn events(State(ui): State<Arc<Ui>>, Path(id): Path<String>) -> Response {
             }
         }
     });
-    Sse::new(stream)
+    // A page whose server went away asks again every half second, so that it finds the next
+    // `rawko ui` (same URL) at once.
+    let hello = futures::stream::once(async {
+        Ok(Event::default()
+            .retry(Duration::from_millis(500))
+            .comment("connected"))
+    });
+    Sse::new(futures::StreamExt::chain(hello, stream))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
 }

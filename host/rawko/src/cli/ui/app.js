@@ -91,7 +91,10 @@ function timeline(d) {
   for (const [i, r] of d.runs.entries()) {
     if (i === 0) continue;
     const m = el("div", "resume-mark", "resumed (run " + (i + 1) + ")");
-    m.style.left = x(r.started_at) + "%";
+    // On the lanes' scale: they start after the 288px labels, inside the box's 8px padding.
+    m.style.left = "calc(296px + (100% - 304px) * " + x(r.started_at) / 100 + ")";
+    // Near the right end, the label goes left of its line.
+    if (x(r.started_at) > 70) m.classList.add("flip");
     box.append(m);
   }
   for (const t of turns) {
@@ -225,17 +228,27 @@ async function showTask(id) {
   let d = await get("/api/task/" + encodeURIComponent(id));
   render(d);
   const events = new EventSource("/api/task/" + encodeURIComponent(id) + "/events" + q);
-  events.addEventListener("change", async () => {
+  const again = async () => {
     try {
       d = await get("/api/task/" + encodeURIComponent(id));
       render(d);
     } catch (e) { failed(e); }
-  });
+  };
+  const stopped = document.getElementById("stopped");
+  let away = false;
+  events.addEventListener("change", again);
+  // A server that went away is asked again by the browser, with the same URL: the next
+  // `rawko ui` of this workspace serves it, and what was committed meanwhile is fetched. One
+  // that refuses (another token) is not asked again.
   events.onerror = () => {
-    // A server that went away is asked again by the browser; one that refuses (a new
-    // `rawko ui`, with a new token) is not.
-    if (events.readyState === EventSource.CLOSED) {
-      document.getElementById("stopped").hidden = false;
+    away = true;
+    stopped.hidden = false;
+  };
+  events.onopen = () => {
+    stopped.hidden = true;
+    if (away) {
+      away = false;
+      again();
     }
   };
 }
