@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use rawko_store::pg::{PgConfig, PgErrorKind, PgStore, SCHEMA_VERSION};
+use rawko_store::pg::{Listener, PgConfig, PgErrorKind, PgStore, SCHEMA_VERSION};
 use rawko_store::{
     AuditEntry, Holder, LEASE_STALE, ModelCall, StoreError, TaskStatus, ToolCall, Transition,
     Usage, WorkspaceId,
@@ -588,4 +588,54 @@ async fn pg_a_connection_killed_mid_operation_is_a_lost_connection() {
     tx.rollback().await.unwrap();
     // The pool drops the dead connection: the store works again.
     assert_eq!(s.task(&id).await.unwrap().id, id);
+}
+
+/// A listener (what `rawko ui` follows a task with) hears each committed write by the task it
+/// changed, whichever record it wrote; a write that was refused is not heard.
+#[tokio::test]
+async fn pg_a_listener_hears_each_committed_write_by_its_task() {
+    let Some(url) = server() else { return };
+    let db = Db::new(&url).await;
+    let s = db.store().await;
+    let mut heard = Listener::start(&db.config()).await.unwrap();
+    let next = async |heard: &mut Listener| {
+        tokio::time::timeout(Duration::from_secs(5), heard.next())
+            .await
+            .expect("no notice within 5 s")
+            .expect("the listener's connection ended")
+    };
+    let a = s.create_task("a", "worker", &json!({})).await.unwrap();
+    let b = s.create_task("b", "worker", &json!({})).await.unwrap();
+    let turn = s.start_turn(&a, "worker", None).await.unwrap();
+    assert_eq!(next(&mut heard).await, a);
+    s.append_message(turn, "user", &json!({"text": "hi"}))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut heard).await, a);
+    let other = s.start_turn(&b, "worker", None).await.unwrap();
+    assert_eq!(next(&mut heard).await, b);
+    s.record_tool_call(&ToolCall {
+        turn_id: other,
+        call_id: "c1".into(),
+        tool: "Read".into(),
+        input: "{}".into(),
+        output: "x".into(),
+        is_error: false,
+        verdict: "allowed".into(),
+        duration_us: 10,
+        at: 1,
+    })
+    .await
+    .unwrap();
+    assert_eq!(next(&mut heard).await, b);
+    s.end_turn(turn, "success", "done", None).await.unwrap();
+    assert_eq!(next(&mut heard).await, a);
+    s.finish_task(&a, TaskStatus::Done, "done").await.unwrap();
+    assert_eq!(next(&mut heard).await, a);
+
+    // A write that fails is rolled back, and so is its notice: a message for a turn that
+    // does not exist breaks its foreign key.
+    assert!(s.append_message(999_999, "user", &json!({})).await.is_err());
+    s.end_turn(other, "success", "done", None).await.unwrap();
+    assert_eq!(next(&mut heard).await, b, "the failed write was heard");
 }

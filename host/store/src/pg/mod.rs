@@ -99,6 +99,64 @@ impl std::fmt::Debug for PgStore {
 
 type Client = deadpool_postgres::Object;
 
+/// The channel every write names its task on, for `rawko ui`'s live pages: `LISTEN
+/// rawko_changes` hears the task's id once each write that changed it commits.
+pub const CHANGES: &str = "rawko_changes";
+
+/// Hears which tasks change: the id of each task a write changed, once that write commits
+/// (from any rawko using the store), on a connection of its own.
+pub struct Listener {
+    // The connection lives as long as its client.
+    _client: tokio_postgres::Client,
+    changes: futures::channel::mpsc::UnboundedReceiver<String>,
+}
+
+impl Listener {
+    /// `LISTEN` on [`CHANGES`] on a new connection to `config`'s server. Must be called inside
+    /// a tokio runtime, which drives the connection.
+    pub async fn start(config: &PgConfig) -> std::result::Result<Listener, PgError> {
+        use futures::StreamExt as _;
+        let label = config.label();
+        let (client, mut connection) = config
+            .config
+            .connect(NoTls)
+            .await
+            .map_err(|e| PgError::connect(&label, &e, false))?;
+        let (sender, changes) = futures::channel::mpsc::unbounded();
+        tokio::spawn(async move {
+            let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(Ok(message)) = messages.next().await {
+                if let tokio_postgres::AsyncMessage::Notification(n) = message
+                    && sender.unbounded_send(n.payload().to_string()).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        client
+            .batch_execute(&format!("LISTEN {CHANGES}"))
+            .await
+            .map_err(|e| PgError::connect(&label, &e, true))?;
+        Ok(Listener {
+            _client: client,
+            changes,
+        })
+    }
+
+    /// The next task changed; None once the connection is gone.
+    pub async fn next(&mut self) -> Option<String> {
+        use futures::StreamExt as _;
+        self.changes.next().await
+    }
+}
+
+/// Which task a write changed: named, or found from one of its turns.
+#[derive(Clone, Copy)]
+enum Changed<'a> {
+    Task(&'a str),
+    Turn(i64),
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -173,6 +231,40 @@ impl PgStore {
 
     async fn client(&self) -> Result<Client> {
         self.connect(true).await
+    }
+
+    /// `statement`, a write of `tx`, sent together with a notice on [`CHANGES`] naming the task
+    /// it changes (which listeners get when the transaction commits, and not if it rolls
+    /// back): the notice costs no round trip of its own.
+    async fn noticed<T>(
+        &self,
+        tx: &Transaction<'_>,
+        changed: Changed<'_>,
+        statement: impl std::future::Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+    ) -> Result<T> {
+        let notice = match changed {
+            Changed::Task(_) => {
+                self.prepared(tx, "SELECT pg_notify('rawko_changes', $1)")
+                    .await?
+            }
+            Changed::Turn(_) => {
+                self.prepared(
+                    tx,
+                    "SELECT pg_notify('rawko_changes', task_id) FROM rawko.turns WHERE id = $1",
+                )
+                .await?
+            }
+        };
+        let send = async {
+            match changed {
+                Changed::Task(task) => tx.execute(&notice, &[&task]).await,
+                Changed::Turn(turn) => tx.execute(&notice, &[&turn]).await,
+            }
+        };
+        let (done, sent) = futures::future::join(statement, send).await;
+        let done = done.map_err(|e| self.err(e))?;
+        sent.map_err(|e| self.err(e))?;
+        Ok(done)
     }
 
     /// `sql` prepared on the transaction's connection, once per connection: a statement then
@@ -399,13 +491,16 @@ impl PgStore {
         if let Some((turn, adapter, model, u)) = usage {
             self.insert_usage(&tx, turn, adapter, model, u).await?;
         }
-        tx.execute(
+        self.noticed(
+            &tx,
+            Changed::Task(task),
+            tx.execute(
             &self.prepared(&tx, "INSERT INTO rawko.transitions (task_id, from_state, to_state, event, mode, reason, at)
              VALUES ($1, $2, $3, $4, $5, $6, $7)").await?,
             &[&task, &t.from, &t.to, &t.event, &t.mode, &t.reason, &t.at],
+        ),
         )
-        .await
-        .map_err(|e| self.err(e))?;
+        .await?;
         tx.execute(
             &self.prepared(&tx, "UPDATE rawko.tasks SET state = $2, status = $3, steps = steps + 1, updated_at = $4
              WHERE id = $1").await?,
@@ -573,25 +668,28 @@ impl PgStore {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(|e| self.err(e))?;
         self.fence(&tx, task).await?;
-        let row = tx
-            .query_one(
-                &self
-                    .prepared(
-                        &tx,
-                        "INSERT INTO rawko.runs (task_id, host, pid, trace, started_at)
+        let row = self
+            .noticed(
+                &tx,
+                Changed::Task(task),
+                tx.query_one(
+                    &self
+                        .prepared(
+                            &tx,
+                            "INSERT INTO rawko.runs (task_id, host, pid, trace, started_at)
                  VALUES ($1, $2, $3, $4, $5) RETURNING id",
-                    )
-                    .await?,
-                &[
-                    &task,
-                    &host_id(),
-                    &i64::from(std::process::id()),
-                    &trace,
-                    &now_ms(),
-                ],
+                        )
+                        .await?,
+                    &[
+                        &task,
+                        &host_id(),
+                        &i64::from(std::process::id()),
+                        &trace,
+                        &now_ms(),
+                    ],
+                ),
             )
-            .await
-            .map_err(|e| self.err(e))?;
+            .await?;
         tx.commit().await.map_err(|e| self.err(e))?;
         Ok(row.get(0))
     }
@@ -601,17 +699,20 @@ impl PgStore {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(|e| self.err(e))?;
         self.fence(&tx, task).await?;
-        tx.execute(
-            &self
-                .prepared(
-                    &tx,
-                    "UPDATE rawko.runs SET ended_at = $2, status = $3 WHERE id = $1",
-                )
-                .await?,
-            &[&run, &now_ms(), &status],
+        self.noticed(
+            &tx,
+            Changed::Task(task),
+            tx.execute(
+                &self
+                    .prepared(
+                        &tx,
+                        "UPDATE rawko.runs SET ended_at = $2, status = $3 WHERE id = $1",
+                    )
+                    .await?,
+                &[&run, &now_ms(), &status],
+            ),
         )
-        .await
-        .map_err(|e| self.err(e))?;
+        .await?;
         tx.commit().await.map_err(|e| self.err(e))
     }
 
@@ -643,29 +744,32 @@ impl PgStore {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(|e| self.err(e))?;
         self.fence_turn(&tx, m.turn_id).await?;
-        tx.execute(
-            &self
-                .prepared(
-                    &tx,
-                    "INSERT INTO rawko.model_calls (turn_id, adapter, model, response_model,
+        self.noticed(
+            &tx,
+            Changed::Turn(m.turn_id),
+            tx.execute(
+                &self
+                    .prepared(
+                        &tx,
+                        "INSERT INTO rawko.model_calls (turn_id, adapter, model, response_model,
                                             finish_reason, attempt, outcome, started_at, ended_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                )
-                .await?,
-            &[
-                &m.turn_id,
-                &m.adapter,
-                &m.model,
-                &m.response_model,
-                &m.finish_reason,
-                &m.attempt,
-                &m.outcome,
-                &m.started_at,
-                &m.ended_at,
-            ],
+                    )
+                    .await?,
+                &[
+                    &m.turn_id,
+                    &m.adapter,
+                    &m.model,
+                    &m.response_model,
+                    &m.finish_reason,
+                    &m.attempt,
+                    &m.outcome,
+                    &m.started_at,
+                    &m.ended_at,
+                ],
+            ),
         )
-        .await
-        .map_err(|e| self.err(e))?;
+        .await?;
         tx.commit().await.map_err(|e| self.err(e))
     }
 
@@ -701,12 +805,15 @@ impl PgStore {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(|e| self.err(e))?;
         self.fence(&tx, task).await?;
-        tx.execute(
+        self.noticed(
+            &tx,
+            Changed::Task(task),
+            tx.execute(
             &self.prepared(&tx, "UPDATE rawko.tasks SET status = $2, summary = $3, updated_at = $4 WHERE id = $1").await?,
             &[&task, &status.as_str(), &summary, &now_ms()],
+        ),
         )
-        .await
-        .map_err(|e| self.err(e))?;
+        .await?;
         tx.commit().await.map_err(|e| self.err(e))
     }
 
@@ -796,19 +903,22 @@ impl PgStore {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(|e| self.err(e))?;
         self.fence(&tx, task).await?;
-        let row = tx
-            .query_one(
-                &self
-                    .prepared(
-                        &tx,
-                        "INSERT INTO rawko.turns (task_id, parent_id, agent, started_at)
+        let row = self
+            .noticed(
+                &tx,
+                Changed::Task(task),
+                tx.query_one(
+                    &self
+                        .prepared(
+                            &tx,
+                            "INSERT INTO rawko.turns (task_id, parent_id, agent, started_at)
                  VALUES ($1, $2, $3, $4) RETURNING id",
-                    )
-                    .await?,
-                &[&task, &parent, &agent, &now_ms()],
+                        )
+                        .await?,
+                    &[&task, &parent, &agent, &now_ms()],
+                ),
             )
-            .await
-            .map_err(|e| self.err(e))?;
+            .await?;
         tx.commit().await.map_err(|e| self.err(e))?;
         Ok(row.get(0))
     }
@@ -825,7 +935,10 @@ impl PgStore {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(|e| self.err(e))?;
         self.fence_turn(&tx, turn).await?;
-        tx.execute(
+        self.noticed(
+            &tx,
+            Changed::Turn(turn),
+            tx.execute(
             &self
                 .prepared(
                     &tx,
@@ -834,9 +947,9 @@ impl PgStore {
                 )
                 .await?,
             &[&turn, &now_ms(), &outcome, &summary, &output],
+        ),
         )
-        .await
-        .map_err(|e| self.err(e))?;
+        .await?;
         tx.commit().await.map_err(|e| self.err(e))
     }
 
@@ -845,19 +958,22 @@ impl PgStore {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(|e| self.err(e))?;
         self.fence_turn(&tx, turn).await?;
-        let row = tx
-            .query_one(
-                &self
-                    .prepared(
-                        &tx,
-                        "UPDATE rawko.turns SET iterations = iterations + 1 WHERE id = $1
+        let row = self
+            .noticed(
+                &tx,
+                Changed::Turn(turn),
+                tx.query_one(
+                    &self
+                        .prepared(
+                            &tx,
+                            "UPDATE rawko.turns SET iterations = iterations + 1 WHERE id = $1
                  RETURNING iterations",
-                    )
-                    .await?,
-                &[&turn],
+                        )
+                        .await?,
+                    &[&turn],
+                ),
             )
-            .await
-            .map_err(|e| self.err(e))?;
+            .await?;
         tx.commit().await.map_err(|e| self.err(e))?;
         Ok(row.get(0))
     }
@@ -936,14 +1052,18 @@ impl PgStore {
         role: &str,
         content: &serde_json::Value,
     ) -> Result<i64> {
-        let row = tx
-            .query_one(
-                &self.prepared(tx, "INSERT INTO rawko.messages (turn_id, role, content, at) VALUES ($1, $2, $3, $4)
+        let content = content.to_string();
+        let row = self
+            .noticed(
+                tx,
+                Changed::Turn(turn),
+                tx.query_one(
+                    &self.prepared(tx, "INSERT INTO rawko.messages (turn_id, role, content, at) VALUES ($1, $2, $3, $4)
                  RETURNING id").await?,
-                &[&turn, &role, &content.to_string(), &now_ms()],
+                    &[&turn, &role, &content, &now_ms()],
+                ),
             )
-            .await
-            .map_err(|e| self.err(e))?;
+            .await?;
         Ok(row.get(0))
     }
 
@@ -1007,31 +1127,34 @@ impl PgStore {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(|e| self.err(e))?;
         self.fence_turn(&tx, t.turn_id).await?;
-        let inserted = tx
-            .execute(
-                &self
-                    .prepared(
-                        &tx,
-                        "INSERT INTO rawko.tool_calls
+        let inserted = self
+            .noticed(
+                &tx,
+                Changed::Turn(t.turn_id),
+                tx.execute(
+                    &self
+                        .prepared(
+                            &tx,
+                            "INSERT INTO rawko.tool_calls
                  (turn_id, call_id, tool, input, output, is_error, verdict, duration_us, at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                  ON CONFLICT (turn_id, call_id) DO NOTHING",
-                    )
-                    .await?,
-                &[
-                    &t.turn_id,
-                    &t.call_id,
-                    &t.tool,
-                    &t.input,
-                    &t.output,
-                    &t.is_error,
-                    &t.verdict,
-                    &t.duration_us,
-                    &t.at,
-                ],
+                        )
+                        .await?,
+                    &[
+                        &t.turn_id,
+                        &t.call_id,
+                        &t.tool,
+                        &t.input,
+                        &t.output,
+                        &t.is_error,
+                        &t.verdict,
+                        &t.duration_us,
+                        &t.at,
+                    ],
+                ),
             )
-            .await
-            .map_err(|e| self.err(e))?;
+            .await?;
         tx.commit().await.map_err(|e| self.err(e))?;
         Ok(inserted == 1)
     }
@@ -1068,28 +1191,31 @@ impl PgStore {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(|e| self.err(e))?;
         self.fence(&tx, task).await?;
-        tx.execute(
-            &self
-                .prepared(
-                    &tx,
-                    "INSERT INTO rawko.decisions
+        self.noticed(
+            &tx,
+            Changed::Task(task),
+            tx.execute(
+                &self
+                    .prepared(
+                        &tx,
+                        "INSERT INTO rawko.decisions
              (task_id, turn_id, subject, capability, detail, decision, reason, at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                )
-                .await?,
-            &[
-                &task,
-                &d.turn_id,
-                &d.subject,
-                &d.capability,
-                &d.detail,
-                &d.decision,
-                &d.reason,
-                &d.at,
-            ],
+                    )
+                    .await?,
+                &[
+                    &task,
+                    &d.turn_id,
+                    &d.subject,
+                    &d.capability,
+                    &d.detail,
+                    &d.decision,
+                    &d.reason,
+                    &d.at,
+                ],
+            ),
         )
-        .await
-        .map_err(|e| self.err(e))?;
+        .await?;
         tx.commit().await.map_err(|e| self.err(e))
     }
 
@@ -1139,7 +1265,7 @@ impl PgStore {
         model: &str,
         u: &Usage,
     ) -> Result<()> {
-        tx.execute(
+        self.noticed(tx, Changed::Turn(turn), tx.execute(
             &self
                 .prepared(
                     tx,
@@ -1158,9 +1284,7 @@ impl PgStore {
                 &u.cache_write,
                 &now_ms(),
             ],
-        )
-        .await
-        .map_err(|e| self.err(e))?;
+        )).await?;
         Ok(())
     }
 

@@ -20,7 +20,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use clap::Args;
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::cli::views::{agents_graph, path_graph, path_of};
 use crate::cli::{BadInput, Context, print_err, print_out};
@@ -55,8 +57,12 @@ const STYLE: &str = include_str!("../ui/app.css");
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                    connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-/// How often a task's page asks the store whether anything was committed.
+/// How often a task's page asks the store whether anything was committed, on SQLite.
 const POLL: Duration = Duration::from_millis(200);
+
+/// On PostgreSQL, where every write's notice says which task it changed, the page asks on each
+/// notice for its task, and this often besides.
+const POLL_LISTENING: Duration = Duration::from_secs(5);
 
 /// The most tasks listed.
 const MAX_TASKS: usize = 500;
@@ -74,6 +80,9 @@ struct Ui {
     token: String,
     port: u16,
     asks: mpsc::UnboundedSender<(Ask, oneshot::Sender<Answer>)>,
+    /// The tasks PostgreSQL says changed, while its listener is connected.
+    changes: Option<broadcast::Sender<String>>,
+    listening: Arc<AtomicBool>,
 }
 
 impl Ui {
@@ -135,11 +144,18 @@ impl UiCmd {
                 kept_at.display()
             ))?;
         }
+        let (changes, listening) = listen(&location).await;
         let (asks, questions) = mpsc::unbounded_channel();
         let workspace = cx.workspace().display().to_string();
         let lease = crate::cli::setup::lease_settings(cx)?;
         std::thread::spawn(move || store_thread(location, lease, workspace, graph, questions));
-        let ui = Arc::new(Ui { token, port, asks });
+        let ui = Arc::new(Ui {
+            token,
+            port,
+            asks,
+            changes,
+            listening,
+        });
         let url = format!("http://127.0.0.1:{port}/?t={}", ui.token);
         print_out(&format!(
             "rawko ui: the workspace's tasks at {url}\n(read-only; Ctrl-C stops it)"
@@ -174,6 +190,59 @@ impl UiCmd {
             .await?;
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// On PostgreSQL, `LISTEN` for the tasks writes change, forwarded to every page's event stream;
+/// the flag is cleared when the listener's connection ends (the pages then poll as on SQLite).
+/// A listener that cannot start is a warning.
+async fn listen(location: &Location) -> (Option<broadcast::Sender<String>>, Arc<AtomicBool>) {
+    let listening = Arc::new(AtomicBool::new(false));
+    let Location::Pg(config) = location else {
+        return (None, listening);
+    };
+    let mut listener = match rawko_store::pg::Listener::start(config).await {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = print_err(&format!(
+                "warning: cannot listen for changes ({e}); pages will ask the store every {} ms",
+                POLL.as_millis()
+            ));
+            return (None, listening);
+        }
+    };
+    let (changes, _) = broadcast::channel(1024);
+    listening.store(true, Ordering::Relaxed);
+    let (tx, on) = (changes.clone(), listening.clone());
+    tokio::spawn(async move {
+        while let Some(task) = listener.next().await {
+            let _ = tx.send(task);
+        }
+        on.store(false, Ordering::Relaxed);
+        tracing::warn!("rawko ui: the store's change notices stopped; pages poll it instead");
+    });
+    (Some(changes), listening)
+}
+
+/// Until something of task `id` may have been committed: a notice naming it (or one missed),
+/// [`POLL_LISTENING`] at most; [`POLL`] when nothing listens.
+async fn next_change(ui: &Ui, id: &str, notices: &mut Option<broadcast::Receiver<String>>) {
+    let Some(rx) = notices
+        .as_mut()
+        .filter(|_| ui.listening.load(Ordering::Relaxed))
+    else {
+        tokio::time::sleep(POLL).await;
+        return;
+    };
+    let _ = tokio::time::timeout(POLL_LISTENING, async {
+        loop {
+            match rx.recv().await {
+                Ok(task) if task != id => continue,
+                // This task, a notice missed, or the listener gone: look.
+                _ => return,
+            }
+        }
+    })
+    .await;
 }
 
 /// 128 random bits, as hex.
@@ -308,17 +377,23 @@ fn reply(answer: Answer) -> Response {
 
 /// Server-sent events for one task: `change` whenever something of it was committed.
 async fn events(State(ui): State<Arc<Ui>>, Path(id): Path<String>) -> Response {
+    // Listening before the first look, so that nothing committed after it goes unheard.
+    let notices = ui.changes.as_ref().map(|c| c.subscribe());
     let first = match ui.ask(Ask::Stamp(id.clone())).await {
         Ok(v) => v,
         Err(e) => return reply(Err(e)),
     };
-    let stream = futures::stream::unfold((ui, id, first), |(ui, id, last)| async move {
+    let start = (ui, id, first, notices);
+    let stream = futures::stream::unfold(start, |(ui, id, last, mut notices)| async move {
         loop {
-            tokio::time::sleep(POLL).await;
+            next_change(&ui, &id, &mut notices).await;
             let now = ui.ask(Ask::Stamp(id.clone())).await.ok()?;
             if now != last {
                 let event = Event::default().event("change").data(now.to_string());
-                return Some((Ok::<_, std::convert::Infallible>(event), (ui, id, now)));
+                return Some((
+                    Ok::<_, std::convert::Infallible>(event),
+                    (ui, id, now, notices),
+                ));
             }
         }
     });
