@@ -206,6 +206,9 @@ pub struct TaskStore {
     held: std::cell::RefCell<std::collections::HashSet<String>>,
     /// The task of each turn the fence has looked up (a turn never changes task).
     turn_tasks: std::cell::RefCell<std::collections::HashMap<i64, String>>,
+    /// The stamps [`TaskStore::stamp`] computed, with the database's `data_version` and this
+    /// connection's own change count they were computed at.
+    stamps: std::cell::RefCell<(i64, u64, std::collections::HashMap<String, String>)>,
 }
 
 impl std::fmt::Debug for TaskStore {
@@ -302,6 +305,7 @@ impl TaskStore {
             workspace: Default::default(),
             held: Default::default(),
             turn_tasks: Default::default(),
+            stamps: Default::default(),
         })
     }
 
@@ -1044,8 +1048,25 @@ impl TaskStore {
 
     /// What changes whenever anything of `task` is committed: a view asks it often, and reads
     /// the task again when it moved.
+    ///
+    /// Asked again while nothing was committed (`PRAGMA data_version` counts other connections'
+    /// commits, the connection's total changes its own), it answers from memory without reading
+    /// any table: a page polling an idle store costs one pragma.
     pub fn stamp(&self, task: &str) -> Result<String> {
-        Ok(self.conn.query_row(STAMP_SQL, [task], |r| r.get(0))?)
+        let version: i64 = self
+            .conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))?;
+        let own = self.conn.total_changes();
+        let mut stamps = self.stamps.borrow_mut();
+        if (stamps.0, stamps.1) != (version, own) {
+            *stamps = (version, own, Default::default());
+        }
+        if let Some(stamp) = stamps.2.get(task) {
+            return Ok(stamp.clone());
+        }
+        let stamp: String = self.conn.query_row(STAMP_SQL, [task], |r| r.get(0))?;
+        stamps.2.insert(task.to_string(), stamp.clone());
+        Ok(stamp)
     }
 
     pub fn task_usage(&self, task: &str) -> Result<Usage> {
@@ -1095,6 +1116,31 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = TaskStore::open(&dir.path().join(FILE_NAME)).unwrap();
         (dir, s)
+    }
+
+    /// A task's stamp moves with every commit of its records, by another connection (another
+    /// process's run) or by this one, and not otherwise.
+    #[test]
+    fn a_stamp_moves_with_each_commit_from_any_connection() {
+        let (dir, viewer) = store();
+        let writer = TaskStore::open(&dir.path().join(FILE_NAME)).unwrap();
+        let task = writer
+            .create_task("p", "worker", &serde_json::json!({}))
+            .unwrap();
+        let first = viewer.stamp(&task).unwrap();
+        assert_eq!(viewer.stamp(&task).unwrap(), first);
+        let turn = writer.start_turn(&task, "worker", None).unwrap();
+        let second = viewer.stamp(&task).unwrap();
+        assert_ne!(second, first, "another connection's commit");
+        writer
+            .append_message(turn, "user", &serde_json::json!({"text": "hi"}))
+            .unwrap();
+        let third = viewer.stamp(&task).unwrap();
+        assert_ne!(third, second);
+        viewer
+            .append_message(turn, "user", &serde_json::json!({"text": "again"}))
+            .unwrap();
+        assert_ne!(viewer.stamp(&task).unwrap(), third, "its own commit");
     }
 
     #[test]
