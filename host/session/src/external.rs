@@ -36,6 +36,7 @@ use rawko_fsm::{
 };
 
 use crate::SessionTools;
+use passed::Passed;
 use rawko_acp::client::{Connection, Grants, Request, Stop, TerminalState, Update};
 use rawko_agents::model::{Agent, External};
 use rawko_shell::verdict::Decision;
@@ -235,94 +236,6 @@ impl Asked {
         } else {
             format!(" ({})", rawko_text::line(&named.join("; "), 600))
         }
-    }
-}
-
-/// The run's events from one external agent's state, up to [`MAX_TURN_TEXT`] bytes as
-/// `--json` prints them: past that the rest of the state's turn is dropped, and said once to
-/// be cut. The task store keeps its own record whatever passes here.
-struct Passed<'e> {
-    inner: &'e dyn EventSink,
-    agent: &'e str,
-    left: std::cell::Cell<usize>,
-    /// Tool calls passed on whose results have not come: their results were paid for with
-    /// them, and pass after the cut too, so no call shown stays open.
-    open: std::cell::Cell<usize>,
-    cut: std::cell::Cell<bool>,
-}
-
-/// What a tool call's result may take, paid when the call passes.
-const RESULT_RESERVE: usize = 1 << 10;
-
-impl<'e> Passed<'e> {
-    fn new(inner: &'e dyn EventSink, agent: &'e str) -> Self {
-        Passed {
-            inner,
-            agent,
-            left: std::cell::Cell::new(MAX_TURN_TEXT),
-            open: std::cell::Cell::new(0),
-            cut: std::cell::Cell::new(false),
-        }
-    }
-}
-
-/// The bytes `event` takes as a `--json` line.
-fn json_size(event: &RunEvent) -> usize {
-    serde_json::to_string(event).map_or(usize::MAX, |s| s.len())
-}
-
-impl EventSink for Passed<'_> {
-    fn emit(&self, event: &RunEvent) {
-        if let RunEvent::ToolResult { .. } = event
-            && self.open.get() > 0
-        {
-            self.open.set(self.open.get() - 1);
-            self.inner.emit(event);
-            return;
-        }
-        if self.cut.get() {
-            return;
-        }
-        let call = matches!(event, RunEvent::ToolCall { .. });
-        let size = json_size(event).saturating_add(if call { RESULT_RESERVE } else { 0 });
-        let left = self.left.get();
-        if size <= left {
-            self.left.set(left - size);
-            self.open.set(self.open.get() + usize::from(call));
-            self.inner.emit(event);
-            return;
-        }
-        // The part of a text that fits still goes.
-        if let RunEvent::Text { agent, text } = event {
-            let mut end = text.len().min(left);
-            loop {
-                while !text.is_char_boundary(end) {
-                    end -= 1;
-                }
-                let head = RunEvent::Text {
-                    agent: agent.clone(),
-                    text: text[..end].to_string(),
-                };
-                if end == 0 {
-                    break;
-                }
-                if json_size(&head) <= left {
-                    self.inner.emit(&head);
-                    break;
-                }
-                end /= 2;
-            }
-        }
-        self.left.set(0);
-        self.cut.set(true);
-        self.inner.emit(&RunEvent::Warning {
-            message: format!(
-                "{} passed on {} MiB of messages and progress: the rest of this turn is cut here \
-                 (the task store keeps the end of its report)",
-                self.agent,
-                MAX_TURN_TEXT >> 20
-            ),
-        });
     }
 }
 
@@ -1518,5 +1431,6 @@ fn ask_user(
     }
 }
 
+mod passed;
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,7 @@
 //! Tests of the external-agent state's own helpers: command lines, exit statuses and reports,
 //! what a permission request names, the cap on a turn's events and read windows.
 
+use super::passed::json_size;
 use super::*;
 
 #[test]
