@@ -360,9 +360,23 @@ fn the_next_rawko_ui_serves_the_same_url_unless_its_port_was_taken() {
     drop(third);
     drop(squatter);
 
+    // A kept token that others may read is not used again.
+    let fourth = Ui::start_with(rawko(&ws), &[]);
+    let token = fourth.token.clone();
+    drop(fourth);
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let fifth = Ui::start_with(rawko(&ws), &[]);
+    assert_ne!(
+        fifth.token, token,
+        "a token others could read was used again"
+    );
+    drop(fifth);
+    let mode = std::fs::metadata(&kept).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "written again for its owner alone");
+
     // A file that is not what rawko wrote is ignored: a free port and a fresh token.
     std::fs::write(&kept, "80 <script>\n").unwrap();
-    let fourth = Ui::start_with(rawko(&ws), &[]);
-    assert_ne!(fourth.port, 80);
-    assert_eq!(fourth.token.len(), 32);
+    let sixth = Ui::start_with(rawko(&ws), &[]);
+    assert_ne!(sixth.port, 80);
+    assert_eq!(sixth.token.len(), 32);
 }

@@ -237,8 +237,13 @@ async fn next_change(ui: &Ui, id: &str, notices: &mut Option<broadcast::Receiver
         loop {
             match rx.recv().await {
                 Ok(task) if task != id => continue,
-                // This task, a notice missed, or the listener gone: look.
-                _ => return,
+                // This task, or a notice missed: look.
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => return,
+                // No one sends any more: look, at the polling pace.
+                Err(broadcast::error::RecvError::Closed) => {
+                    tokio::time::sleep(POLL).await;
+                    return;
+                }
             }
         }
     })
@@ -261,8 +266,16 @@ struct Kept {
 }
 
 impl Kept {
-    /// What the file says, or None when it is missing or not what this code writes.
+    /// What the file says, or None when it is missing, not what this code writes, or not a
+    /// file of this user's that no one else may read (a token others could read is not reused).
     fn read(path: &std::path::Path) -> Option<Kept> {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if !meta.is_file() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+            return None;
+        }
         let text = std::fs::read_to_string(path).ok()?;
         let (port, token) = text.trim().split_once(' ')?;
         let port = port.parse().ok().filter(|p| *p != 0)?;
