@@ -258,22 +258,7 @@ fn a_port_in_use_is_said_clearly() {
 /// A running task's event stream says `change` within a second of each commit.
 #[test]
 fn a_running_tasks_page_is_told_of_each_commit() {
-    let (ws, server) = scripted_worker("");
-    server.push(openai::tool_call(
-        "c1",
-        "Read",
-        &json!({"path": "notes.txt"}),
-    ));
-    server.push(
-        openai::tool_call(
-            "c2",
-            "finish",
-            &json!({"status": "success", "summary": "ok"}),
-        )
-        .delay(Duration::from_secs(2)),
-    );
-    ws.write("notes.txt", "notes\n");
-    let (mut run, id) = crate::support::start_worker(rawko(&ws), &["Read the notes."]);
+    let (ws, server, mut run, id) = crate::support::running_task(Duration::from_secs(2));
     let ui = Ui::start(rawko(&ws));
     let mut s = TcpStream::connect(("127.0.0.1", ui.port)).unwrap();
     s.set_read_timeout(Some(Duration::from_millis(200)))
@@ -370,9 +355,18 @@ fn the_next_rawko_ui_serves_the_same_url_unless_its_port_was_taken() {
         fifth.token, token,
         "a token others could read was used again"
     );
+    let token = fifth.token.clone();
     drop(fifth);
     let mode = std::fs::metadata(&kept).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600, "written again for its owner alone");
+
+    // Nor one in a file another user owns (planted by them, private or not); as root the test
+    // can make one, otherwise it cannot and skips this part.
+    if std::os::unix::fs::chown(&kept, Some(65534), Some(65534)).is_ok() {
+        let planted = Ui::start_with(rawko(&ws), &[]);
+        assert_ne!(planted.token, token, "another user's token file was used");
+        drop(planted);
+    }
 
     // A file that is not what rawko wrote is ignored: a free port and a fresh token.
     std::fs::write(&kept, "80 <script>\n").unwrap();

@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
-use crate::support::model_server::{ModelServer, openai};
+use crate::support::model_server::openai;
 use crate::support::{
-    Run, TEST_KEY, Workspace, demo_task, rawko, run, scripted_worker, start_worker, store_path,
+    Run, TEST_KEY, Workspace, demo_task, rawko, run, running_task, scripted_worker, start_worker,
+    store_path,
 };
 use crate::ui::{HOSTILE, Ui, hostile_task};
 
@@ -230,24 +231,6 @@ fn ui_browser_task_page_shows_path_timeline_steps_and_markup_as_text() {
     );
     b.only_own_origin();
     b.screenshot("task-hostile");
-}
-
-/// A task that reads a file, then waits `finish_after` for the model's last answer: its
-/// workspace, the model server, the running `rawko run` and the task's id.
-fn running_task(finish_after: Duration) -> (Workspace, ModelServer, std::process::Child, String) {
-    let (ws, server) = scripted_worker("");
-    ws.write("a.txt", "hello\n");
-    server.push(openai::tool_call("c0", "Read", &json!({"path": "a.txt"})));
-    server.push(
-        openai::tool_call(
-            "c1",
-            "finish",
-            &json!({"status": "success", "summary": "read it"}),
-        )
-        .delay(finish_after),
-    );
-    let (run, id) = start_worker(rawko(&ws), &["read a.txt"]);
-    (ws, server, run, id)
 }
 
 #[test]

@@ -276,6 +276,35 @@ pub fn scripted_worker(extra: &str) -> (Workspace, model_server::ModelServer) {
     (ws, server)
 }
 
+/// A task that reads a file, then waits `finish_after` for the model's last answer: its
+/// workspace, the model server, the running `rawko run` and the task's id.
+pub fn running_task(
+    finish_after: std::time::Duration,
+) -> (
+    Workspace,
+    model_server::ModelServer,
+    std::process::Child,
+    String,
+) {
+    let (ws, server) = scripted_worker("");
+    ws.write("a.txt", "hello\n");
+    server.push(model_server::openai::tool_call(
+        "c0",
+        "Read",
+        &serde_json::json!({"path": "a.txt"}),
+    ));
+    server.push(
+        model_server::openai::tool_call(
+            "c1",
+            "finish",
+            &serde_json::json!({"status": "success", "summary": "read it"}),
+        )
+        .delay(finish_after),
+    );
+    let (run, id) = start_worker(rawko(&ws), &["read a.txt"]);
+    (ws, server, run, id)
+}
+
 /// The demo's task, kept in a workspace of its own; removed when dropped.
 pub struct DemoTask {
     pub workspace: std::path::PathBuf,
