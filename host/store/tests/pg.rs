@@ -639,3 +639,147 @@ async fn pg_a_listener_hears_each_committed_write_by_its_task() {
     s.end_turn(other, "success", "done", None).await.unwrap();
     assert_eq!(next(&mut heard).await, b, "the failed write was heard");
 }
+
+/// Every write of a step is sent in one round trip with its lease fence among its statements:
+/// once another runner holds the task, each is refused as taken over, writes nothing, and
+/// leaves its connection usable (its transaction rolled back, not left open).
+#[tokio::test]
+async fn pg_every_write_of_a_step_is_fenced_and_writes_nothing_once_taken_over() {
+    let Some(url) = server() else { return };
+    let db = Db::new(&url).await;
+    let s = db.store().await;
+    let id = s.create_task("t", "planner", &json!({})).await.unwrap();
+    assert_eq!(s.acquire_lease(&id).await.unwrap(), Ok(()));
+    let turn = s.start_turn(&id, "planner", None).await.unwrap();
+    // Held: the writes go through, each committed.
+    assert_eq!(s.bump_iterations(turn).await.unwrap(), 1);
+    let usage = Usage {
+        input_tokens: 3,
+        ..Usage::default()
+    };
+    s.append_reply(turn, &json!("r"), "a", "m", &usage)
+        .await
+        .unwrap();
+    let call = |n: &str| ToolCall {
+        turn_id: turn,
+        call_id: n.into(),
+        tool: "LS".into(),
+        input: "{}".into(),
+        output: "o".into(),
+        is_error: false,
+        verdict: "allow".into(),
+        duration_us: 1,
+        at: 0,
+    };
+    assert!(s.record_tool_call(&call("c1")).await.unwrap());
+    assert!(
+        !s.record_tool_call(&call("c1")).await.unwrap(),
+        "recorded once"
+    );
+    let sql = db.sql().await;
+    let count = |table: &'static str| {
+        let sql = &sql;
+        async move {
+            sql.query_one(&format!("SELECT count(*) FROM rawko.{table}"), &[])
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+        }
+    };
+    let tables = [
+        "messages",
+        "usage",
+        "tool_calls",
+        "decisions",
+        "model_calls",
+        "transitions",
+    ];
+    let mut before = Vec::new();
+    for t in tables {
+        before.push(count(t).await);
+    }
+    sql.execute(
+        "UPDATE rawko.tasks SET lease_pid = 1, lease_host = 'elsewhere', lease_token = 'theirs',
+         lease_at = (EXTRACT(EPOCH FROM now()) * 1000)::bigint WHERE id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap();
+    let refused = |r: Result<(), StoreError>, what: &str| {
+        let e = r.expect_err(what);
+        assert!(e.is_taken_over(), "{what}: {e}");
+        assert!(e.to_string().contains("pid 1 on elsewhere"), "{what}: {e}");
+    };
+    refused(s.bump_iterations(turn).await.map(drop), "bump_iterations");
+    refused(
+        s.append_message(turn, "user", &json!("late"))
+            .await
+            .map(drop),
+        "append_message",
+    );
+    refused(
+        s.append_reply(turn, &json!("late"), "a", "m", &usage)
+            .await
+            .map(drop),
+        "append_reply",
+    );
+    refused(s.record_usage(turn, "a", "m", &usage).await, "record_usage");
+    refused(
+        s.record_tool_call(&call("c2")).await.map(drop),
+        "record_tool_call",
+    );
+    let model_call = ModelCall {
+        turn_id: turn,
+        adapter: "a".into(),
+        model: "m".into(),
+        response_model: None,
+        finish_reason: None,
+        attempt: 0,
+        outcome: "ok".into(),
+        started_at: 0,
+        ended_at: 1,
+    };
+    refused(s.record_model_call(&model_call).await, "record_model_call");
+    let decision = AuditEntry {
+        turn_id: Some(turn),
+        subject: "LS".into(),
+        capability: "tool".into(),
+        detail: "{}".into(),
+        decision: "allow".into(),
+        reason: "late".into(),
+        at: 0,
+    };
+    refused(s.record_decision(&id, &decision).await, "record_decision");
+    let t = Transition {
+        from: Some("planner".into()),
+        to: "developer".into(),
+        event: "onSuccess".into(),
+        mode: "table".into(),
+        reason: "late".into(),
+        at: 0,
+    };
+    refused(
+        s.transition_after(&id, &t, TaskStatus::Running, Some((turn, "a", "m", &usage)))
+            .await,
+        "transition_after",
+    );
+    for (t, n) in tables.iter().zip(&before) {
+        assert_eq!(count(t).await, *n, "{t} changed after the takeover");
+    }
+    let iterations: i64 = sql
+        .query_one("SELECT iterations FROM rawko.turns WHERE id = $1", &[&turn])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(iterations, 1);
+    // The pool's connections are in no transaction: a task this runner holds no lease on is
+    // written and read on them as usual.
+    let other = s.create_task("u", "planner", &json!({})).await.unwrap();
+    let other_turn = s.start_turn(&other, "planner", None).await.unwrap();
+    for _ in 0..8 {
+        s.append_message(other_turn, "user", &json!("x"))
+            .await
+            .unwrap();
+    }
+    assert_eq!(s.messages(other_turn).await.unwrap().len(), 8);
+}

@@ -12,6 +12,7 @@ mod connect;
 mod error;
 mod schema;
 mod transfer;
+mod write;
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -24,6 +25,8 @@ use tokio_postgres::{NoTls, Row, Statement};
 
 pub use connect::{PgConfig, redact};
 pub use error::{PgError, PgErrorKind};
+
+use write::Fence;
 
 use crate::{
     AuditEntry, Holder, Lease, LeaseSettings, Message, ModelCall, Result, Run, StoreError, Task,
@@ -50,6 +53,15 @@ macro_rules! task_columns {
         )
     };
 }
+
+/// A message of a turn, returning its id.
+const INSERT_MESSAGE: &str = "INSERT INTO rawko.messages (turn_id, role, content, at)
+     VALUES ($1, $2, $3, $4) RETURNING id";
+
+/// The tokens one reply cost.
+const INSERT_USAGE: &str = "INSERT INTO rawko.usage (turn_id, adapter, model, input_tokens,
+     output_tokens, cache_read, cache_write, at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 
 const TURN_COLUMNS: &str =
     "id, parent_id, agent, started_at, ended_at, outcome, summary, output, iterations";
@@ -308,6 +320,15 @@ impl PgStore {
             .map_err(|e| self.err(e))
     }
 
+    /// A write whose `INSERT ... RETURNING` returned nothing: the server did not do what it
+    /// said it did.
+    fn no_row(&self, table: &str) -> StoreError {
+        StoreError::Pg(PgError::new(
+            &self.label,
+            PgErrorKind::Sql(format!("an insert into {table} returned no row")),
+        ))
+    }
+
     fn err(&self, e: tokio_postgres::Error) -> StoreError {
         let e = PgError::query(&self.label, &e);
         if e.is_connection_lost() {
@@ -485,30 +506,37 @@ impl PgStore {
         status: TaskStatus,
         usage: Option<(i64, &str, &str, &Usage)>,
     ) -> Result<()> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await.map_err(|e| self.err(e))?;
-        self.fence(&tx, task).await?;
-        if let Some((turn, adapter, model, u)) = usage {
-            self.insert_usage(&tx, turn, adapter, model, u).await?;
+        let at = now_ms();
+        let status = status.as_str();
+        let mut statements: Vec<(&'static str, write::Params<'_>)> = Vec::with_capacity(3);
+        if let Some((turn, adapter, model, u)) = &usage {
+            statements.push((
+                INSERT_USAGE,
+                vec![
+                    turn,
+                    adapter,
+                    model,
+                    &u.input_tokens,
+                    &u.output_tokens,
+                    &u.cache_read,
+                    &u.cache_write,
+                    &at,
+                ],
+            ));
         }
-        self.noticed(
-            &tx,
-            Changed::Task(task),
-            tx.execute(
-            &self.prepared(&tx, "INSERT INTO rawko.transitions (task_id, from_state, to_state, event, mode, reason, at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)").await?,
-            &[&task, &t.from, &t.to, &t.event, &t.mode, &t.reason, &t.at],
-        ),
-        )
-        .await?;
-        tx.execute(
-            &self.prepared(&tx, "UPDATE rawko.tasks SET state = $2, status = $3, steps = steps + 1, updated_at = $4
-             WHERE id = $1").await?,
-            &[&task, &t.to, &status.as_str(), &t.at],
-        )
-        .await
-        .map_err(|e| self.err(e))?;
-        tx.commit().await.map_err(|e| self.err(e))
+        statements.push((
+            "INSERT INTO rawko.transitions (task_id, from_state, to_state, event, mode, reason, at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            vec![&task, &t.from, &t.to, &t.event, &t.mode, &t.reason, &t.at],
+        ));
+        statements.push((
+            "UPDATE rawko.tasks SET state = $2, status = $3, steps = steps + 1, updated_at = $4
+             WHERE id = $1",
+            vec![&task, &t.to, &status, &t.at],
+        ));
+        self.write_once(Fence::Task(task), Changed::Task(task), statements)
+            .await
+            .map(drop)
     }
 
     /// Become `task`'s one runner, as [`TaskStore::acquire_lease`](crate::TaskStore::acquire_lease):
@@ -741,22 +769,14 @@ impl PgStore {
 
     /// Record one model call.
     pub async fn record_model_call(&self, m: &ModelCall) -> Result<()> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await.map_err(|e| self.err(e))?;
-        self.fence_turn(&tx, m.turn_id).await?;
-        self.noticed(
-            &tx,
+        self.write_once(
+            Fence::Turn(m.turn_id),
             Changed::Turn(m.turn_id),
-            tx.execute(
-                &self
-                    .prepared(
-                        &tx,
-                        "INSERT INTO rawko.model_calls (turn_id, adapter, model, response_model,
+            vec![(
+                "INSERT INTO rawko.model_calls (turn_id, adapter, model, response_model,
                                             finish_reason, attempt, outcome, started_at, ended_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                    )
-                    .await?,
-                &[
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                vec![
                     &m.turn_id,
                     &m.adapter,
                     &m.model,
@@ -767,10 +787,10 @@ impl PgStore {
                     &m.started_at,
                     &m.ended_at,
                 ],
-            ),
+            )],
         )
-        .await?;
-        tx.commit().await.map_err(|e| self.err(e))
+        .await
+        .map(drop)
     }
 
     /// The model calls of a task, in order.
@@ -955,27 +975,18 @@ impl PgStore {
 
     /// Count one more model round trip in a turn.
     pub async fn bump_iterations(&self, turn: i64) -> Result<i64> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await.map_err(|e| self.err(e))?;
-        self.fence_turn(&tx, turn).await?;
-        let row = self
-            .noticed(
-                &tx,
+        let rows = self
+            .write_once(
+                Fence::Turn(turn),
                 Changed::Turn(turn),
-                tx.query_one(
-                    &self
-                        .prepared(
-                            &tx,
-                            "UPDATE rawko.turns SET iterations = iterations + 1 WHERE id = $1
-                 RETURNING iterations",
-                        )
-                        .await?,
-                    &[&turn],
-                ),
+                vec![(
+                    "UPDATE rawko.turns SET iterations = iterations + 1 WHERE id = $1
+                     RETURNING iterations",
+                    vec![&turn],
+                )],
             )
             .await?;
-        tx.commit().await.map_err(|e| self.err(e))?;
-        Ok(row.get(0))
+        Ok(first_value(&rows, 0).unwrap_or(0))
     }
 
     /// The turns of a task, in order.
@@ -1037,34 +1048,16 @@ impl PgStore {
         role: &str,
         content: &serde_json::Value,
     ) -> Result<i64> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await.map_err(|e| self.err(e))?;
-        self.fence_turn(&tx, turn).await?;
-        let id = self.insert_message(&tx, turn, role, content).await?;
-        tx.commit().await.map_err(|e| self.err(e))?;
-        Ok(id)
-    }
-
-    async fn insert_message(
-        &self,
-        tx: &Transaction<'_>,
-        turn: i64,
-        role: &str,
-        content: &serde_json::Value,
-    ) -> Result<i64> {
         let content = content.to_string();
-        let row = self
-            .noticed(
-                tx,
+        let at = now_ms();
+        let rows = self
+            .write_once(
+                Fence::Turn(turn),
                 Changed::Turn(turn),
-                tx.query_one(
-                    &self.prepared(tx, "INSERT INTO rawko.messages (turn_id, role, content, at) VALUES ($1, $2, $3, $4)
-                 RETURNING id").await?,
-                    &[&turn, &role, &content, &now_ms()],
-                ),
+                vec![(INSERT_MESSAGE, vec![&turn, &role, &content, &at])],
             )
             .await?;
-        Ok(row.get(0))
+        first_value(&rows, 0).ok_or_else(|| self.no_row("messages"))
     }
 
     /// Commit a model's reply and the tokens it cost together.
@@ -1076,13 +1069,31 @@ impl PgStore {
         model: &str,
         u: &Usage,
     ) -> Result<i64> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await.map_err(|e| self.err(e))?;
-        self.fence_turn(&tx, turn).await?;
-        let id = self.insert_message(&tx, turn, "assistant", content).await?;
-        self.insert_usage(&tx, turn, adapter, model, u).await?;
-        tx.commit().await.map_err(|e| self.err(e))?;
-        Ok(id)
+        let content = content.to_string();
+        let at = now_ms();
+        let rows = self
+            .write_once(
+                Fence::Turn(turn),
+                Changed::Turn(turn),
+                vec![
+                    (INSERT_MESSAGE, vec![&turn, &"assistant", &content, &at]),
+                    (
+                        INSERT_USAGE,
+                        vec![
+                            &turn,
+                            &adapter,
+                            &model,
+                            &u.input_tokens,
+                            &u.output_tokens,
+                            &u.cache_read,
+                            &u.cache_write,
+                            &at,
+                        ],
+                    ),
+                ],
+            )
+            .await?;
+        first_value(&rows, 0).ok_or_else(|| self.no_row("messages"))
     }
 
     /// How many completions of adapter instance `adapter` task `task` has kept.
@@ -1124,24 +1135,17 @@ impl PgStore {
     /// Record a finished tool call. A call id already recorded for the turn is kept as it was:
     /// a call runs at most once.
     pub async fn record_tool_call(&self, t: &ToolCall) -> Result<bool> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await.map_err(|e| self.err(e))?;
-        self.fence_turn(&tx, t.turn_id).await?;
-        let inserted = self
-            .noticed(
-                &tx,
+        let rows = self
+            .write_once(
+                Fence::Turn(t.turn_id),
                 Changed::Turn(t.turn_id),
-                tx.execute(
-                    &self
-                        .prepared(
-                            &tx,
-                            "INSERT INTO rawko.tool_calls
-                 (turn_id, call_id, tool, input, output, is_error, verdict, duration_us, at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-                 ON CONFLICT (turn_id, call_id) DO NOTHING",
-                        )
-                        .await?,
-                    &[
+                vec![(
+                    "INSERT INTO rawko.tool_calls
+                     (turn_id, call_id, tool, input, output, is_error, verdict, duration_us, at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                     ON CONFLICT (turn_id, call_id) DO NOTHING
+                     RETURNING id",
+                    vec![
                         &t.turn_id,
                         &t.call_id,
                         &t.tool,
@@ -1152,11 +1156,10 @@ impl PgStore {
                         &t.duration_us,
                         &t.at,
                     ],
-                ),
+                )],
             )
             .await?;
-        tx.commit().await.map_err(|e| self.err(e))?;
-        Ok(inserted == 1)
+        Ok(rows.first().is_some_and(|r| !r.is_empty()))
     }
 
     /// The recorded result of call `call_id` in `turn`, if it ran.
@@ -1188,22 +1191,14 @@ impl PgStore {
     // ---- audit log ----
 
     pub async fn record_decision(&self, task: &str, d: &AuditEntry) -> Result<()> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await.map_err(|e| self.err(e))?;
-        self.fence(&tx, task).await?;
-        self.noticed(
-            &tx,
+        self.write_once(
+            Fence::Task(task),
             Changed::Task(task),
-            tx.execute(
-                &self
-                    .prepared(
-                        &tx,
-                        "INSERT INTO rawko.decisions
-             (task_id, turn_id, subject, capability, detail, decision, reason, at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                    )
-                    .await?,
-                &[
+            vec![(
+                "INSERT INTO rawko.decisions
+                 (task_id, turn_id, subject, capability, detail, decision, reason, at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                vec![
                     &task,
                     &d.turn_id,
                     &d.subject,
@@ -1213,10 +1208,10 @@ impl PgStore {
                     &d.reason,
                     &d.at,
                 ],
-            ),
+            )],
         )
-        .await?;
-        tx.commit().await.map_err(|e| self.err(e))
+        .await
+        .map(drop)
     }
 
     pub async fn decisions(&self, task: &str) -> Result<Vec<AuditEntry>> {
@@ -1250,42 +1245,26 @@ impl PgStore {
         model: &str,
         u: &Usage,
     ) -> Result<()> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await.map_err(|e| self.err(e))?;
-        self.fence_turn(&tx, turn).await?;
-        self.insert_usage(&tx, turn, adapter, model, u).await?;
-        tx.commit().await.map_err(|e| self.err(e))
-    }
-
-    async fn insert_usage(
-        &self,
-        tx: &Transaction<'_>,
-        turn: i64,
-        adapter: &str,
-        model: &str,
-        u: &Usage,
-    ) -> Result<()> {
-        self.noticed(tx, Changed::Turn(turn), tx.execute(
-            &self
-                .prepared(
-                    tx,
-                    "INSERT INTO rawko.usage (turn_id, adapter, model, input_tokens, output_tokens,
-                                      cache_read, cache_write, at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                )
-                .await?,
-            &[
-                &turn,
-                &adapter,
-                &model,
-                &u.input_tokens,
-                &u.output_tokens,
-                &u.cache_read,
-                &u.cache_write,
-                &now_ms(),
-            ],
-        )).await?;
-        Ok(())
+        let at = now_ms();
+        self.write_once(
+            Fence::Turn(turn),
+            Changed::Turn(turn),
+            vec![(
+                INSERT_USAGE,
+                vec![
+                    &turn,
+                    &adapter,
+                    &model,
+                    &u.input_tokens,
+                    &u.output_tokens,
+                    &u.cache_read,
+                    &u.cache_write,
+                    &at,
+                ],
+            )],
+        )
+        .await
+        .map(drop)
     }
 
     /// Total tokens a task used.
@@ -1392,6 +1371,11 @@ fn task_row(r: &Row, stale: Duration) -> Task {
 
 /// The lease in columns `at..at + 6` (pid, host, heartbeat, start, token, age by the server's
 /// clock), if one is held.
+/// The first column of the first row statement `at` of a write returned.
+fn first_value(rows: &[Vec<Row>], at: usize) -> Option<i64> {
+    rows.get(at)?.first().map(|r| r.get(0))
+}
+
 fn lease_of(r: &Row, at: usize) -> Option<Lease> {
     let pid: Option<i64> = r.get(at);
     let host: Option<String> = r.get(at + 1);
