@@ -33,7 +33,7 @@ use self::store::Store;
 use self::tools::{FinishError, ToolHost, finish_spec, parse_finish};
 use rawko_agents::model::{Agent, External, Target};
 use rawko_config::Trust;
-use rawko_store::{AuditEntry, StoreError, TaskStatus, ToolCall, Transition, now_ms};
+use rawko_store::{AuditEntry, Reply, StoreError, TaskStatus, ToolCall, Transition, now_ms};
 
 /// Nesting limit for agents calling agents as tools.
 pub const MAX_AGENT_DEPTH: u32 = 3;
@@ -753,6 +753,9 @@ impl Engine<'_> {
             .await?
             .iter()
             .any(|c| c.turn_id == turn && c.tool == tools::FINISH && c.is_error);
+        // Whether the reply last in `messages` was made in this loop: none of its calls can have
+        // run yet, so none is looked up in the store. A reply found on resume may have some.
+        let mut fresh = false;
 
         loop {
             // A run that stopped after the model answered: run what it asked for first.
@@ -769,19 +772,26 @@ impl Engine<'_> {
                         &specs,
                         depth,
                         &mut finish_rejected,
+                        fresh,
                     )
                     .await?
                 {
                     Step::Finished(outcome) => return Ok(outcome),
-                    Step::Continue(results) => {
+                    Step::Continue(results, last) => {
                         let msg = Message {
                             role: Role::User,
                             content: results,
                         };
+                        let (call, decisions) = match &last {
+                            Some(d) => (Some(&d.call), &d.decisions[..]),
+                            None => (None, &[][..]),
+                        };
                         self.store
-                            .append_message(
+                            .record_results(
+                                task,
                                 turn,
-                                "user",
+                                call,
+                                decisions,
                                 &serde_json::to_value(&msg.content).unwrap_or_default(),
                             )
                             .await?;
@@ -844,7 +854,8 @@ impl Engine<'_> {
                 }
             };
             let sent_chars = fixed + view.iter().map(context::message_chars).sum::<usize>();
-            *iterations = self.store.bump_iterations(turn).await?.max(0) as u32;
+            // Committed with the model call it counts, in one transaction.
+            *iterations += 1;
             self.events.emit(&RunEvent::Thinking {
                 agent: agent.name.clone(),
                 iteration: *iterations,
@@ -856,7 +867,7 @@ impl Engine<'_> {
                 })
             };
             let mut asked_again = 0;
-            let completion = loop {
+            let (completion, model_call) = loop {
                 let remaining = limits.timeout.saturating_sub(started.elapsed());
                 let request = CompletionRequest {
                     system: &agent.system_prompt,
@@ -889,15 +900,19 @@ impl Engine<'_> {
                     () = abandoned => None,
                 };
                 telemetry::chat_ended(&chat, (llm.adapter(), llm.model()), asked, &answered);
-                self.store
-                    .record_model_call(&telemetry::model_call(
-                        turn,
-                        (llm.adapter(), llm.model()),
-                        asked_again,
-                        asked_at,
-                        &answered,
-                    ))
-                    .await?;
+                let model_call = telemetry::model_call(
+                    turn,
+                    (llm.adapter(), llm.model()),
+                    asked_again,
+                    asked_at,
+                    &answered,
+                );
+                // A reply is committed with its call below; any other end of the call now.
+                if !matches!(answered, Some(Ok(Ok(_)))) {
+                    self.store
+                        .record_answer(task, turn, i64::from(*iterations), &model_call, None, &[])
+                        .await?;
+                }
                 if let (Some(traces), Some(Ok(Ok(c)))) =
                     (self.traces.filter(|t| t.captures()), &answered)
                 {
@@ -969,7 +984,7 @@ impl Engine<'_> {
                             output: None,
                         });
                     }
-                    Ok(Ok(c)) => c,
+                    Ok(Ok(c)) => (c, model_call),
                 };
             };
             drop(view);
@@ -981,15 +996,29 @@ impl Engine<'_> {
             let mut reply = completion.message;
             reply.role = Role::Assistant;
             sanitize_call_ids(&mut reply, turn, *iterations);
+            // What the reply asks of the agent's own tools is allowed now, and the audit rows
+            // saying so are committed with the reply, before any of it runs.
+            let allowed: Vec<AuditEntry> = reply
+                .tool_calls()
+                .filter(|c| c.name != tools::FINISH && self.plain_tool(agent, &c.name, &specs))
+                .map(|c| Self::allowed_tool(agent, &c.name).in_turn(turn))
+                .collect();
             self.store
-                .append_reply(
+                .record_answer(
+                    task,
                     turn,
-                    &serde_json::to_value(&reply.content).unwrap_or_default(),
-                    llm.adapter(),
-                    &completion.model,
-                    &completion.usage,
+                    i64::from(*iterations),
+                    &model_call,
+                    Some(Reply {
+                        content: &serde_json::to_value(&reply.content).unwrap_or_default(),
+                        adapter: llm.adapter(),
+                        model: &completion.model,
+                        usage: &completion.usage,
+                    }),
+                    &allowed,
                 )
                 .await?;
+            fresh = true;
             let has_calls = reply.tool_calls().next().is_some();
             messages.push(reply);
             if !has_calls {
@@ -1099,6 +1128,27 @@ impl Engine<'_> {
 
     /// Run the tool calls of an assistant message, skipping those already committed.
     #[allow(clippy::too_many_arguments)]
+    /// Whether `name` is one of `agent`'s own tools that it may call, run without asking: not an
+    /// agent called as a tool, and not refused.
+    fn plain_tool(&self, agent: &Agent, name: &str, specs: &[ToolSpec]) -> bool {
+        specs.iter().any(|s| s.name == name)
+            && agent.may_call(name)
+            && self.callee(agent, name).is_none()
+    }
+
+    /// An agent `agent` may ask as a tool, unless a tool of that name shadows it.
+    fn callee(&self, agent: &Agent, name: &str) -> Option<Arc<Agent>> {
+        self.agents
+            .agent(name)
+            .filter(|_| self.tools.specs(agent).iter().all(|s| s.name != name))
+    }
+
+    /// The audit row allowing `agent` its own tool `name`.
+    fn allowed_tool(agent: &Agent, name: &str) -> AuditEntry {
+        AuditEntry::new(&agent.name, "tool", name, "allow", "in the agent's tools")
+    }
+
+    #[allow(clippy::too_many_arguments)]
     async fn run_calls(
         &self,
         task: &str,
@@ -1108,23 +1158,51 @@ impl Engine<'_> {
         specs: &[ToolSpec],
         depth: u32,
         finish_rejected: &mut bool,
+        fresh: bool,
     ) -> Result<Step, EngineError> {
         let mut results = Vec::new();
         let mut finish: Option<(String, String)> = None;
+        // The last call is recorded with the results message, in one transaction, when no
+        // `finish` follows it: a crash before that commit runs it again, as any call whose
+        // record was not committed.
+        let has_finish = reply.tool_calls().any(|c| c.name == tools::FINISH);
+        let last_call = reply
+            .tool_calls()
+            .filter(|c| c.name != tools::FINISH)
+            .last()
+            .map(|c| c.id.clone());
+        let mut deferred: Option<Deferred> = None;
         for call in reply.tool_calls() {
             let (id, name, arguments) = (&*call.id, &*call.name, &*call.arguments);
             if name == tools::FINISH {
                 finish = Some((id.to_string(), arguments.to_string()));
                 continue;
             }
-            let recorded = self.store.tool_call(turn, id).await?;
+            let recorded = match fresh {
+                true => None,
+                false => self.store.tool_call(turn, id).await?,
+            };
+            let defer = !has_finish && last_call.as_deref() == Some(id);
             let (output, is_error) = match recorded {
                 Some(done) => (done.output, done.is_error),
                 None => match self
-                    .run_one(task, agent, turn, id, name, arguments, specs, depth)
+                    .run_one(
+                        task,
+                        agent,
+                        turn,
+                        id,
+                        name,
+                        arguments,
+                        specs,
+                        depth,
+                        (defer, fresh),
+                    )
                     .await?
                 {
-                    Ok(result) => result,
+                    Ok((output, is_error, record)) => {
+                        deferred = record;
+                        (output, is_error)
+                    }
                     // An agent it called was stopped (Ctrl-C, an unreachable model): so is this
                     // turn, with the call not recorded, so that resume continues the callee's.
                     Err(stopped) => return Ok(Step::Finished(stopped)),
@@ -1146,7 +1224,7 @@ impl Engine<'_> {
                     content: done.output,
                     is_error: true,
                 }));
-                return Ok(Step::Continue(results));
+                return Ok(Step::Continue(results, None));
             }
             match parse_finish(&arguments, agent.output_schema.as_ref()) {
                 Ok(f) => {
@@ -1201,9 +1279,12 @@ impl Engine<'_> {
                 }
             }
         }
-        Ok(Step::Continue(results))
+        Ok(Step::Continue(results, deferred))
     }
 
+    /// Run one tool call. `defer`: its record (and the audit rows its run made) are returned to
+    /// be committed later instead of now; `decided`: the audit row allowing it was committed
+    /// with the reply that asked for it.
     #[allow(clippy::too_many_arguments)]
     async fn run_one(
         &self,
@@ -1215,17 +1296,14 @@ impl Engine<'_> {
         arguments: &str,
         specs: &[ToolSpec],
         depth: u32,
-    ) -> Result<Result<(String, bool), TurnOutcome>, EngineError> {
+        (defer, decided): (bool, bool),
+    ) -> Result<Result<(String, bool, Option<Deferred>), TurnOutcome>, EngineError> {
         self.events.emit(&RunEvent::ToolCall {
             agent: agent.name.clone(),
             tool: name.to_string(),
             input: events::event_input(arguments),
         });
-        // An agent the caller may ask as a tool, unless a tool of that name shadows it.
-        let callee = self
-            .agents
-            .agent(name)
-            .filter(|_| self.tools.specs(agent).iter().all(|s| s.name != name));
+        let callee = self.callee(agent, name);
         let span = telemetry::tool(name, id, callee.is_some());
         let call = Call {
             task,
@@ -1235,7 +1313,7 @@ impl Engine<'_> {
             name,
             arguments,
         };
-        self.run_one_in_span(call, callee, specs, depth)
+        self.run_one_in_span(call, callee, specs, depth, (defer, decided))
             .instrument(span)
             .await
     }
@@ -1253,8 +1331,10 @@ impl Engine<'_> {
         callee: Option<Arc<Agent>>,
         specs: &[ToolSpec],
         depth: u32,
-    ) -> Result<Result<(String, bool), TurnOutcome>, EngineError> {
+        (defer, decided): (bool, bool),
+    ) -> Result<Result<(String, bool, Option<Deferred>), TurnOutcome>, EngineError> {
         let started = Instant::now();
+        let mut later: Vec<AuditEntry> = Vec::new();
         let offered = specs.iter().any(|s| s.name == name);
         let (output, is_error, verdict) = if !offered || !agent.may_call(name) {
             let mut why = format!(
@@ -1287,18 +1367,18 @@ impl Engine<'_> {
                 Err(stopped) => return Ok(Err(stopped)),
             }
         } else {
-            self.store
-                .record_decision(
-                    task,
-                    &AuditEntry::new(&agent.name, "tool", name, "allow", "in the agent's tools")
-                        .in_turn(turn),
-                )
-                .await?;
+            if !decided {
+                self.store
+                    .record_decision(task, &Self::allowed_tool(agent, name).in_turn(turn))
+                    .await?;
+            }
             let outcome = self.tools.call(agent, name, arguments).await;
             for d in &outcome.decisions {
-                self.store
-                    .record_decision(task, &d.clone().in_turn(turn))
-                    .await?;
+                let d = d.clone().in_turn(turn);
+                match defer {
+                    true => later.push(d),
+                    false => self.store.record_decision(task, &d).await?,
+                }
             }
             (outcome.output, outcome.is_error, outcome.verdict)
         };
@@ -1312,17 +1392,27 @@ impl Engine<'_> {
         if is_error {
             telemetry::failed(&span, "tool_error");
         }
-        self.record_call(
-            turn,
-            id,
-            name,
-            arguments,
-            &output,
+        let record = ToolCall {
+            turn_id: turn,
+            call_id: id.to_string(),
+            tool: name.to_string(),
+            input: arguments.to_string(),
+            output: output.clone(),
             is_error,
-            &verdict,
-            elapsed.as_micros() as i64,
-        )
-        .await?;
+            verdict: verdict.clone(),
+            duration_us: elapsed.as_micros() as i64,
+            at: now_ms(),
+        };
+        let deferred = match defer {
+            true => Some(Deferred {
+                call: record,
+                decisions: later,
+            }),
+            false => {
+                self.store.record_tool_call(&record).await?;
+                None
+            }
+        };
         self.events.emit(&RunEvent::ToolResult {
             agent: agent.name.clone(),
             tool: name.to_string(),
@@ -1331,7 +1421,7 @@ impl Engine<'_> {
             duration_ms: elapsed.as_secs_f64() * 1000.0,
             preview: preview(&output, 160),
         });
-        Ok(Ok((output, is_error)))
+        Ok(Ok((output, is_error, deferred)))
     }
 
     /// Run `callee` as a tool of `caller`, nested one level, with at most the caller's
@@ -1432,9 +1522,18 @@ impl Engine<'_> {
     }
 }
 
+/// A tool call whose record, and the audit rows its run made, are committed with the step's
+/// results.
+struct Deferred {
+    call: ToolCall,
+    decisions: Vec<AuditEntry>,
+}
+
 enum Step {
     Finished(TurnOutcome),
-    Continue(Vec<Content>),
+    /// The results to send the model, and the step's last call if its record was left to be
+    /// committed with them.
+    Continue(Vec<Content>, Option<Deferred>),
 }
 
 fn status_of(target: &Target) -> TaskStatus {

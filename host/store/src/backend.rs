@@ -16,7 +16,7 @@ use std::pin::Pin;
 
 use crate::pg::PgStore;
 use crate::{
-    AnyStore, AuditEntry, Message, ModelCall, Result, Task, TaskStatus, TaskStore, ToolCall,
+    AnyStore, AuditEntry, Message, ModelCall, Reply, Result, Task, TaskStatus, TaskStore, ToolCall,
     Transition, Turn, Usage,
 };
 
@@ -108,4 +108,26 @@ store! { 'a;
     fn start_run(&self, task: &'a str, trace: Option<&'a str>) -> i64;
     fn end_run(&self, task: &'a str, run: i64, status: &'a str) -> ();
     fn record_model_call(&self, call: &'a ModelCall) -> ();
+    /// Record a model call with the turn's round trips so far and, when the model answered,
+    /// its reply, usage and the audit rows decided with it, in one transaction; the reply's
+    /// message id.
+    fn record_answer(
+        &self,
+        task: &'a str,
+        turn: i64,
+        iterations: i64,
+        call: &'a ModelCall,
+        reply: Option<Reply<'a>>,
+        decisions: &'a [AuditEntry]
+    ) -> Option<i64>;
+    /// Record a step's tool results message and, with it, the step's last tool call and the
+    /// audit rows its run made.
+    fn record_results(
+        &self,
+        task: &'a str,
+        turn: i64,
+        last: Option<&'a ToolCall>,
+        decisions: &'a [AuditEntry],
+        content: &'a serde_json::Value
+    ) -> i64;
 }

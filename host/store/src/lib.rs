@@ -38,7 +38,7 @@ pub use lease::{
     process_start,
 };
 pub use records::{
-    AuditEntry, Message, ModelCall, Run, Task, TaskStatus, ToolCall, Transition, Turn, Usage,
+    AuditEntry, Message, ModelCall, Reply, Run, Task, TaskStatus, ToolCall, Transition, Turn, Usage,
 };
 use records::{lease_of, task_row, tool_call_row, turn_row};
 use schema::{MIGRATIONS, SchemaCheck, check_schema, defend, retry_busy};
@@ -646,6 +646,10 @@ impl TaskStore {
     /// Record one model call (see [`ModelCall`]).
     pub fn record_model_call(&self, c: &ModelCall) -> Result<()> {
         self.fence_turn(c.turn_id)?;
+        self.insert_model_call(c)
+    }
+
+    fn insert_model_call(&self, c: &ModelCall) -> Result<()> {
         self.conn.execute(
             "INSERT INTO model_calls (turn_id, adapter, model, response_model, finish_reason,
                                       attempt, outcome, started_at, ended_at)
@@ -896,6 +900,40 @@ impl TaskStore {
         Ok(id)
     }
 
+    /// Record one call of a turn's model, with the turn's count of model round trips, and
+    /// (when the model answered) its reply, what the reply cost and the audit rows of what it
+    /// asked for that were decided at once, in one transaction; the reply's message id.
+    pub fn record_answer(
+        &self,
+        task: &str,
+        turn: i64,
+        iterations: i64,
+        call: &ModelCall,
+        reply: Option<Reply<'_>>,
+        decisions: &[AuditEntry],
+    ) -> Result<Option<i64>> {
+        self.fence_turn(turn)?;
+        let tx = self.conn.unchecked_transaction()?;
+        for d in decisions {
+            self.insert_decision(task, d)?;
+        }
+        self.conn.execute(
+            "UPDATE turns SET iterations = ?2 WHERE id = ?1",
+            params![turn, iterations],
+        )?;
+        self.insert_model_call(call)?;
+        let id = match reply {
+            Some(r) => {
+                let id = self.insert_message(turn, "assistant", r.content)?;
+                self.insert_usage(turn, r.adapter, r.model, r.usage)?;
+                Some(id)
+            }
+            None => None,
+        };
+        tx.commit()?;
+        Ok(id)
+    }
+
     /// How many completions of adapter instance `adapter` task `task` has kept.
     pub fn completions(&self, task: &str, adapter: &str) -> Result<u32> {
         let n: i64 = self.conn.query_row(
@@ -932,6 +970,10 @@ impl TaskStore {
     /// a call runs at most once.
     pub fn record_tool_call(&self, c: &ToolCall) -> Result<bool> {
         self.fence_turn(c.turn_id)?;
+        self.insert_tool_call(c)
+    }
+
+    fn insert_tool_call(&self, c: &ToolCall) -> Result<bool> {
         let inserted = self.conn.execute(
             "INSERT OR IGNORE INTO tool_calls
              (turn_id, call_id, tool, input, output, is_error, verdict, duration_us, at)
@@ -949,6 +991,30 @@ impl TaskStore {
             ],
         )?;
         Ok(inserted == 1)
+    }
+
+    /// The message of a step's tool results, and with it the step's last tool call (when it
+    /// is not recorded yet) and the audit rows its run made, in one transaction; the message's
+    /// id.
+    pub fn record_results(
+        &self,
+        task: &str,
+        turn: i64,
+        last: Option<&ToolCall>,
+        decisions: &[AuditEntry],
+        content: &serde_json::Value,
+    ) -> Result<i64> {
+        self.fence_turn(turn)?;
+        let tx = self.conn.unchecked_transaction()?;
+        for d in decisions {
+            self.insert_decision(task, d)?;
+        }
+        if let Some(c) = last {
+            self.insert_tool_call(c)?;
+        }
+        let id = self.insert_message(turn, "user", content)?;
+        tx.commit()?;
+        Ok(id)
     }
 
     /// The recorded result of call `call_id` in `turn`, if it ran.
@@ -978,6 +1044,10 @@ impl TaskStore {
 
     pub fn record_decision(&self, task: &str, d: &AuditEntry) -> Result<()> {
         self.fence(task)?;
+        self.insert_decision(task, d)
+    }
+
+    fn insert_decision(&self, task: &str, d: &AuditEntry) -> Result<()> {
         self.conn.execute(
             "INSERT INTO decisions (task_id, turn_id, subject, capability, detail, decision, reason, at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",

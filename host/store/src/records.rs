@@ -209,6 +209,16 @@ pub struct ModelCall {
     pub ended_at: i64,
 }
 
+/// A model's reply as a turn keeps it: its content and what it cost.
+#[derive(Debug, Clone, Copy)]
+pub struct Reply<'a> {
+    pub content: &'a serde_json::Value,
+    pub adapter: &'a str,
+    /// The model that answered.
+    pub model: &'a str,
+    pub usage: &'a Usage,
+}
+
 /// Tokens one model call used.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Usage {

@@ -58,6 +58,23 @@ macro_rules! task_columns {
 const INSERT_MESSAGE: &str = "INSERT INTO rawko.messages (turn_id, role, content, at)
      VALUES ($1, $2, $3, $4) RETURNING id";
 
+/// One call of a turn's model.
+const INSERT_MODEL_CALL: &str = "INSERT INTO rawko.model_calls (turn_id, adapter, model,
+     response_model, finish_reason, attempt, outcome, started_at, ended_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+
+/// A finished tool call, unless the turn has one of its id already.
+const INSERT_TOOL_CALL: &str = "INSERT INTO rawko.tool_calls
+     (turn_id, call_id, tool, input, output, is_error, verdict, duration_us, at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+     ON CONFLICT (turn_id, call_id) DO NOTHING
+     RETURNING id";
+
+/// An audit row.
+const INSERT_DECISION: &str = "INSERT INTO rawko.decisions
+     (task_id, turn_id, subject, capability, detail, decision, reason, at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+
 /// The tokens one reply cost.
 const INSERT_USAGE: &str = "INSERT INTO rawko.usage (turn_id, adapter, model, input_tokens,
      output_tokens, cache_read, cache_write, at)
@@ -512,16 +529,7 @@ impl PgStore {
         if let Some((turn, adapter, model, u)) = &usage {
             statements.push((
                 INSERT_USAGE,
-                vec![
-                    turn,
-                    adapter,
-                    model,
-                    &u.input_tokens,
-                    &u.output_tokens,
-                    &u.cache_read,
-                    &u.cache_write,
-                    &at,
-                ],
+                write::usage_params(turn, adapter, model, u, &at),
             ));
         }
         statements.push((
@@ -772,22 +780,7 @@ impl PgStore {
         self.write_once(
             Fence::Turn(m.turn_id),
             Changed::Turn(m.turn_id),
-            vec![(
-                "INSERT INTO rawko.model_calls (turn_id, adapter, model, response_model,
-                                            finish_reason, attempt, outcome, started_at, ended_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                vec![
-                    &m.turn_id,
-                    &m.adapter,
-                    &m.model,
-                    &m.response_model,
-                    &m.finish_reason,
-                    &m.attempt,
-                    &m.outcome,
-                    &m.started_at,
-                    &m.ended_at,
-                ],
-            )],
+            vec![(INSERT_MODEL_CALL, write::model_call_params(m))],
         )
         .await
         .map(drop)
@@ -1079,16 +1072,7 @@ impl PgStore {
                     (INSERT_MESSAGE, vec![&turn, &"assistant", &content, &at]),
                     (
                         INSERT_USAGE,
-                        vec![
-                            &turn,
-                            &adapter,
-                            &model,
-                            &u.input_tokens,
-                            &u.output_tokens,
-                            &u.cache_read,
-                            &u.cache_write,
-                            &at,
-                        ],
+                        write::usage_params(&turn, &adapter, &model, u, &at),
                     ),
                 ],
             )
@@ -1139,24 +1123,7 @@ impl PgStore {
             .write_once(
                 Fence::Turn(t.turn_id),
                 Changed::Turn(t.turn_id),
-                vec![(
-                    "INSERT INTO rawko.tool_calls
-                     (turn_id, call_id, tool, input, output, is_error, verdict, duration_us, at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-                     ON CONFLICT (turn_id, call_id) DO NOTHING
-                     RETURNING id",
-                    vec![
-                        &t.turn_id,
-                        &t.call_id,
-                        &t.tool,
-                        &t.input,
-                        &t.output,
-                        &t.is_error,
-                        &t.verdict,
-                        &t.duration_us,
-                        &t.at,
-                    ],
-                )],
+                vec![(INSERT_TOOL_CALL, write::tool_call_params(t))],
             )
             .await?;
         Ok(rows.first().is_some_and(|r| !r.is_empty()))
@@ -1194,21 +1161,7 @@ impl PgStore {
         self.write_once(
             Fence::Task(task),
             Changed::Task(task),
-            vec![(
-                "INSERT INTO rawko.decisions
-                 (task_id, turn_id, subject, capability, detail, decision, reason, at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                vec![
-                    &task,
-                    &d.turn_id,
-                    &d.subject,
-                    &d.capability,
-                    &d.detail,
-                    &d.decision,
-                    &d.reason,
-                    &d.at,
-                ],
-            )],
+            vec![(INSERT_DECISION, write::decision_params(&task, d))],
         )
         .await
         .map(drop)
@@ -1251,16 +1204,7 @@ impl PgStore {
             Changed::Turn(turn),
             vec![(
                 INSERT_USAGE,
-                vec![
-                    &turn,
-                    &adapter,
-                    &model,
-                    &u.input_tokens,
-                    &u.output_tokens,
-                    &u.cache_read,
-                    &u.cache_write,
-                    &at,
-                ],
+                write::usage_params(&turn, &adapter, &model, u, &at),
             )],
         )
         .await

@@ -183,3 +183,142 @@ impl PgStore {
         client.prepare_cached(sql).await.map_err(|e| self.err(e))
     }
 }
+
+/// The parameters of [`super::INSERT_USAGE`].
+pub(super) fn usage_params<'a>(
+    turn: &'a i64,
+    adapter: &'a &'a str,
+    model: &'a &'a str,
+    u: &'a crate::Usage,
+    at: &'a i64,
+) -> Params<'a> {
+    vec![
+        turn,
+        adapter,
+        model,
+        &u.input_tokens,
+        &u.output_tokens,
+        &u.cache_read,
+        &u.cache_write,
+        at,
+    ]
+}
+
+/// The parameters of [`super::INSERT_MODEL_CALL`].
+pub(super) fn model_call_params(m: &crate::ModelCall) -> Params<'_> {
+    vec![
+        &m.turn_id,
+        &m.adapter,
+        &m.model,
+        &m.response_model,
+        &m.finish_reason,
+        &m.attempt,
+        &m.outcome,
+        &m.started_at,
+        &m.ended_at,
+    ]
+}
+
+/// The parameters of [`super::INSERT_DECISION`].
+pub(super) fn decision_params<'a>(task: &'a &'a str, d: &'a crate::AuditEntry) -> Params<'a> {
+    vec![
+        task,
+        &d.turn_id,
+        &d.subject,
+        &d.capability,
+        &d.detail,
+        &d.decision,
+        &d.reason,
+        &d.at,
+    ]
+}
+
+/// The parameters of [`super::INSERT_TOOL_CALL`].
+pub(super) fn tool_call_params(t: &crate::ToolCall) -> Params<'_> {
+    vec![
+        &t.turn_id,
+        &t.call_id,
+        &t.tool,
+        &t.input,
+        &t.output,
+        &t.is_error,
+        &t.verdict,
+        &t.duration_us,
+        &t.at,
+    ]
+}
+
+impl PgStore {
+    /// Record one call of a turn's model, with the turn's count of model round trips, and (when
+    /// the model answered) its reply and what the reply cost, in one transaction; the reply's
+    /// message id.
+    pub async fn record_answer(
+        &self,
+        task: &str,
+        turn: i64,
+        iterations: i64,
+        call: &crate::ModelCall,
+        reply: Option<crate::Reply<'_>>,
+        decisions: &[crate::AuditEntry],
+    ) -> Result<Option<i64>> {
+        let at = crate::now_ms();
+        let content = reply.map(|r| r.content.to_string());
+        let mut statements: Vec<(&'static str, Params<'_>)> = vec![
+            (
+                "UPDATE rawko.turns SET iterations = $2 WHERE id = $1",
+                vec![&turn, &iterations],
+            ),
+            (super::INSERT_MODEL_CALL, model_call_params(call)),
+        ];
+        if let (Some(r), Some(content)) = (&reply, &content) {
+            statements.push((
+                super::INSERT_MESSAGE,
+                vec![&turn, &"assistant", content, &at],
+            ));
+            statements.push((
+                super::INSERT_USAGE,
+                usage_params(&turn, &r.adapter, &r.model, r.usage, &at),
+            ));
+        }
+        let message = statements.len() - 2;
+        for d in decisions {
+            statements.push((super::INSERT_DECISION, decision_params(&task, d)));
+        }
+        let rows = self
+            .write_once(Fence::Turn(turn), Changed::Turn(turn), statements)
+            .await?;
+        match reply {
+            Some(_) => super::first_value(&rows, message)
+                .map(Some)
+                .ok_or_else(|| self.no_row("messages")),
+            None => Ok(None),
+        }
+    }
+
+    /// The message of a step's tool results, and with it the step's last tool call (when it is
+    /// not recorded yet), in one transaction; the message's id.
+    pub async fn record_results(
+        &self,
+        task: &str,
+        turn: i64,
+        last: Option<&crate::ToolCall>,
+        decisions: &[crate::AuditEntry],
+        content: &serde_json::Value,
+    ) -> Result<i64> {
+        let at = crate::now_ms();
+        let content = content.to_string();
+        let mut statements: Vec<(&'static str, Params<'_>)> = Vec::with_capacity(2);
+        for d in decisions {
+            statements.push((super::INSERT_DECISION, decision_params(&task, d)));
+        }
+        if let Some(t) = last {
+            statements.push((super::INSERT_TOOL_CALL, tool_call_params(t)));
+        }
+        let message = statements.len();
+        statements.push((super::INSERT_MESSAGE, vec![&turn, &"user", &content, &at]));
+        let rows = self
+            .write_once(Fence::Turn(turn), Changed::Turn(turn), statements)
+            .await?;
+        super::first_value(&rows, message).ok_or_else(|| self.no_row("messages"))
+    }
+}
