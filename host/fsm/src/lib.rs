@@ -1126,14 +1126,15 @@ impl Engine<'_> {
         Ok(())
     }
 
-    /// Run the tool calls of an assistant message, skipping those already committed.
-    #[allow(clippy::too_many_arguments)]
-    /// Whether `name` is one of `agent`'s own tools that it may call, run without asking: not an
-    /// agent called as a tool, and not refused.
+    /// Whether `agent` may call `name`: offered to it in `specs`, and among its tools.
+    fn may_call(agent: &Agent, name: &str, specs: &[ToolSpec]) -> bool {
+        specs.iter().any(|s| s.name == name) && agent.may_call(name)
+    }
+
+    /// Whether `name` is one of `agent`'s own tools that it may call: not refused, and not an
+    /// agent called as a tool. [`Engine::run_one_in_span`] runs exactly these as tools.
     fn plain_tool(&self, agent: &Agent, name: &str, specs: &[ToolSpec]) -> bool {
-        specs.iter().any(|s| s.name == name)
-            && agent.may_call(name)
-            && self.callee(agent, name).is_none()
+        Self::may_call(agent, name, specs) && self.callee(agent, name).is_none()
     }
 
     /// An agent `agent` may ask as a tool, unless a tool of that name shadows it.
@@ -1148,6 +1149,7 @@ impl Engine<'_> {
         AuditEntry::new(&agent.name, "tool", name, "allow", "in the agent's tools")
     }
 
+    /// Run the tool calls of an assistant message, skipping those already committed.
     #[allow(clippy::too_many_arguments)]
     async fn run_calls(
         &self,
@@ -1168,21 +1170,23 @@ impl Engine<'_> {
         let has_finish = reply.tool_calls().any(|c| c.name == tools::FINISH);
         let last_call = reply
             .tool_calls()
-            .filter(|c| c.name != tools::FINISH)
+            .enumerate()
+            .filter(|(_, c)| c.name != tools::FINISH)
             .last()
-            .map(|c| c.id.clone());
+            .map(|(i, _)| i);
         let mut deferred: Option<Deferred> = None;
-        for call in reply.tool_calls() {
+        for (i, call) in reply.tool_calls().enumerate() {
             let (id, name, arguments) = (&*call.id, &*call.name, &*call.arguments);
             if name == tools::FINISH {
                 finish = Some((id.to_string(), arguments.to_string()));
                 continue;
             }
-            let recorded = match fresh {
-                true => None,
-                false => self.store.tool_call(turn, id).await?,
+            let recorded = if fresh {
+                None
+            } else {
+                self.store.tool_call(turn, id).await?
             };
-            let defer = !has_finish && last_call.as_deref() == Some(id);
+            let defer = !has_finish && last_call == Some(i);
             let (output, is_error) = match recorded {
                 Some(done) => (done.output, done.is_error),
                 None => match self
@@ -1200,7 +1204,9 @@ impl Engine<'_> {
                     .await?
                 {
                     Ok((output, is_error, record)) => {
-                        deferred = record;
+                        if record.is_some() {
+                            deferred = record;
+                        }
                         (output, is_error)
                     }
                     // An agent it called was stopped (Ctrl-C, an unreachable model): so is this
@@ -1228,17 +1234,18 @@ impl Engine<'_> {
             }
             match parse_finish(&arguments, agent.output_schema.as_ref()) {
                 Ok(f) => {
-                    self.record_call(
-                        turn,
-                        &id,
-                        tools::FINISH,
-                        &arguments,
-                        "accepted",
-                        false,
-                        "accepted",
-                        0,
-                    )
-                    .await?;
+                    self.store
+                        .record_tool_call(&ToolCall::finished(
+                            turn,
+                            &id,
+                            tools::FINISH,
+                            &arguments,
+                            "accepted",
+                            false,
+                            "accepted",
+                            0,
+                        ))
+                        .await?;
                     return Ok(Step::Finished(TurnOutcome {
                         event: if f.success {
                             Event::Succeeded
@@ -1250,17 +1257,18 @@ impl Engine<'_> {
                     }));
                 }
                 Err(FinishError(why)) => {
-                    self.record_call(
-                        turn,
-                        &id,
-                        tools::FINISH,
-                        &arguments,
-                        &why,
-                        true,
-                        "rejected",
-                        0,
-                    )
-                    .await?;
+                    self.store
+                        .record_tool_call(&ToolCall::finished(
+                            turn,
+                            &id,
+                            tools::FINISH,
+                            &arguments,
+                            &why,
+                            true,
+                            "rejected",
+                            0,
+                        ))
+                        .await?;
                     if *finish_rejected {
                         return Ok(Step::Finished(TurnOutcome {
                             event: Event::Failed,
@@ -1335,8 +1343,7 @@ impl Engine<'_> {
     ) -> Result<Result<(String, bool, Option<Deferred>), TurnOutcome>, EngineError> {
         let started = Instant::now();
         let mut later: Vec<AuditEntry> = Vec::new();
-        let offered = specs.iter().any(|s| s.name == name);
-        let (output, is_error, verdict) = if !offered || !agent.may_call(name) {
+        let (output, is_error, verdict) = if !Self::may_call(agent, name, specs) {
             let mut why = format!(
                 "tool `{name}` is not available to the {} agent (available: {})",
                 agent.name,
@@ -1375,9 +1382,10 @@ impl Engine<'_> {
             let outcome = self.tools.call(agent, name, arguments).await;
             for d in &outcome.decisions {
                 let d = d.clone().in_turn(turn);
-                match defer {
-                    true => later.push(d),
-                    false => self.store.record_decision(task, &d).await?,
+                if defer {
+                    later.push(d);
+                } else {
+                    self.store.record_decision(task, &d).await?;
                 }
             }
             (outcome.output, outcome.is_error, outcome.verdict)
@@ -1392,26 +1400,24 @@ impl Engine<'_> {
         if is_error {
             telemetry::failed(&span, "tool_error");
         }
-        let record = ToolCall {
-            turn_id: turn,
-            call_id: id.to_string(),
-            tool: name.to_string(),
-            input: arguments.to_string(),
-            output: output.clone(),
+        let record = ToolCall::finished(
+            turn,
+            id,
+            name,
+            arguments,
+            &output,
             is_error,
-            verdict: verdict.clone(),
-            duration_us: elapsed.as_micros() as i64,
-            at: now_ms(),
-        };
-        let deferred = match defer {
-            true => Some(Deferred {
+            &verdict,
+            elapsed.as_micros() as i64,
+        );
+        let deferred = if defer {
+            Some(Deferred {
                 call: record,
                 decisions: later,
-            }),
-            false => {
-                self.store.record_tool_call(&record).await?;
-                None
-            }
+            })
+        } else {
+            self.store.record_tool_call(&record).await?;
+            None
         };
         self.events.emit(&RunEvent::ToolResult {
             agent: agent.name.clone(),
@@ -1490,35 +1496,6 @@ impl Engine<'_> {
             !ok,
             format!("agent: {}", outcome.event.as_str()),
         )))
-    }
-
-    /// Record one finished tool call of `turn` (its verdict and how long it took).
-    #[allow(clippy::too_many_arguments)]
-    pub async fn record_call(
-        &self,
-        turn: i64,
-        id: &str,
-        tool: &str,
-        input: &str,
-        output: &str,
-        is_error: bool,
-        verdict: &str,
-        duration_us: i64,
-    ) -> Result<(), EngineError> {
-        self.store
-            .record_tool_call(&ToolCall {
-                turn_id: turn,
-                call_id: id.to_string(),
-                tool: tool.to_string(),
-                input: input.to_string(),
-                output: output.to_string(),
-                is_error,
-                verdict: verdict.to_string(),
-                duration_us,
-                at: now_ms(),
-            })
-            .await?;
-        Ok(())
     }
 }
 

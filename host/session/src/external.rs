@@ -441,17 +441,18 @@ impl Ext<'_> {
                 .await?;
         }
         let elapsed = started.elapsed();
-        self.record_call(
-            turn,
-            &format!("acp-{turn}-{n}"),
-            tool,
-            input,
-            &outcome.output,
-            outcome.is_error,
-            &outcome.verdict,
-            elapsed.as_micros() as i64,
-        )
-        .await?;
+        self.store
+            .record_tool_call(&rawko_store::ToolCall::finished(
+                turn,
+                &format!("acp-{turn}-{n}"),
+                tool,
+                input,
+                &outcome.output,
+                outcome.is_error,
+                &outcome.verdict,
+                elapsed.as_micros() as i64,
+            ))
+            .await?;
         events.emit(&RunEvent::ToolResult {
             agent: agent.name.clone(),
             tool: tool.to_string(),
@@ -1305,17 +1306,18 @@ impl Ext<'_> {
             let problem = match &call {
                 Some(c) => match parse_finish(&c.arguments, agent.output_schema.as_ref()) {
                     Ok(f) => {
-                        self.record_call(
-                            turn,
-                            &format!("extract-{turn}-{attempt}"),
-                            "finish",
-                            &c.arguments,
-                            "accepted",
-                            false,
-                            "allowed",
-                            0,
-                        )
-                        .await?;
+                        self.store
+                            .record_tool_call(&rawko_store::ToolCall::finished(
+                                turn,
+                                &format!("extract-{turn}-{attempt}"),
+                                "finish",
+                                &c.arguments,
+                                "accepted",
+                                false,
+                                "allowed",
+                                0,
+                            ))
+                            .await?;
                         return Ok(TurnOutcome {
                             event: if f.success {
                                 Event::Succeeded

@@ -134,6 +134,33 @@ pub struct ToolCall {
     pub at: i64,
 }
 
+impl ToolCall {
+    /// The record of call `id` of `tool` in `turn`, finished now.
+    #[allow(clippy::too_many_arguments)]
+    pub fn finished(
+        turn: i64,
+        id: &str,
+        tool: &str,
+        input: &str,
+        output: &str,
+        is_error: bool,
+        verdict: &str,
+        duration_us: i64,
+    ) -> ToolCall {
+        ToolCall {
+            turn_id: turn,
+            call_id: id.to_string(),
+            tool: tool.to_string(),
+            input: input.to_string(),
+            output: output.to_string(),
+            is_error,
+            verdict: verdict.to_string(),
+            duration_us,
+            at: crate::now_ms(),
+        }
+    }
+}
+
 /// An audit-log row: one capability decision.
 #[derive(Debug, Clone, Serialize)]
 pub struct AuditEntry {

@@ -170,6 +170,7 @@ fn a_runner_whose_task_was_taken_over_changes_it_no_more() {
         at: 0,
     };
     assert!(taken(s.record_tool_call(&call).map(drop)));
+    let tool_call = call;
     let decision = AuditEntry {
         turn_id: Some(turn),
         subject: "s".into(),
@@ -193,7 +194,23 @@ fn a_runner_whose_task_was_taken_over_changes_it_no_more() {
         ended_at: 0,
     };
     assert!(taken(s.record_model_call(&call)));
+    let reply = Reply {
+        content: &json,
+        adapter: "a",
+        model: "m",
+        usage: &usage,
+    };
+    let decided = std::slice::from_ref(&decision);
+    assert!(taken(
+        s.record_answer(&id, turn, 1, &call, Some(reply), decided)
+            .map(drop)
+    ));
+    assert!(taken(
+        s.record_results(&id, turn, Some(&tool_call), decided, &json)
+            .map(drop)
+    ));
     assert!(other.messages(turn).unwrap().is_empty());
+    assert!(other.model_calls(&id).unwrap().is_empty());
     assert!(other.tool_calls(&id).unwrap().is_empty());
     assert!(other.decisions(&id).unwrap().is_empty());
     assert_eq!(other.turns(&id).unwrap().len(), 1);

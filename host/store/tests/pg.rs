@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use rawko_store::pg::{Listener, PgConfig, PgErrorKind, PgStore, SCHEMA_VERSION};
 use rawko_store::{
-    AuditEntry, Holder, LEASE_STALE, ModelCall, StoreError, TaskStatus, ToolCall, Transition,
-    Usage, WorkspaceId,
+    AuditEntry, Holder, LEASE_STALE, ModelCall, Reply, StoreError, TaskStatus, ToolCall,
+    Transition, Usage, WorkspaceId,
 };
 use serde_json::json;
 use tokio_postgres::NoTls;
@@ -651,6 +651,7 @@ async fn pg_every_write_of_a_step_is_fenced_and_writes_nothing_once_taken_over()
     let id = s.create_task("t", "planner", &json!({})).await.unwrap();
     assert_eq!(s.acquire_lease(&id).await.unwrap(), Ok(()));
     let turn = s.start_turn(&id, "planner", None).await.unwrap();
+    let run = s.start_run(&id, None).await.unwrap();
     // Held: the writes go through, each committed.
     assert_eq!(s.bump_iterations(turn).await.unwrap(), 1);
     let usage = Usage {
@@ -693,7 +694,10 @@ async fn pg_every_write_of_a_step_is_fenced_and_writes_nothing_once_taken_over()
         "decisions",
         "model_calls",
         "transitions",
+        "turns",
+        "runs",
     ];
+    let task_before = s.task(&id).await.unwrap();
     let mut before = Vec::new();
     for t in tables {
         before.push(count(t).await);
@@ -763,6 +767,61 @@ async fn pg_every_write_of_a_step_is_fenced_and_writes_nothing_once_taken_over()
             .await,
         "transition_after",
     );
+    refused(
+        s.record_answer(&id, turn, 2, &model_call, None, &[])
+            .await
+            .map(drop),
+        "record_answer",
+    );
+    let content = json!("late");
+    refused(
+        s.record_answer(
+            &id,
+            turn,
+            2,
+            &model_call,
+            Some(Reply {
+                content: &content,
+                adapter: "a",
+                model: "m",
+                usage: &usage,
+            }),
+            std::slice::from_ref(&decision),
+        )
+        .await
+        .map(drop),
+        "record_answer with a reply",
+    );
+    refused(
+        s.record_results(
+            &id,
+            turn,
+            Some(&call("c3")),
+            std::slice::from_ref(&decision),
+            &content,
+        )
+        .await
+        .map(drop),
+        "record_results",
+    );
+    refused(
+        s.start_turn(&id, "developer", None).await.map(drop),
+        "start_turn",
+    );
+    refused(s.end_turn(turn, "success", "late", None).await, "end_turn");
+    refused(s.start_run(&id, None).await.map(drop), "start_run");
+    refused(s.end_run(&id, run, "done").await, "end_run");
+    refused(
+        s.finish_task(&id, TaskStatus::Done, "late").await,
+        "finish_task",
+    );
+    let task = s.task(&id).await.unwrap();
+    assert_eq!(
+        (task.status, task.summary),
+        (task_before.status, task_before.summary)
+    );
+    assert_eq!(s.turns(&id).await.unwrap()[0].ended_at, None);
+    assert_eq!(s.runs(&id).await.unwrap()[0].ended_at, None);
     for (t, n) in tables.iter().zip(&before) {
         assert_eq!(count(t).await, *n, "{t} changed after the takeover");
     }

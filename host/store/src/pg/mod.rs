@@ -262,40 +262,6 @@ impl PgStore {
         self.connect(true).await
     }
 
-    /// `statement`, a write of `tx`, sent together with a notice on [`CHANGES`] naming the task
-    /// it changes (which listeners get when the transaction commits, and not if it rolls
-    /// back): the notice costs no round trip of its own.
-    async fn noticed<T>(
-        &self,
-        tx: &Transaction<'_>,
-        changed: Changed<'_>,
-        statement: impl std::future::Future<Output = std::result::Result<T, tokio_postgres::Error>>,
-    ) -> Result<T> {
-        let notice = match changed {
-            Changed::Task(_) => {
-                self.prepared(tx, "SELECT pg_notify('rawko_changes', $1)")
-                    .await?
-            }
-            Changed::Turn(_) => {
-                self.prepared(
-                    tx,
-                    "SELECT pg_notify('rawko_changes', task_id) FROM rawko.turns WHERE id = $1",
-                )
-                .await?
-            }
-        };
-        let send = async {
-            match changed {
-                Changed::Task(task) => tx.execute(&notice, &[&task]).await,
-                Changed::Turn(turn) => tx.execute(&notice, &[&turn]).await,
-            }
-        };
-        let (done, sent) = futures::future::join(statement, send).await;
-        let done = done.map_err(|e| self.err(e))?;
-        sent.map_err(|e| self.err(e))?;
-        Ok(done)
-    }
-
     /// `sql` prepared on the transaction's connection, once per connection: a statement then
     /// costs one round trip to the server instead of two.
     async fn prepared(&self, tx: &Transaction<'_>, sql: &str) -> Result<Statement> {
@@ -701,55 +667,34 @@ impl PgStore {
 
     /// Record that this process starts a run of `task`; returns the run's id.
     pub async fn start_run(&self, task: &str, trace: Option<&str>) -> Result<i64> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await.map_err(|e| self.err(e))?;
-        self.fence(&tx, task).await?;
-        let row = self
-            .noticed(
-                &tx,
+        let (host, pid, at) = (host_id(), i64::from(std::process::id()), now_ms());
+        let rows = self
+            .write_once(
+                Fence::Task(task),
                 Changed::Task(task),
-                tx.query_one(
-                    &self
-                        .prepared(
-                            &tx,
-                            "INSERT INTO rawko.runs (task_id, host, pid, trace, started_at)
-                 VALUES ($1, $2, $3, $4, $5) RETURNING id",
-                        )
-                        .await?,
-                    &[
-                        &task,
-                        &host_id(),
-                        &i64::from(std::process::id()),
-                        &trace,
-                        &now_ms(),
-                    ],
-                ),
+                vec![(
+                    "INSERT INTO rawko.runs (task_id, host, pid, trace, started_at)
+                     VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                    vec![&task, &host, &pid, &trace, &at],
+                )],
             )
             .await?;
-        tx.commit().await.map_err(|e| self.err(e))?;
-        Ok(row.get(0))
+        first_value(&rows, 0).ok_or_else(|| self.no_row("runs"))
     }
 
     /// Record how run `run` of `task` ended.
     pub async fn end_run(&self, task: &str, run: i64, status: &str) -> Result<()> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await.map_err(|e| self.err(e))?;
-        self.fence(&tx, task).await?;
-        self.noticed(
-            &tx,
+        let at = now_ms();
+        self.write_once(
+            Fence::Task(task),
             Changed::Task(task),
-            tx.execute(
-                &self
-                    .prepared(
-                        &tx,
-                        "UPDATE rawko.runs SET ended_at = $2, status = $3 WHERE id = $1",
-                    )
-                    .await?,
-                &[&run, &now_ms(), &status],
-            ),
+            vec![(
+                "UPDATE rawko.runs SET ended_at = $2, status = $3 WHERE id = $1",
+                vec![&run, &at, &status],
+            )],
         )
-        .await?;
-        tx.commit().await.map_err(|e| self.err(e))
+        .await
+        .map(drop)
     }
 
     /// The runs of a task, in order.
@@ -815,77 +760,17 @@ impl PgStore {
 
     /// Set a task's status and closing summary.
     pub async fn finish_task(&self, task: &str, status: TaskStatus, summary: &str) -> Result<()> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await.map_err(|e| self.err(e))?;
-        self.fence(&tx, task).await?;
-        self.noticed(
-            &tx,
+        let (status, at) = (status.as_str(), now_ms());
+        self.write_once(
+            Fence::Task(task),
             Changed::Task(task),
-            tx.execute(
-            &self.prepared(&tx, "UPDATE rawko.tasks SET status = $2, summary = $3, updated_at = $4 WHERE id = $1").await?,
-            &[&task, &status.as_str(), &summary, &now_ms()],
-        ),
+            vec![(
+                "UPDATE rawko.tasks SET status = $2, summary = $3, updated_at = $4 WHERE id = $1",
+                vec![&task, &status, &summary, &at],
+            )],
         )
-        .await?;
-        tx.commit().await.map_err(|e| self.err(e))
-    }
-
-    /// Refuse to change `task` when this store's runner took its lease and no longer holds it.
-    /// The task's row stays locked (shared) until the write's transaction ends, so no takeover
-    /// can come between the check and the write.
-    async fn fence(&self, tx: &Transaction<'_>, task: &str) -> Result<()> {
-        if !self.holds(task) {
-            return Ok(());
-        }
-        let me = Holder::this_process();
-        let lease = tx
-            .query_opt(
-                &self.prepared(tx, "SELECT lease_pid, lease_host, lease_at, lease_start, lease_token, 0::bigint
-                 FROM rawko.tasks WHERE id = $1 FOR SHARE").await?,
-                &[&task],
-            )
-            .await
-            .map_err(|e| self.err(e))?
-            .and_then(|r| lease_of(&r, 0));
-        match lease {
-            Some(l) if l.held_by(me) => Ok(()),
-            other => Err(StoreError::TakenOver {
-                task: task.to_string(),
-                by: other.map(|l| format!("pid {} on {}", l.pid, l.host)),
-            }),
-        }
-    }
-
-    /// [`PgStore::fence`] for the task of `turn`.
-    async fn fence_turn(&self, tx: &Transaction<'_>, turn: i64) -> Result<()> {
-        if lock(&self.held).is_empty() {
-            return Ok(());
-        }
-        // A turn never changes task: each is looked up once.
-        let known = lock(&self.turn_tasks).get(&turn).cloned();
-        let task: Option<String> = match known {
-            Some(task) => Some(task),
-            None => {
-                let found: Option<String> = tx
-                    .query_opt(
-                        &self
-                            .prepared(tx, "SELECT task_id FROM rawko.turns WHERE id = $1")
-                            .await?,
-                        &[&turn],
-                    )
-                    .await
-                    .map_err(|e| self.err(e))?
-                    .map(|r| r.get(0));
-                if let Some(task) = &found {
-                    lock(&self.turn_tasks).insert(turn, task.clone());
-                }
-                found
-            }
-        };
-        match task {
-            Some(task) => self.fence(tx, &task).await,
-            None => Ok(()),
-        }
+        .await
+        .map(drop)
     }
 
     pub async fn transitions(&self, task: &str) -> Result<Vec<Transition>> {
@@ -913,27 +798,19 @@ impl PgStore {
 
     /// Start a turn of `agent` (nested under `parent` when an agent is called as a tool).
     pub async fn start_turn(&self, task: &str, agent: &str, parent: Option<i64>) -> Result<i64> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await.map_err(|e| self.err(e))?;
-        self.fence(&tx, task).await?;
-        let row = self
-            .noticed(
-                &tx,
+        let at = now_ms();
+        let rows = self
+            .write_once(
+                Fence::Task(task),
                 Changed::Task(task),
-                tx.query_one(
-                    &self
-                        .prepared(
-                            &tx,
-                            "INSERT INTO rawko.turns (task_id, parent_id, agent, started_at)
-                 VALUES ($1, $2, $3, $4) RETURNING id",
-                        )
-                        .await?,
-                    &[&task, &parent, &agent, &now_ms()],
-                ),
+                vec![(
+                    "INSERT INTO rawko.turns (task_id, parent_id, agent, started_at)
+                     VALUES ($1, $2, $3, $4) RETURNING id",
+                    vec![&task, &parent, &agent, &at],
+                )],
             )
             .await?;
-        tx.commit().await.map_err(|e| self.err(e))?;
-        Ok(row.get(0))
+        first_value(&rows, 0).ok_or_else(|| self.no_row("turns"))
     }
 
     /// Close a turn with its outcome.
@@ -944,26 +821,18 @@ impl PgStore {
         summary: &str,
         output: Option<&serde_json::Value>,
     ) -> Result<()> {
-        let output = output.map(|o| o.to_string());
-        let mut c = self.client().await?;
-        let tx = c.transaction().await.map_err(|e| self.err(e))?;
-        self.fence_turn(&tx, turn).await?;
-        self.noticed(
-            &tx,
+        let (output, at) = (output.map(|o| o.to_string()), now_ms());
+        self.write_once(
+            Fence::Turn(turn),
             Changed::Turn(turn),
-            tx.execute(
-            &self
-                .prepared(
-                    &tx,
-                    "UPDATE rawko.turns SET ended_at = $2, outcome = $3, summary = $4, output = $5
-             WHERE id = $1",
-                )
-                .await?,
-            &[&turn, &now_ms(), &outcome, &summary, &output],
-        ),
+            vec![(
+                "UPDATE rawko.turns SET ended_at = $2, outcome = $3, summary = $4, output = $5
+                 WHERE id = $1",
+                vec![&turn, &at, &outcome, &summary, &output],
+            )],
         )
-        .await?;
-        tx.commit().await.map_err(|e| self.err(e))
+        .await
+        .map(drop)
     }
 
     /// Count one more model round trip in a turn.
@@ -1313,13 +1182,13 @@ fn task_row(r: &Row, stale: Duration) -> Task {
     task
 }
 
-/// The lease in columns `at..at + 6` (pid, host, heartbeat, start, token, age by the server's
-/// clock), if one is held.
 /// The first column of the first row statement `at` of a write returned.
 fn first_value(rows: &[Vec<Row>], at: usize) -> Option<i64> {
     rows.get(at)?.first().map(|r| r.get(0))
 }
 
+/// The lease in columns `at..at + 6` (pid, host, heartbeat, start, token, age by the server's
+/// clock), if one is held.
 fn lease_of(r: &Row, at: usize) -> Option<Lease> {
     let pid: Option<i64> = r.get(at);
     let host: Option<String> = r.get(at + 1);

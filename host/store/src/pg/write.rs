@@ -88,7 +88,9 @@ impl PgStore {
         sent.push(Box::pin(async move {
             c.batch_execute("BEGIN").await.map(|()| Vec::new())
         }));
+        let mut fence_at = None;
         if let (Some(s), Some(p)) = (&fence_statement, &fence_params) {
+            fence_at = Some(sent.len());
             sent.push(Box::pin(c.query(s, p)));
         }
         let first_statement = sent.len();
@@ -112,9 +114,7 @@ impl PgStore {
                     }
                 }
                 Err(e)
-                    if i == 1
-                        && first_statement == 2
-                        && e.code().map(|c| c.code()) == Some(FENCE_REFUSED) =>
+                    if fence_at == Some(i) && e.code().map(|c| c.code()) == Some(FENCE_REFUSED) =>
                 {
                     let task = fenced.unwrap_or_default();
                     return Err(self.taken_over(&client, task).await);
