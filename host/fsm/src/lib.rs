@@ -1541,13 +1541,15 @@ fn sanitize_call_ids(reply: &mut Message, turn: i64, iteration: u32) {
             } else {
                 format!("{iteration}.call-{turn}-{n}")
             };
-            let fresh = if seen.contains(&fresh) {
-                format!("{fresh}-{n}")
-            } else {
-                fresh
-            };
-            seen.insert(fresh.clone());
-            *id = fresh;
+            // An id taken already gets a suffix, counting up past any the model chose itself.
+            let mut unique = fresh.clone();
+            let mut k = n;
+            while seen.contains(&unique) {
+                unique = format!("{fresh}-{k}");
+                k += 1;
+            }
+            seen.insert(unique.clone());
+            *id = unique;
         }
     }
 }

@@ -840,6 +840,27 @@ fn hostile_call_ids_cannot_collide() {
     assert!(ids.iter().all(|i| i.len() <= 80), "{ids:?}");
 }
 
+/// A model can choose ids so that the suffix that parts two equal ids makes a third's: each
+/// call still gets an id no other call of the reply has.
+#[test]
+fn call_ids_a_model_chose_to_collide_after_the_suffix_stay_unique() {
+    let call = |id: &str| {
+        Content::ToolCall(ToolCall {
+            id: id.into(),
+            name: "Read".into(),
+            arguments: "{}".into(),
+        })
+    };
+    let mut m = Message {
+        role: Role::Assistant,
+        content: vec![call("a-2"), call("a"), call("a"), call("a-2-2"), call("a")],
+    };
+    sanitize_call_ids(&mut m, 7, 2);
+    let ids: Vec<&str> = m.tool_calls().map(|c| c.id.as_str()).collect();
+    let unique: HashSet<&&str> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "{ids:?}");
+}
+
 #[test]
 fn cancellation_stops_between_steps() {
     let w = World::new(pipeline());
