@@ -38,6 +38,8 @@ pub struct Received {
     /// Names lowercase.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// When the whole request had been read.
+    pub at: Instant,
 }
 
 impl Received {
@@ -429,6 +431,7 @@ async fn read_request(conn: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Receive
         path,
         headers,
         body,
+        at: Instant::now(),
     })
 }
 
