@@ -39,7 +39,8 @@
 //!
 //! Each plugin kind is behind a cargo feature (`tool`, `adapter`, `bash-filter`) because a
 //! component carries the type information of every world linked into it: a plugin enables
-//! exactly the one it implements.
+//! exactly the one it implements. `tool-types` is the [`tool`] module without bindings, for a
+//! native build of a tool crate's code (a host running the same tools in process).
 
 #[cfg(all(
     target_arch = "wasm32",
@@ -75,7 +76,7 @@ pub mod sse;
 
 #[cfg(feature = "adapter")]
 pub mod adapter;
-#[cfg(feature = "tool")]
+#[cfg(feature = "tool-types")]
 pub mod tool;
 
 #[cfg(feature = "bash-filter")]

@@ -206,6 +206,7 @@ pub use crate::path::normalize;
 /// ```ignore
 /// rawko_plugin_sdk::export_tools!(Read, Write);
 /// ```
+#[cfg(feature = "tool")]
 #[macro_export]
 macro_rules! export_tools {
     ($($tool:ty),+ $(,)?) => {
@@ -240,6 +241,7 @@ macro_rules! export_tools {
     };
 }
 
+#[cfg(feature = "tool")]
 #[doc(hidden)]
 pub mod __dispatch {
     use super::*;

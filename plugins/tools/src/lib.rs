@@ -17,6 +17,7 @@ pub mod write;
 
 pub use rawko_plugin_sdk::tool::{Access, Context, Grant, Tool, ToolError};
 
+#[cfg(target_os = "wasi")]
 rawko_plugin_sdk::export_tools!(
     read::Read,
     write::Write,
