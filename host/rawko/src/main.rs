@@ -1,6 +1,7 @@
-//! The `rawko` command line.
+//! The `rawko` command line: the helper modes the same binary serves, then the commands, which
+//! live in the library (`rawko::cli`) so that this file rebuilds and links on its own.
 
-mod cli;
+use rawko::cli;
 
 fn main() -> std::process::ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();

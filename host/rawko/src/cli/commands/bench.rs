@@ -1,5 +1,5 @@
 //! `rawko bench`: rawko's own costs on this machine, each beside its reference, for a user with
-//! an installed binary and no source tree (the measuring is [`rawko::bench`]'s, shared with
+//! an installed binary and no source tree (the measuring is [`crate::bench`]'s, shared with
 //! `cargo bench --bench table`).
 
 use std::io::IsTerminal;
@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use clap::Args;
 use clap::builder::PossibleValuesParser;
 
+use crate::bench::{self, Bench, GROUPS, Inputs};
 use crate::cli::{Context, print_json, print_out};
-use rawko::bench::{self, Bench, GROUPS, Inputs};
 
 /// Measure rawko's own costs against native and subprocess references
 #[derive(Debug, Args)]

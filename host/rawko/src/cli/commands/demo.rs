@@ -15,7 +15,7 @@ use std::time::Instant;
 use clap::Args;
 
 use crate::cli::{BadInput, Context, print_out};
-use rawko::demo::{PROJECT, RECORDING, TASK};
+use crate::demo::{PROJECT, RECORDING, TASK};
 use rawko_adapters::instance::{InstalledAdapters, resolve};
 use rawko_adapters::{AdapterOrigin, Trust};
 use rawko_config::AdapterConfig;
