@@ -272,6 +272,10 @@ fn mounts(policy: &Policy) -> Result<(), String> {
     Ok(())
 }
 
+/// `ST_RELATIME` of statvfs(3), the kernel's `MNT_RELATIME` (4096): the libc crate names it
+/// for glibc but not for musl, whose static builds are the published binaries.
+const ST_RELATIME: libc::c_ulong = 4096;
+
 /// The mount flags of the filesystem at `p` that a remount must repeat.
 fn statvfs_flags(p: &Path) -> libc::c_ulong {
     let Ok(c) = CString::new(p.as_os_str().as_bytes()) else {
@@ -289,7 +293,7 @@ fn statvfs_flags(p: &Path) -> libc::c_ulong {
         (libc::ST_NOEXEC, libc::MS_NOEXEC),
         (libc::ST_NOATIME, libc::MS_NOATIME),
         (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-        (libc::ST_RELATIME, libc::MS_RELATIME),
+        (ST_RELATIME, libc::MS_RELATIME),
     ] {
         if st.f_flag & st_flag != 0 {
             flags |= ms_flag;
@@ -374,4 +378,13 @@ fn landlock(policy: &Policy) -> Result<(), String> {
         return Err("landlock is not enabled in this kernel (see `rawko doctor`)".into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_env = "gnu")]
+    #[test]
+    fn relatime_is_the_kernels_flag() {
+        assert_eq!(super::ST_RELATIME, libc::ST_RELATIME);
+    }
 }
