@@ -67,7 +67,7 @@ impl Setup {
     /// `rawko args...` with `home` as `$HOME` (the user's real one, for toolchains installed
     /// there).
     fn rawko_at_home(&self, args: &[&str], home: &Path) -> Run {
-        let out = Command::new(env!("CARGO_BIN_EXE_rawko"))
+        let out = Command::new(crate::support::rawko_bin())
             .current_dir(self.ws.path())
             .args(args)
             .env("HOME", home)
@@ -503,7 +503,7 @@ fn no_process_group_is_left_behind_when_rawko_is_killed() {
     };
     s.ws.write("Makefile", "all:\n\tsleep 37\n");
     let input = serde_json::json!({ "command": "make" }).to_string();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rawko"))
+    let mut child = Command::new(crate::support::rawko_bin())
         .current_dir(s.ws.path())
         .args([
             "tool", "call", "Bash", "--agent", "builder", "--input", &input,
@@ -697,7 +697,7 @@ fn a_fork_bomb_is_held_to_the_process_limit_as_a_user_without_cgroups() {
     std::fs::write(ws.join("Makefile"), "all:\n\t/usr/bin/python3 bomb.py\n").unwrap();
     std::fs::write(ws.join("bomb.py"), FORK_BOMB_PY).unwrap();
     let input = serde_json::json!({ "command": "make" }).to_string();
-    let out = Command::new(env!("CARGO_BIN_EXE_rawko"))
+    let out = Command::new(crate::support::rawko_bin())
         .current_dir(&ws)
         .args([
             "tool", "call", "Bash", "--agent", "builder", "--input", &input,
@@ -717,7 +717,7 @@ fn a_fork_bomb_is_held_to_the_process_limit_as_a_user_without_cgroups() {
     eprintln!("as nobody, the bomb held {n} processes");
     assert!(n <= 512, "the command held {n} processes: {r:?}");
     assert!(r.stdout.contains("fork refused"), "{r:?}");
-    let doctor = Command::new(env!("CARGO_BIN_EXE_rawko"))
+    let doctor = Command::new(crate::support::rawko_bin())
         .current_dir(&ws)
         .args(["doctor", "--json"])
         .env_clear()

@@ -70,7 +70,7 @@ fn over_stdio_with(ws: &Workspace, args: &[&str], env: &[(&str, &str)], calls: V
     script.push_str(&format!(
         "cd '{}' && exec '{}' \"$@\"\n",
         ws.path().display(),
-        env!("CARGO_BIN_EXE_rawko")
+        crate::support::rawko_bin().display()
     ));
     std::fs::write(&wrapper, script).unwrap();
     std::fs::set_permissions(

@@ -692,7 +692,7 @@ fn on_a_terminal(ws: &Workspace, args: &str, input: &str) -> Option<String> {
     let script = ["/usr/bin/script", "/bin/script"]
         .into_iter()
         .find(|p| Path::new(p).exists())?;
-    let cmd = format!("{} plugin {args}", env!("CARGO_BIN_EXE_rawko"));
+    let cmd = format!("{} plugin {args}", crate::support::rawko_bin().display());
     let base = rawko(ws);
     let mut command = std::process::Command::new(script);
     command

@@ -256,7 +256,8 @@ fn run_as_written(ws: &Workspace, dir: &Path, script: &str) -> crate::support::R
             None => sh.env_remove(k),
         };
     }
-    let bin = Path::new(env!("CARGO_BIN_EXE_rawko")).parent().unwrap();
+    let rawko = crate::support::rawko_bin();
+    let bin = rawko.parent().unwrap();
     let path = std::env::var_os("PATH").unwrap_or_default();
     let dirs = std::iter::once(bin.to_path_buf())
         .chain(std::env::split_paths(&path).filter(|d| !d.join("componentize-js").exists()));

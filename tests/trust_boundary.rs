@@ -375,7 +375,7 @@ fn the_question_before_a_command_shows_it_exactly() {
     // obeyed the command's characters.
     let command = "echo please-ask; touch pwned\r\u{202e}echo harmless";
     let input = json!({ "command": command }).to_string();
-    let rawko = env!("CARGO_BIN_EXE_rawko");
+    let rawko = crate::support::rawko_bin();
     let script = r#"
 import os, pty, sys
 try:
@@ -403,7 +403,9 @@ sys.stdout.buffer.write(out)
         .env("RAWKO_CACHE_DIR", crate::support::cache_dir())
         .env("RAWKO_DATA_DIR", ws.path().join(".test-data"))
         .env("XDG_CONFIG_HOME", ws.config_home())
-        .args(["-c", script, rawko, "tool", "call", "Bash"])
+        .args(["-c", script])
+        .arg(&rawko)
+        .args(["tool", "call", "Bash"])
         .args([
             "--read", ".", "--write", ".", "--allow", "echo *", "--allow", "touch *",
         ])

@@ -100,10 +100,18 @@ pub fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// The `rawko` binary the tests run: this build's, or the one `RAWKO_TEST_BIN` names, so that
+/// the same tests (the kernel sandbox's attacks among them) can be run against a published build,
+/// such as the static musl binary with its `rawko-sandbox` beside it.
+pub fn rawko_bin() -> std::path::PathBuf {
+    std::env::var_os("RAWKO_TEST_BIN")
+        .map_or_else(|| env!("CARGO_BIN_EXE_rawko").into(), Into::into)
+}
+
 /// The `rawko` binary, run in `ws` with private data and config directories (so the user's own
 /// agents and config never leak in) and the shared plugin cache.
 pub fn rawko(ws: &Workspace) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rawko"));
+    let mut cmd = Command::new(rawko_bin());
     cmd.current_dir(ws.path())
         .env("RAWKO_CACHE_DIR", cache_dir())
         .env("RAWKO_DATA_DIR", ws.path().join(".test-data"))
