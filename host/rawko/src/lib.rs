@@ -2,6 +2,7 @@
 //! benchmarks and its tests, so that `rawko bench` and `cargo bench -p rawko --bench table`
 //! measure a figure with the same code, and the tests record the demo the binary plays.
 
+pub mod alloc;
 pub mod bench;
 #[doc(hidden)]
 pub mod cli;

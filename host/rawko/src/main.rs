@@ -3,6 +3,10 @@
 
 use rawko::cli;
 
+/// Large blocks (a long tool result) on huge pages where the kernel has them: see `rawko::alloc`.
+#[global_allocator]
+static ALLOCATOR: rawko::alloc::Allocator = rawko::alloc::Allocator;
+
 fn main() -> std::process::ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let first = args.get(1);
