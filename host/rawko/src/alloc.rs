@@ -39,25 +39,25 @@ fn advise(ptr: *mut u8, len: usize) {
 #[cfg(not(target_os = "linux"))]
 fn advise(_ptr: *mut u8, _len: usize) {}
 
+/// `ptr`, a block of `size` bytes just returned by `System` (or null), advised if it is large.
+fn advised(ptr: *mut u8, size: usize) -> *mut u8 {
+    if size >= THRESHOLD && !ptr.is_null() {
+        advise(ptr, size);
+    }
+    ptr
+}
+
 // SAFETY: every call is passed to `System` unchanged; `advise` only adds a hint about memory the
 // call returned.
 unsafe impl GlobalAlloc for Allocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller's contract is System's.
-        let ptr = unsafe { System.alloc(layout) };
-        if layout.size() >= THRESHOLD && !ptr.is_null() {
-            advise(ptr, layout.size());
-        }
-        ptr
+        advised(unsafe { System.alloc(layout) }, layout.size())
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as above.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
-        if layout.size() >= THRESHOLD && !ptr.is_null() {
-            advise(ptr, layout.size());
-        }
-        ptr
+        advised(unsafe { System.alloc_zeroed(layout) }, layout.size())
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -67,11 +67,7 @@ unsafe impl GlobalAlloc for Allocator {
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: as above.
-        let new = unsafe { System.realloc(ptr, layout, new_size) };
-        if new_size >= THRESHOLD && !new.is_null() {
-            advise(new, new_size);
-        }
-        new
+        advised(unsafe { System.realloc(ptr, layout, new_size) }, new_size)
     }
 }
 
@@ -96,6 +92,12 @@ mod tests {
         panic!("no mapping holds {addr:#x}");
     }
 
+    /// Whether the mapping holding `addr` is advised to use huge pages (`hg`).
+    fn assert_advised(addr: usize, advised: bool) {
+        let flags = vm_flags(addr);
+        assert_eq!(flags.split(' ').any(|f| f == "hg"), advised, "{flags}");
+    }
+
     fn huge_pages_on_request() -> bool {
         std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
             .is_ok_and(|mode| mode.contains("[madvise]") || mode.contains("[always]"))
@@ -112,18 +114,14 @@ mod tests {
         assert!(!ptr.is_null());
         // The middle of the block lies on a whole huge page.
         let middle = ptr as usize + THRESHOLD;
-        assert!(
-            vm_flags(middle).split(' ').any(|f| f == "hg"),
-            "{}",
-            vm_flags(middle)
-        );
+        assert_advised(middle, true);
         unsafe { ptr.write_bytes(7, large.size()) };
         assert_eq!(unsafe { *ptr.add(large.size() - 1) }, 7);
 
         // Allocated while the large block is live, so it cannot land inside it.
         let small = Layout::from_size_align(64 << 10, 8).unwrap();
         let little = unsafe { Allocator.alloc(small) };
-        assert!(!vm_flags(little as usize).split(' ').any(|f| f == "hg"));
+        assert_advised(little as usize, false);
         unsafe { Allocator.dealloc(little, small) };
         unsafe { Allocator.dealloc(ptr, large) };
     }
@@ -141,11 +139,7 @@ mod tests {
         assert!(!grown.is_null());
         assert_eq!(unsafe { *grown.add(small.size() - 1) }, 3);
         let middle = grown as usize + THRESHOLD;
-        assert!(
-            vm_flags(middle).split(' ').any(|f| f == "hg"),
-            "{}",
-            vm_flags(middle)
-        );
+        assert_advised(middle, true);
         unsafe { Allocator.dealloc(grown, Layout::from_size_align(THRESHOLD * 3, 8).unwrap()) };
     }
 }
