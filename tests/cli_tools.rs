@@ -347,6 +347,66 @@ fn a_large_result_is_printed_exactly_as_the_sanitiser_shows_it() {
     assert!(r.stdout.contains("\\u{1b}[2J") && r.stdout.contains("\\u{202e}tail"));
 }
 
+/// A plugin that hands its result over in pieces is printed as it goes, and still cannot print
+/// more than the call's output budget: past it the call fails with the budget named, and the
+/// user is told that what was printed is only the start.
+#[test]
+fn a_plugin_handing_over_more_than_its_budget_prints_no_more_than_it() {
+    let ws = Workspace::new();
+    let args = |n: &str, max: &str| {
+        run(
+            &ws,
+            &[
+                "tool",
+                "call",
+                "HandOver",
+                "--plugin",
+                rawko_test_artifacts::HOSTILE_TOOL,
+                "--max-output",
+                max,
+                "--input",
+                &format!(r#"{{"n":{n}}}"#),
+            ],
+        )
+    };
+    // Within the budget: every piece, then the returned end, and one newline.
+    let r = args("3", "1048576");
+    assert_eq!(r.code, 0, "{:.300}", r.stderr);
+    assert_eq!(r.stdout.len(), 3 * 65536 + "end\n".len());
+    assert!(r.stdout.ends_with("yyyend\n"));
+
+    // 10,000 pieces of 64 KiB (625 MiB) against a budget of 1 MiB.
+    let r = args("10000", "1048576");
+    assert_eq!(r.code, 1, "{:.300}", r.stderr);
+    assert!(
+        r.stdout.len() <= (1 << 20) + 1,
+        "{} bytes printed past a budget of 1 MiB",
+        r.stdout.len()
+    );
+    assert!(r.stderr.contains("output size budget"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("only the start of the tool's output"),
+        "{}",
+        r.stderr
+    );
+    // As JSON nothing is printed but the error.
+    let r = run(
+        &ws,
+        &[
+            "tool",
+            "call",
+            "HandOver",
+            "--plugin",
+            rawko_test_artifacts::HOSTILE_TOOL,
+            "--json",
+            "--input",
+            r#"{"n":10000}"#,
+        ],
+    );
+    assert_eq!(r.code, 1, "{:.300}", r.stderr);
+    assert_eq!(r.json()["error"]["code"], "budget_output", "{r:?}");
+}
+
 /// A reader that stops early (`| head -1`) is not an error, now that results are written
 /// through a buffer.
 #[test]

@@ -427,6 +427,47 @@ fn a_100_mb_result_hits_the_output_budget() {
     h.assert_healthy();
 }
 
+/// Pieces handed over through `output.write` are the start of the result, and count against
+/// the output budget with it: a plugin handing over more than the budget, piece by piece, is
+/// stopped at the piece that passes it.
+#[test]
+fn output_handed_over_in_pieces_is_part_of_the_result_and_of_its_budget() {
+    let h = Harness::new();
+    let out = h
+        .attack("HandOver", json!({"n": 4}), Access::ReadOnly)
+        .unwrap();
+    assert_eq!(out.len(), (4 << 16) + 3);
+    assert!(out.starts_with('y') && out.ends_with("yend"), "{:.40}", out);
+
+    // 1,000 pieces of 64 KiB against the default budget of 1 MiB.
+    let r = h.attack("HandOver", json!({"n": 1000}), Access::ReadOnly);
+    assert!(
+        matches!(
+            &r,
+            Err(ToolCallError::Budget {
+                kind: BudgetKind::Output,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    // Exactly at the budget the result still fits, the returned "end" included.
+    let g = h.grants(Access::ReadOnly);
+    let budget = Budget {
+        output: (16 << 16) + 3,
+        ..Budget::default()
+    };
+    let r = h.call_with(&h.hostile, "HandOver", json!({"n": 16}), &g, budget);
+    assert_eq!(r.map(|o| o.content.len()).ok(), Some((16 << 16) + 3));
+    let budget = Budget {
+        output: (16 << 16) + 2,
+        ..Budget::default()
+    };
+    let r = h.call_with(&h.hostile, "HandOver", json!({"n": 16}), &g, budget);
+    assert!(matches!(&r, Err(e) if e.code() == "budget_output"), "{r:?}");
+    h.assert_healthy();
+}
+
 #[test]
 fn a_trap_mid_call_is_a_structured_error() {
     let h = Harness::new();

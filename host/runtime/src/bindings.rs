@@ -10,11 +10,13 @@
 //! ones. What a later version added, an older plugin lacks: an adapter's `embeddings` export is
 //! looked up on its own and may be missing (see the `adapter` module).
 
-/// The `tool` world: the `tools` export, plus the shared `types` and `log` interfaces.
+/// The `tool` world: the `tools` export and the `output` import, plus the shared `types` and
+/// `log` interfaces. A piece of output past the call's budget traps, so `output` is trappable.
 pub mod tool {
     wasmtime::component::bindgen!({
         path: "../../wit/since_v0.1.1",
         world: "rawko:plugin/tool",
+        imports: { "rawko:plugin/output": trappable },
         exports: { default: async },
         with: {
             "wasi": wasmtime_wasi::p2::bindings,
@@ -48,6 +50,7 @@ pub use adapter::exports::rawko::plugin::{embeddings, llm};
 pub use adapter::rawko::plugin::{http, progress};
 pub use tool::exports::rawko::plugin::tools;
 pub use tool::rawko::plugin::log;
+pub use tool::rawko::plugin::output;
 pub use tool::rawko::plugin::types;
 
 /// The `bash-filter` world: the `filter` export and the host's `shell` import. `log` is the one

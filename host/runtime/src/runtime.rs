@@ -10,7 +10,7 @@ use wasmtime::component::{InstancePre, Linker};
 use crate::cache::{Compiled, ComponentCache};
 use crate::engine::EpochTicker;
 use crate::state::HostState;
-use crate::{engine, http, listing, log, progress, protect, reading, shell};
+use crate::{engine, http, listing, log, output, progress, protect, reading, shell};
 
 /// Why the runtime could not start or a plugin could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -51,7 +51,9 @@ impl Runtime {
             log::add_to_linker(&mut linker, HostState::log).map_err(|e| link("log", e))?;
             Ok(linker)
         };
-        let tool_linker = base()?;
+        let mut tool_linker = base()?;
+        output::add_to_linker(&mut tool_linker, HostState::output)
+            .map_err(|e| link("output", e))?;
         let mut adapter_linker = base()?;
         http::add_to_linker(&mut adapter_linker, HostState::http).map_err(|e| link("http", e))?;
         progress::add_to_linker(&mut adapter_linker, HostState::progress)

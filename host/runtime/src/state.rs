@@ -15,6 +15,7 @@ use crate::http::{HttpCtx, HttpView};
 use crate::limits::{Budget, CallLimiter, MAX_HANDLES, MAX_LOG_MESSAGE_BYTES, STDIO_CAP};
 use crate::listing::{ListingCtx, ListingView};
 use crate::log::PluginLog;
+use crate::output::OutputCtx;
 use crate::progress::ProgressCtx;
 use crate::protect::{ProtectCtx, ProtectView};
 use crate::shell::ShellCtx;
@@ -37,6 +38,9 @@ pub struct HostState {
     pub(crate) progress: ProgressCtx,
     /// What a bash filter's `shell` import answers from; empty for other plugin kinds.
     pub(crate) shell: ShellCtx,
+    /// Where a tool's pieces of output go: gathered for the result, up to the call's output
+    /// budget, unless the caller passes them on as they come.
+    pub(crate) output: OutputCtx,
     protect: ProtectCtx,
     listing: ListingCtx,
 }
@@ -72,6 +76,7 @@ impl HostState {
             http: HttpCtx::default(),
             progress: ProgressCtx::default(),
             shell: ShellCtx::default(),
+            output: OutputCtx::gathering(budget.output),
             listing: ListingCtx::default(),
         })
     }
@@ -136,6 +141,11 @@ impl HostState {
     /// The `progress` capability's context.
     pub fn progress(&mut self) -> &mut ProgressCtx {
         &mut self.progress
+    }
+
+    /// The `output` capability's context.
+    pub fn output(&mut self) -> &mut OutputCtx {
+        &mut self.output
     }
 
     /// The `shell` capability's context.

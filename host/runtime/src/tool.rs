@@ -12,6 +12,7 @@ use crate::limits::{
     Budget, BudgetKind, DESCRIBE_BUDGET, MAX_DESCRIPTION_BYTES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME,
     MAX_TOOLS,
 };
+use crate::output::{OutputCtx, OutputSink};
 use crate::runtime::{Runtime, RuntimeError};
 use crate::sandbox::{Failure, Sandbox};
 use crate::state::HostState;
@@ -268,13 +269,40 @@ impl ToolPlugin {
         self.tools.iter().find(|t| t.name == name)
     }
 
-    /// Call tool `tool` with `input` (JSON text) in a fresh sandbox built from `cx`.
+    /// Call tool `tool` with `input` (JSON text) in a fresh sandbox built from `cx`. The result
+    /// is whole: what the tool handed over through `output.write`, then what it returned.
     pub async fn call(
         &self,
         rt: &Runtime,
         tool: &str,
         input: &str,
         cx: &CallContext<'_>,
+    ) -> Result<ToolCallOutput, ToolCallError> {
+        self.call_passing(rt, tool, input, cx, None).await
+    }
+
+    /// [`ToolPlugin::call`], with the pieces the tool hands over through `output.write` passed
+    /// to `sink` as they come, for a caller that shows the result as it is made. The output's
+    /// `content` is then only what the tool returned, the end of its result; a failed call may
+    /// already have passed pieces on.
+    pub async fn call_streaming(
+        &self,
+        rt: &Runtime,
+        tool: &str,
+        input: &str,
+        cx: &CallContext<'_>,
+        sink: Arc<dyn OutputSink>,
+    ) -> Result<ToolCallOutput, ToolCallError> {
+        self.call_passing(rt, tool, input, cx, Some(sink)).await
+    }
+
+    async fn call_passing(
+        &self,
+        rt: &Runtime,
+        tool: &str,
+        input: &str,
+        cx: &CallContext<'_>,
+        sink: Option<Arc<dyn OutputSink>>,
     ) -> Result<ToolCallOutput, ToolCallError> {
         let span = tracing::info_span!(
             "tool_call",
@@ -285,7 +313,7 @@ impl ToolPlugin {
         );
         let _enter = span.enter();
         let started = Instant::now();
-        let result = self.call_inner(rt, tool, input, cx).await;
+        let result = self.call_inner(rt, tool, input, cx, sink).await;
         let elapsed = started.elapsed();
         span.record("duration_us", elapsed.as_micros() as u64);
         match &result {
@@ -305,6 +333,7 @@ impl ToolPlugin {
         tool: &str,
         input: &str,
         cx: &CallContext<'_>,
+        sink: Option<Arc<dyn OutputSink>>,
     ) -> Result<String, ToolCallError> {
         let info = self.tool(tool).ok_or_else(|| ToolCallError::UnknownTool {
             name: tool.to_string(),
@@ -352,6 +381,9 @@ impl ToolPlugin {
                 tool: tool.to_string(),
                 message: e.to_string(),
             })?;
+        if let Some(sink) = sink {
+            *sandbox.state_mut().output() = OutputCtx::passing_to(sink, budget.output);
+        }
         let pre = &self.pre;
         // The generated binding takes the `json` alias as `&String`.
         let input = input.to_string();
@@ -364,12 +396,20 @@ impl ToolPlugin {
                     .await
             })
             .await;
+        // The result is the pieces handed over, then what the call returned, all within the
+        // output budget; a piece past it trapped, and is reported as the budget it broke.
+        let written = sandbox.state_mut().output().take();
         let result = match outcome {
+            _ if written.over => Err(Failure::Budget(BudgetKind::Output)),
             Ok(Ok(content)) => {
-                if content.len() as u64 > budget.output {
+                if written.bytes.saturating_add(content.len() as u64) > budget.output {
                     Err(Failure::Budget(BudgetKind::Output))
-                } else {
+                } else if written.gathered.is_empty() {
                     Ok(content)
+                } else {
+                    let mut whole = written.gathered;
+                    whole.push_str(&content);
+                    Ok(whole)
                 }
             }
             Ok(Err(guest)) => return Err(guest_error(tool, guest, budget.output)),

@@ -91,6 +91,41 @@ pub struct Context {
     workspace: PathBuf,
     grants: Vec<Grant>,
     max_output_bytes: usize,
+    output: Output,
+}
+
+/// Where [`Context::emit`] hands pieces of a result.
+#[derive(Clone, Default)]
+enum Output {
+    /// Nowhere: the whole result is what the tool returns.
+    #[default]
+    Returned,
+    /// To the host, through the `output` import.
+    #[cfg_attr(not(feature = "tool"), allow(dead_code))]
+    Host(fn(&str)),
+    /// Into memory, for tests of tool code that hands pieces over.
+    Collected(std::sync::Arc<std::sync::Mutex<String>>),
+}
+
+impl fmt::Debug for Output {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Output::Returned => "Returned",
+            Output::Host(_) => "Host",
+            Output::Collected(_) => "Collected",
+        })
+    }
+}
+
+/// The pieces a [`Context::collecting`] context was handed, in order.
+#[derive(Debug, Clone, Default)]
+pub struct Collected(std::sync::Arc<std::sync::Mutex<String>>);
+
+impl Collected {
+    /// Everything handed over so far, leaving nothing behind.
+    pub fn take(&self) -> String {
+        std::mem::take(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 impl Context {
@@ -106,7 +141,39 @@ impl Context {
                 })
                 .collect(),
             max_output_bytes,
+            output: Output::Returned,
         }
+    }
+
+    /// This context, with what [`Context::emit`] hands over collected in memory instead of
+    /// dropped: for testing tool code natively that hands its result over in pieces.
+    pub fn collecting(mut self) -> (Context, Collected) {
+        let collected = Collected::default();
+        self.output = Output::Collected(collected.0.clone());
+        (self, collected)
+    }
+
+    /// Whether [`Context::emit`] takes pieces of the result in this call. When it does not (an
+    /// older host, or tool code run natively), the whole result is what the tool returns.
+    pub fn emits(&self) -> bool {
+        !matches!(self.output, Output::Returned)
+    }
+
+    /// Hand `text` over as the next piece of the result, before the call returns: the result
+    /// is every piece handed over, in order, then the text the tool returns. Pieces count
+    /// against [`Context::max_output_bytes`] with the rest. A tool making a large result hands
+    /// it over as it goes and reuses its buffer, so it never holds the result whole and the host
+    /// can show it as it comes. Returns false, taking nothing, where [`Context::emits`] is false.
+    pub fn emit(&self, text: &str) -> bool {
+        match &self.output {
+            Output::Returned => return false,
+            Output::Host(write) => write(text),
+            Output::Collected(into) => into
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push_str(text),
+        }
+        true
     }
 
     /// The workspace root. Relative input paths are relative to it.
@@ -272,6 +339,13 @@ pub mod __dispatch {
                 })
                 .collect(),
             max_output_bytes: usize::try_from(cx.max_output_bytes).unwrap_or(usize::MAX),
+            // The import exists only inside a component; a native build of a plugin crate
+            // (its tests) returns whole results.
+            output: if cfg!(target_arch = "wasm32") {
+                Output::Host(host_write)
+            } else {
+                Output::Returned
+            },
         };
         let input: T::Input = serde_json::from_str(input)
             .map_err(|e| wit::ToolError::InvalidInput(format!("{}: {e}", T::NAME)))?;
@@ -281,6 +355,10 @@ pub mod __dispatch {
             ToolError::Denied(m) => wit::ToolError::Denied(m),
             ToolError::Failed(m) => wit::ToolError::Failed(m),
         })
+    }
+
+    fn host_write(text: &str) {
+        crate::__private::tool::bindings::rawko::plugin::output::write(text);
     }
 
     pub fn unknown(name: String) -> wit::ToolError {

@@ -74,11 +74,15 @@ pub fn read(input: &ReadInput, cx: &Context) -> Result<String, ToolError> {
         end: offset.saturating_add(limit),
         // About 8 bytes of numbering per line on top of the text: half as much again covers
         // lines down to 16 bytes (source code's are short) without the buffer doubling, and
-        // reserved pages cost nothing until written. Capped by the budget.
-        out: Budget::with_capacity(
-            cx.max_output_bytes(),
-            usize::try_from(meta.len).unwrap_or(0).saturating_mul(3) / 2,
-        ),
+        // reserved pages cost nothing until written. Capped by the budget, and where the call
+        // takes the result in pieces, by what collects between two of them (a block's lines).
+        out: Budget::with_capacity(cx.max_output_bytes(), {
+            let whole = usize::try_from(meta.len).unwrap_or(0).saturating_mul(3) / 2;
+            match cx.emits() {
+                true => whole.min(text::SPILL_BYTES + 2 * CHUNK),
+                false => whole,
+            }
+        }),
         line_no: 0,
         last_shown: offset - 1,
         cut_lines: 0,
@@ -139,6 +143,8 @@ pub fn read(input: &ReadInput, cx: &Context) -> Result<String, ToolError> {
             window.lines(&rest[..complete]);
         }
         partial.extend_from_slice(&rest[complete..]);
+        // Hand the lines so far over, so the result is never held whole.
+        window.out.spill(cx);
     }
 
     if total_bytes == 0 {
@@ -506,6 +512,50 @@ mod tests {
         want.push_str("[note: 1 line longer than 2000 characters was cut]\n");
         assert_eq!(out.len(), want.len());
         assert!(out == want, "outputs differ");
+    }
+
+    /// A call that takes its result in pieces gets the same text as one that does not: the
+    /// pieces handed over, then what is returned; and the pieces are of bounded size, so the
+    /// result was never held whole.
+    #[test]
+    fn a_result_handed_over_in_pieces_is_the_whole_result() {
+        let body: String = (0..200_000)
+            .map(|i| format!("line {i} of the file\n"))
+            .collect();
+        let (_d, cx) = setup(&[("big.txt", body.as_bytes())]);
+        let cx = Context::new(cx.workspace(), cx.grants().to_vec(), 64 << 20);
+        let whole = read(&input("big.txt", Some(3), Some(150_000)), &cx).unwrap();
+        assert!(
+            whole.ends_with("use offset=150003 to read on]\n"),
+            "{}",
+            &whole[whole.len() - 200..]
+        );
+
+        let (streaming, collected) = cx.clone().collecting();
+        let rest = read(&input("big.txt", Some(3), Some(150_000)), &streaming).unwrap();
+        let handed = collected.take();
+        assert!(
+            handed.len() > whole.len() / 2,
+            "{} bytes handed over",
+            handed.len()
+        );
+        assert!(
+            rest.len() < 2 * text::SPILL_BYTES,
+            "{} bytes returned",
+            rest.len()
+        );
+        assert!(
+            handed + &rest == whole,
+            "the pieces differ from the whole result"
+        );
+
+        // Within a small budget the cut comes at the same line either way.
+        let small = Context::new(cx.workspace(), cx.grants().to_vec(), 600_000);
+        let whole = read(&input("big.txt", None, Some(150_000)), &small).unwrap();
+        let (streaming, collected) = small.collecting();
+        let rest = read(&input("big.txt", None, Some(150_000)), &streaming).unwrap();
+        assert!(whole.contains("(output size limit reached)"));
+        assert!(collected.take() + &rest == whole);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Text helpers shared by the tools: binary detection, decoding, numbered output, and an output
 //! buffer that stops at the call's budget instead of overflowing it.
 
+use crate::Context;
+
 /// How many leading bytes are inspected to decide that a file is binary.
 pub const SNIFF_LEN: usize = 8192;
 
@@ -68,12 +70,20 @@ impl LineNumber {
     }
 }
 
-/// Collects output up to a byte budget, keeping room for a closing notice.
+/// Collects output up to a byte budget, keeping room for a closing notice. Where the call
+/// takes pieces of its result ([`Context::emits`]), [`Budget::spill`] hands over what has
+/// been collected, and the budget counts it as spent.
 pub struct Budget {
     out: String,
     limit: usize,
     full: bool,
+    /// Bytes already handed over by `spill`.
+    sent: usize,
 }
+
+/// How much [`Budget::spill`] lets collect before handing it over: large enough that a piece
+/// costs the host little, small enough that the buffer stays in cache and is reused.
+pub const SPILL_BYTES: usize = 256 * 1024;
 
 /// Bytes kept free for the notice that says output was cut.
 const NOTICE_ROOM: usize = 256;
@@ -84,6 +94,7 @@ impl Budget {
             out: String::new(),
             limit: max_output_bytes.saturating_sub(NOTICE_ROOM).max(1),
             full: false,
+            sent: 0,
         }
     }
 
@@ -96,7 +107,7 @@ impl Budget {
     /// Append a line (a newline is added). Returns false, appending nothing, once the budget
     /// would be exceeded; every later call also returns false.
     pub fn line(&mut self, line: &str) -> bool {
-        if self.full || self.out.len() + line.len() + 1 > self.limit {
+        if self.full || self.sent + self.out.len() + line.len() + 1 > self.limit {
             self.full = true;
             return false;
         }
@@ -112,7 +123,17 @@ impl Budget {
 
     /// Room left before the budget is reached.
     pub fn remaining(&self) -> usize {
-        self.limit.saturating_sub(self.out.len())
+        self.limit.saturating_sub(self.sent + self.out.len())
+    }
+
+    /// Hand what has been collected over to the host, if the call takes pieces and there is at
+    /// least [`SPILL_BYTES`] of it; the buffer is then reused. The notice room stays reserved,
+    /// so whatever the budget refuses can still be said at the end.
+    pub fn spill(&mut self, cx: &Context) {
+        if self.out.len() >= SPILL_BYTES && cx.emit(&self.out) {
+            self.sent += self.out.len();
+            self.out.clear();
+        }
     }
 
     /// Direct access for hot loops that check `remaining` themselves.
@@ -170,6 +191,37 @@ mod tests {
         assert!(!b.line("123456"));
         assert!(!b.line("1"), "once full, stays full");
         assert_eq!(b.finish(), "12345\n");
+    }
+
+    /// Spilled pieces count against the budget, and what is spilled plus what is returned is
+    /// exactly what would have been collected without spilling.
+    #[test]
+    fn spilled_output_counts_against_the_budget() {
+        let limit = 3 * SPILL_BYTES;
+        let (cx, collected) = Context::new("/ws", Vec::new(), limit).collecting();
+        let mut spilling = Budget::new(limit);
+        let mut whole = Budget::new(limit);
+        let line = "x".repeat(1000);
+        let mut n = 0;
+        while spilling.line(&line) {
+            assert!(whole.line(&line));
+            spilling.spill(&cx);
+            n += 1;
+        }
+        assert!(!whole.line(&line), "both refuse at the same line");
+        assert!(n > 2 * SPILL_BYTES / 1001, "{n} lines");
+        assert_eq!(spilling.remaining(), whole.remaining());
+        let handed = collected.take();
+        assert!(handed.len() >= SPILL_BYTES);
+        assert_eq!(handed + &spilling.finish(), whole.finish());
+        // A context that takes no pieces keeps everything in the buffer.
+        let plain = Context::new("/ws", Vec::new(), limit);
+        let mut kept = Budget::new(limit);
+        for _ in 0..300 {
+            kept.line(&line);
+            kept.spill(&plain);
+        }
+        assert_eq!(kept.finish().len(), 300 * 1001);
     }
 
     #[test]

@@ -216,9 +216,36 @@ pub async fn read_rows(b: &Bench, size: u64) -> Vec<Row> {
             .map(drop)
             .map_err(Skip::doing("cannot read the file"))
     });
+    // The whole process as a user runs it, its output read from a pipe, as `cat -n`'s is.
+    let max_output = output.to_string();
+    let whole = median(b.samples(20), || {
+        spawn(&mut b.rawko(
+            &root,
+            &[
+                "tool",
+                "call",
+                "Read",
+                "--read",
+                ".",
+                "--max-output",
+                &max_output,
+                "--input",
+                input,
+            ],
+        ))
+    });
     let mib = size >> 20;
     let figure = format!("Read, {mib} MiB file, all lines (throughput)");
     vec![
+        Row::new(
+            "read",
+            &format!("rawko tool call Read, {mib} MiB file printed (whole process)"),
+            "cat -n, subprocess",
+            Kind::Throughput(size),
+            Target::ShareAtLeast(0.5),
+            whole,
+            cat.clone(),
+        ),
         Row::new(
             "read",
             &figure,

@@ -32,7 +32,7 @@ use rawko_config::trust::Status;
 use rawko_runtime::Runtime;
 use rawko_shell::exec::Launch;
 
-pub use output::{Table, print_err, print_json, print_out, terminal_safe};
+pub use output::{Printer, Table, print_err, print_json, print_out, terminal_safe};
 
 const ABOUT: &str = "An agentic coding robot whose every tool, model adapter and shell filter is a \
 sandboxed WebAssembly plugin";

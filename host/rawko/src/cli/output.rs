@@ -16,6 +16,82 @@ pub fn print_out(text: &str) -> std::io::Result<()> {
     write_safe(&mut BufWriter::with_capacity(BUFFER, stdout.lock()), text)
 }
 
+/// A tool's result printed as it is made: pieces from the call (through its
+/// [`OutputSink`](rawko_runtime::OutputSink)) go on a queue to a thread that makes each safe and
+/// writes it to one locked, buffered stdout, so the tool never waits for a slow reader and the
+/// reader works while the tool does. The queue holds at most what the call's output budget lets
+/// through.
+pub struct Printer {
+    queue: std::sync::mpsc::Sender<String>,
+    writer: std::thread::JoinHandle<std::io::Result<Printed>>,
+}
+
+/// What a [`Printer`] wrote.
+#[derive(Debug, Clone, Copy, Default)]
+struct Printed {
+    bytes: u64,
+    ends_with_newline: bool,
+}
+
+/// The sending end of a [`Printer`]'s queue, as a call's sink.
+struct Queue(std::sync::mpsc::Sender<String>);
+
+impl rawko_runtime::OutputSink for Queue {
+    fn write(&self, piece: String) {
+        // The writer only stops when stdout failed; the pieces then have nowhere to go.
+        let _ = self.0.send(piece);
+    }
+}
+
+impl Printer {
+    pub fn start() -> std::io::Result<Printer> {
+        let (queue, pieces) = std::sync::mpsc::channel::<String>();
+        let writer = std::thread::Builder::new()
+            .name("rawko-print".into())
+            .spawn(move || {
+                let stdout = std::io::stdout();
+                let mut out = BufWriter::with_capacity(BUFFER, stdout.lock());
+                let mut printed = Printed::default();
+                for piece in pieces {
+                    if piece.is_empty() {
+                        continue;
+                    }
+                    rawko_text::write_block(&mut out, &piece)?;
+                    printed.bytes += piece.len() as u64;
+                    printed.ends_with_newline = piece.ends_with('\n');
+                }
+                if printed.bytes > 0 && !printed.ends_with_newline {
+                    out.write_all(b"\n")?;
+                }
+                out.flush()?;
+                Ok(printed)
+            })?;
+        Ok(Printer { queue, writer })
+    }
+
+    /// Where the call hands its pieces.
+    pub fn sink(&self) -> std::sync::Arc<dyn rawko_runtime::OutputSink> {
+        std::sync::Arc::new(Queue(self.queue.clone()))
+    }
+
+    /// Print `last` after the pieces, end with a newline if anything was printed, and wait for
+    /// all of it to be written. Returns the bytes of text printed (before escaping). A reader
+    /// that went away is not an error.
+    pub fn finish(self, last: String) -> std::io::Result<u64> {
+        let _ = self.queue.send(last);
+        drop(self.queue);
+        let printed = self
+            .writer
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the printing thread panicked")));
+        match printed {
+            Ok(p) => Ok(p.bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// Print `text` to stderr like [`print_out`]: made safe for a terminal.
 pub fn print_err(text: &str) -> std::io::Result<()> {
     let stderr = std::io::stderr();

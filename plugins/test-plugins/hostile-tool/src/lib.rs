@@ -257,6 +257,22 @@ impl Tool for Huge {
     }
 }
 
+/// Hands n pieces of 64 KiB over through `output.write`, whatever the budget says, then returns
+/// "end".
+pub struct HandOver;
+impl Tool for HandOver {
+    const NAME: &'static str = "HandOver";
+    const DESCRIPTION: &'static str = "Hands over n pieces of 64 KiB of output, then returns.";
+    type Input = Size;
+    fn call(i: Size, cx: &Context) -> Result<String, ToolError> {
+        let piece = "y".repeat(64 << 10);
+        for _ in 0..i.n {
+            cx.emit(&piece);
+        }
+        Ok("end".into())
+    }
+}
+
 /// Writes n MiB to stdout and stderr.
 pub struct Flood;
 impl Tool for Flood {
@@ -336,6 +352,7 @@ rawko_plugin_sdk::export_tools!(
     Recurse,
     RecurseFrames,
     Huge,
+    HandOver,
     Flood,
     Counter,
     Trap

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use crate::cli::{BadInput, Context, print_err, print_json, print_out};
+use crate::cli::{BadInput, Context, Printer, print_err, print_json, print_out};
 use rawko_runtime::Budget;
 use rawko_runtime::tool::CallContext;
 use rawko_toolset::bash::BashContext;
@@ -125,6 +125,8 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
     };
 
     let started = std::time::Instant::now();
+    // A plugin's result is printed as the plugin hands it over, unless it is to be JSON.
+    let mut printer = None;
     let result = match provider {
         Provider::Plugin(plugin) => {
             let call_cx = CallContext {
@@ -132,7 +134,15 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
                 grants: &grants,
                 budget,
             };
-            plugin.call(&rt, &args.tool, &args.input, &call_cx).await
+            if args.json {
+                plugin.call(&rt, &args.tool, &args.input, &call_cx).await
+            } else {
+                let p = printer.insert(Printer::start()?);
+                let sink = p.sink();
+                plugin
+                    .call_streaming(&rt, &args.tool, &args.input, &call_cx, sink)
+                    .await
+            }
         }
         Provider::Host(tool) => {
             let shell = match tool.runs_commands() {
@@ -166,12 +176,18 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
                     "output": out.content,
                     "duration_ms": out.duration.as_secs_f64() * 1000.0,
                 }))?;
+            } else if let Some(printer) = printer {
+                printer.finish(out.content)?;
             } else {
                 print_out(&out.content)?;
             }
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
+            let printed = match printer {
+                Some(printer) => printer.finish(String::new())?,
+                None => 0,
+            };
             if args.json {
                 print_json(&serde_json::json!({
                     "ok": false,
@@ -190,6 +206,12 @@ async fn call(cx: &Context, args: CallArgs) -> anyhow::Result<ExitCode> {
                         "\n  hint: a call gets only the directories you grant: --read DIR, \
                          --write DIR, or --agent NAME to call it as that agent would",
                     );
+                }
+                if printed > 0 {
+                    message.push_str(&format!(
+                        "\n  note: the {printed} bytes printed above are only the start of the \
+                         tool's output: the call failed after handing them over"
+                    ));
                 }
                 print_err(&message)?;
             }
