@@ -14,6 +14,10 @@ use wasmtime::component::{HasData, Linker};
 
 use crate::bindings::output as wit;
 
+/// Most reserved for gathered pieces before the first arrives: the output budgets rawko sets
+/// are at most this (a bench's 64 MiB), and a larger one grows as a `String` does.
+const GATHER_RESERVE: u64 = 64 << 20;
+
 /// Where pieces go while a call runs. Implementations must be quick and must not block on a
 /// slow reader: the plugin waits for them, inside its deadline.
 pub trait OutputSink: Send + Sync {
@@ -91,8 +95,16 @@ impl OutputCtx {
         self.written += len;
         match &self.sink {
             Some(sink) => sink.write(piece),
-            None if self.gathered.is_empty() => self.gathered = piece,
-            None => self.gathered.push_str(&piece),
+            None => {
+                if self.gathered.capacity() == 0 {
+                    // Room for the whole budget at once (up to a bound), so a large result is
+                    // not copied again each time it outgrows its buffer: reserved pages cost
+                    // nothing until they are written.
+                    let room = usize::try_from(self.limit.min(GATHER_RESERVE)).unwrap_or(0);
+                    self.gathered.reserve(room.max(piece.len()));
+                }
+                self.gathered.push_str(&piece);
+            }
         }
         Ok(())
     }
