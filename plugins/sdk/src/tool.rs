@@ -153,8 +153,8 @@ impl Context {
         (self, collected)
     }
 
-    /// Whether [`Context::emit`] takes pieces of the result in this call. When it does not (an
-    /// older host, or tool code run natively), the whole result is what the tool returns.
+    /// Whether [`Context::emit`] takes pieces of the result in this call. When it does not (tool
+    /// code run natively, as in its tests), the whole result is what the tool returns.
     pub fn emits(&self) -> bool {
         !matches!(self.output, Output::Returned)
     }
