@@ -239,7 +239,7 @@ pub async fn read_rows(b: &Bench, size: u64) -> Vec<Row> {
     vec![
         Row::new(
             "read",
-            &format!("rawko tool call Read, {mib} MiB (whole process)"),
+            format!("rawko tool call Read, {mib} MiB (whole process)"),
             "cat -n, subprocess",
             Kind::Throughput(size),
             Target::ShareAtLeast(0.5),
