@@ -353,30 +353,29 @@ fn a_large_result_is_printed_exactly_as_the_sanitiser_shows_it() {
 #[test]
 fn a_plugin_handing_over_more_than_its_budget_prints_no_more_than_it() {
     let ws = Workspace::new();
-    let args = |n: &str, max: &str| {
-        run(
-            &ws,
-            &[
-                "tool",
-                "call",
-                "HandOver",
-                "--plugin",
-                rawko_test_artifacts::HOSTILE_TOOL,
-                "--max-output",
-                max,
-                "--input",
-                &format!(r#"{{"n":{n}}}"#),
-            ],
-        )
+    // `rawko tool call HandOver` with n pieces, the default budget of 1 MiB, and `extra` flags.
+    let call = |n: &str, extra: &[&str]| {
+        let input = format!(r#"{{"n":{n}}}"#);
+        let mut args = vec![
+            "tool",
+            "call",
+            "HandOver",
+            "--plugin",
+            rawko_test_artifacts::HOSTILE_TOOL,
+            "--input",
+            &input,
+        ];
+        args.extend_from_slice(extra);
+        run(&ws, &args)
     };
     // Within the budget: every piece, then the returned end, and one newline.
-    let r = args("3", "1048576");
+    let r = call("3", &[]);
     assert_eq!(r.code, 0, "{:.300}", r.stderr);
     assert_eq!(r.stdout.len(), 3 * 65536 + "end\n".len());
     assert!(r.stdout.ends_with("yyyend\n"));
 
     // 10,000 pieces of 64 KiB (625 MiB) against a budget of 1 MiB.
-    let r = args("10000", "1048576");
+    let r = call("10000", &["--max-output", "1048576"]);
     assert_eq!(r.code, 1, "{:.300}", r.stderr);
     assert!(
         r.stdout.len() <= (1 << 20) + 1,
@@ -390,19 +389,7 @@ fn a_plugin_handing_over_more_than_its_budget_prints_no_more_than_it() {
         r.stderr
     );
     // As JSON nothing is printed but the error.
-    let r = run(
-        &ws,
-        &[
-            "tool",
-            "call",
-            "HandOver",
-            "--plugin",
-            rawko_test_artifacts::HOSTILE_TOOL,
-            "--json",
-            "--input",
-            r#"{"n":10000}"#,
-        ],
-    );
+    let r = call("10000", &["--json"]);
     assert_eq!(r.code, 1, "{:.300}", r.stderr);
     assert_eq!(r.json()["error"]["code"], "budget_output", "{r:?}");
 }
