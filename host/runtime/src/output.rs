@@ -162,6 +162,9 @@ mod tests {
         cx.write("defg".into()).unwrap();
         assert!(cx.write("hijk".into()).is_err());
         assert!(cx.write("h".into()).is_err(), "once over, stays over");
+        // Through the import, a refused piece is an error, which traps the guest: the call
+        // ends at that piece instead of going on to make more.
+        assert!(wit::Host::write(&mut cx, "i".into()).is_err());
         let w = cx.take();
         assert_eq!((w.gathered.as_str(), w.bytes, w.over), ("abcdefg", 7, true));
     }

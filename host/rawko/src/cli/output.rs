@@ -84,11 +84,7 @@ impl Printer {
             .writer
             .join()
             .unwrap_or_else(|_| Err(std::io::Error::other("the printing thread panicked")));
-        match printed {
-            Ok(p) => Ok(p.bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
-            Err(e) => Err(e),
-        }
+        ignore_broken_pipe(printed).map(|p| p.bytes)
     }
 }
 
@@ -163,9 +159,9 @@ pub fn print_json(value: &serde_json::Value) -> std::io::Result<()> {
     ignore_broken_pipe(result)
 }
 
-fn ignore_broken_pipe(result: std::io::Result<()>) -> std::io::Result<()> {
+fn ignore_broken_pipe<T: Default>(result: std::io::Result<T>) -> std::io::Result<T> {
     match result {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(T::default()),
         other => other,
     }
 }
