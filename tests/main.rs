@@ -43,6 +43,8 @@
 //! - `run_scenarios`: `rawko run` end to end, one folder per scenario under `tests/scenarios/`.
 //! - `store_leases`: a task's lease between hosts (`RAWKO_HOST_ID`), judged by the store's clock,
 //!   held by one process's identity; `rawko tasks list --all` over several workspaces.
+//! - `temporal`: `rawko run --remote` against real `rawko worker`s on a Temporal dev server and
+//!   the PostgreSQL team store; a worker killed with SIGKILL while it holds tasks.
 //! - `tls_attacks`: HTTPS servers whose certificate does not verify (self-signed, for another
 //!   name, expired), refused by an adapter, `rawko plugin install` (a URL and an OCI registry)
 //!   and an MCP server over HTTP; the same server with a certificate from a trusted CA, used.
@@ -85,6 +87,7 @@ mod store_leases;
 mod store_postgres;
 mod store_transfer;
 mod telemetry;
+mod temporal;
 mod test_plugins;
 mod tls_attacks;
 mod trust_boundary;

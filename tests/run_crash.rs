@@ -9,19 +9,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::support::model_server::{ModelServer, Reply, openai};
-use crate::support::{Run, TEST_KEY, Workspace, first_task_id, rawko, store};
-
-const AGENT: &str = "name: worker
-whenToUse: Does the work in steps.
-systemPrompt: You work in steps.
-tools:
-  allowed: [Bash]
-  bashFilter:
-    allowedCommands: [\"echo *\", \"sleep *\"]
-transitions:
-  onSuccess: done
-  onFailure: failed
-";
+use crate::support::{
+    Run, STEP_AGENT, TEST_KEY, Workspace, first_task_id, rawko, scripted_config, store,
+};
 
 /// The model's side: four steps, each a Bash call that logs its label, then `finish`. With
 /// `slow_third`, the third step also sleeps, so a kill can land while it runs.
@@ -53,16 +43,11 @@ fn setup() -> (Workspace, ModelServer) {
     let ws = Workspace::new();
     let user = ws.config_home().join("rawko");
     std::fs::create_dir_all(user.join("agents")).unwrap();
-    std::fs::write(user.join("agents/worker.yaml"), AGENT).unwrap();
+    std::fs::write(user.join("agents/worker.yaml"), STEP_AGENT).unwrap();
     let server = ModelServer::start();
     std::fs::write(
         user.join("config.yaml"),
-        format!(
-            "adapters:\n  scripted:\n    plugin: openai\n    model: m\n    base_url: {}\n    \
-             api_key_env: TEST_KEY\n    allow_private_network: true\n    timeout: 60\n\
-             defaults:\n  adapter: scripted\n",
-            server.base_url()
-        ),
+        scripted_config(&server.base_url()),
     )
     .unwrap();
     (ws, server)

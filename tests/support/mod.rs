@@ -7,6 +7,7 @@ pub mod model_server;
 pub mod otlp;
 pub mod services;
 pub mod store;
+pub mod temporal;
 pub mod tls;
 
 use std::path::{Path, PathBuf};
@@ -257,6 +258,29 @@ pub fn processes_with(needle: &str) -> Vec<String> {
     found
 }
 
+/// An agent `worker` that works in steps with `Bash` only, allowed `echo` and `sleep`.
+pub const STEP_AGENT: &str = "name: worker
+whenToUse: Does the work in steps.
+systemPrompt: You work in steps.
+tools:
+  allowed: [Bash]
+  bashFilter:
+    allowedCommands: [\"echo *\", \"sleep *\"]
+transitions:
+  onSuccess: done
+  onFailure: failed
+";
+
+/// A user config whose default adapter is a `scripted` instance of the OpenAI adapter talking
+/// to the model server at `base_url`, its key in `TEST_KEY`.
+pub fn scripted_config(base_url: &str) -> String {
+    format!(
+        "adapters:\n  scripted:\n    plugin: openai\n    model: m\n    base_url: {base_url}\n    \
+         api_key_env: TEST_KEY\n    allow_private_network: true\n    timeout: 60\n\
+         defaults:\n  adapter: scripted\n"
+    )
+}
+
 /// A workspace whose user config has a `worker` agent (done on success, failed on failure) and a
 /// `scripted` adapter instance talking to a new scripted model server, with `extra` appended to
 /// the config; the key is read from `TEST_KEY`.
@@ -273,12 +297,7 @@ pub fn scripted_worker(extra: &str) -> (Workspace, model_server::ModelServer) {
     let server = model_server::ModelServer::start();
     std::fs::write(
         user.join("config.yaml"),
-        format!(
-            "adapters:\n  scripted:\n    plugin: openai\n    model: m\n    base_url: {}\n    \
-             api_key_env: TEST_KEY\n    allow_private_network: true\n    timeout: 60\n\
-             defaults:\n  adapter: scripted\n{extra}",
-            server.base_url()
-        ),
+        scripted_config(&server.base_url()) + extra,
     )
     .unwrap();
     (ws, server)

@@ -64,6 +64,24 @@ pub struct Config {
     /// elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub otel: Option<OtelConfig>,
+    /// The Temporal server `rawko worker` and the `--remote` commands use. Read from the
+    /// user's config only: a workspace could send its tasks elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temporal: Option<TemporalConfig>,
+}
+
+/// Where tasks run on Temporal, when `--temporal` and `TEMPORAL_ADDRESS` do not say.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemporalConfig {
+    /// The frontend's `HOST:PORT` (`127.0.0.1:7233`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The task queue workers poll and tasks start on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
 }
 
 /// Traces over OTLP (http/protobuf), when no `OTEL_EXPORTER_OTLP_*ENDPOINT` variable says
@@ -653,6 +671,13 @@ impl Layers {
                 "only your own config decides where traces are sent",
             );
         }
+        // Nor which Temporal server runs the user's tasks.
+        if ws.temporal.is_some() {
+            drop(
+                "temporal".into(),
+                "only your own config decides where tasks run",
+            );
+        }
         let layers = Layers {
             user: self.user.clone(),
             workspace: Some((path.clone(), kept)),
@@ -842,6 +867,24 @@ defaults:
         let otel = eff.merged().otel.unwrap();
         assert_eq!(otel.endpoint.as_deref(), Some("http://127.0.0.1:4318"));
         assert_eq!(otel.headers["x-key"], "MY_KEY");
+    }
+
+    #[test]
+    fn a_workspace_never_chooses_where_tasks_run() {
+        let ws = "temporal:\n  address: evil.example:7233\n  queue: theirs\n";
+        for trust in [Trust::Untrusted, Trust::Trusted] {
+            let (eff, ignored) = layers("", ws).effective(trust);
+            assert_eq!(eff.merged().temporal, None);
+            let dropped: Vec<&str> = ignored.iter().map(|i| i.setting.as_str()).collect();
+            assert_eq!(dropped, ["temporal"]);
+        }
+        let user = "temporal:\n  address: 127.0.0.1:7233\n  namespace: team\n";
+        let (eff, _) = layers(user, "").effective(Trust::Trusted);
+        let t = eff.merged().temporal.unwrap();
+        assert_eq!(t.address.as_deref(), Some("127.0.0.1:7233"));
+        assert_eq!((t.namespace.as_deref(), t.queue), (Some("team"), None));
+        let bad = Config::parse(Path::new("u"), "temporal:\n  adress: x:1\n").unwrap_err();
+        assert!(bad.to_string().contains("adress"), "{bad}");
     }
 
     #[test]

@@ -187,6 +187,10 @@ pub struct Engine<'a> {
     pub max_task_tokens: Option<u64>,
     /// Where traces go, when they are exported.
     pub traces: Option<&'a dyn telemetry::TraceLinks>,
+    /// Stop after this many transitions of this run, the task left running in the state it
+    /// reached, to be driven on from the store: a Temporal worker runs one state per activity.
+    /// None runs the task to its end.
+    pub pause_after: Option<u32>,
 }
 
 /// How a task ended (or stopped).
@@ -263,6 +267,8 @@ impl Engine<'_> {
         let mut steps = task.steps.max(0) as u32;
         // Only the state the task was resumed in can have ended without its transition.
         let mut resumed = true;
+        // Transitions this run has committed (for `pause_after`).
+        let mut taken = 0u32;
         loop {
             let target: Target = state.parse().unwrap_or(Target::Failed);
             let agent_name = match target {
@@ -283,6 +289,13 @@ impl Engine<'_> {
                     });
                 }
             };
+            if self.pause_after.is_some_and(|n| taken >= n) {
+                return Ok(TaskEnd {
+                    status: TaskStatus::Running,
+                    state: agent_name,
+                    summary: String::new(),
+                });
+            }
             if steps >= self.max_steps {
                 let t = Transition {
                     from: Some(agent_name.clone()),
@@ -424,6 +437,7 @@ impl Engine<'_> {
             }
             state = t.to;
             steps += 1;
+            taken += 1;
         }
     }
 

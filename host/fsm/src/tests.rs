@@ -261,6 +261,7 @@ impl World {
             context_threshold: crate::context::DEFAULT_THRESHOLD,
             max_task_tokens: None,
             traces: None,
+            pause_after: None,
         }
     }
 
@@ -352,6 +353,56 @@ fn a_task_goes_through_the_pipeline() {
         "{first}"
     );
     assert!(dev_tools.contains(&"finish".to_string()));
+}
+
+#[test]
+fn a_paused_run_takes_one_state_and_the_next_run_goes_on_from_the_store() {
+    let w = World::new(pipeline());
+    w.script(
+        "planner",
+        vec![Reply::Calls(vec![finish("success", "plan")])],
+    );
+    w.script(
+        "developer",
+        vec![Reply::Calls(vec![finish("success", "dev")])],
+    );
+    w.script(
+        "tester",
+        vec![Reply::Calls(vec![
+            call("Bash", json!({"command": "cargo test"})),
+            finish("success", "tests pass"),
+        ])],
+    );
+    let id = w.task("planner");
+    let step = |w: &World| {
+        let mut engine = w.engine();
+        engine.pause_after = Some(1);
+        block_on(engine.run(&id)).unwrap()
+    };
+    let first = step(&w);
+    assert_eq!(
+        (first.status, first.state.as_str()),
+        (TaskStatus::Running, "developer")
+    );
+    assert_eq!(w.path(&id), ["planner->developer"]);
+    assert_eq!(w.store.task(&id).unwrap().status, TaskStatus::Running);
+    let second = step(&w);
+    assert_eq!(second.state, "tester");
+    assert!(
+        w.tools.runs.borrow().is_empty(),
+        "the tester has not run yet"
+    );
+    // The last state's transition is to a terminal one: the same run closes the task.
+    let last = step(&w);
+    assert_eq!(last.status, TaskStatus::Done, "{last:?}");
+    assert_eq!(
+        w.path(&id),
+        ["planner->developer", "developer->tester", "tester->done"]
+    );
+    assert_eq!(w.tools.runs.borrow().len(), 1);
+    // A finished task is only reported again.
+    assert_eq!(step(&w).status, TaskStatus::Done);
+    assert_eq!(w.tools.runs.borrow().len(), 1);
 }
 
 #[test]

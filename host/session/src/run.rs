@@ -373,6 +373,7 @@ impl RunConfig {
             context_threshold: self.context_threshold,
             max_task_tokens: self.max_task_tokens,
             traces: options.traces.clone(),
+            pause_after: None,
         })
     }
 }
@@ -483,9 +484,17 @@ pub struct Prepared {
     context_threshold: f32,
     max_task_tokens: Option<u64>,
     traces: Option<Arc<dyn TraceLinks>>,
+    pause_after: Option<u32>,
 }
 
 impl Prepared {
+    /// Stop after `n` transitions, the task left running where it stands (see
+    /// [`Engine::pause_after`]).
+    pub fn pause_after(mut self, n: u32) -> Prepared {
+        self.pause_after = Some(n);
+        self
+    }
+
     pub fn task(&self) -> &str {
         &self.task
     }
@@ -548,6 +557,7 @@ impl Prepared {
             context_threshold: self.context_threshold,
             max_task_tokens: self.max_task_tokens,
             traces: self.traces.as_deref(),
+            pause_after: self.pause_after,
         };
         engine.run(&self.task).await
     }

@@ -181,6 +181,7 @@ pub async fn steps_in(tools: &dyn ToolHost, store: &AnyStore, steps: usize) -> V
         context_threshold: rawko_fsm::context::DEFAULT_THRESHOLD,
         max_task_tokens: None,
         traces: None,
+        pause_after: None,
     };
     let id = store
         .create_task("benchmark", "worker", &serde_json::json!({}))

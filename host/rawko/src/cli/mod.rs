@@ -11,6 +11,7 @@ mod lookup;
 mod offered;
 mod output;
 mod policy;
+mod remote;
 mod servers;
 mod setup;
 mod telemetry;
@@ -102,6 +103,7 @@ enum Command {
     Mcp(commands::mcp::McpCmd),
     Acp(commands::acp::AcpCmd),
     Ui(commands::ui::UiCmd),
+    Worker(commands::worker::WorkerCmd),
 }
 
 /// Everything a command needs from the global flags.
@@ -153,6 +155,21 @@ impl Context {
             trust: std::cell::OnceCell::new(),
             user_config: std::cell::OnceCell::new(),
         })
+    }
+
+    /// The same user, directories and sandbox choice in another workspace (a worker's
+    /// checkout of a task).
+    #[cfg_attr(not(feature = "temporal"), allow(dead_code))]
+    pub fn at(workspace: PathBuf, dirs: Dirs, verbose: u8, no_sandbox: bool) -> Context {
+        Context {
+            workspace,
+            dirs,
+            verbose,
+            no_sandbox,
+            warned_config: std::cell::Cell::new(false),
+            trust: std::cell::OnceCell::new(),
+            user_config: std::cell::OnceCell::new(),
+        }
     }
 
     /// How native commands start: through the kernel sandbox (this binary is its helper), or,
@@ -442,6 +459,7 @@ impl Command {
             Command::Mcp(c) => c.execute(cx).await,
             Command::Acp(c) => c.execute(cx).await,
             Command::Ui(c) => c.execute(cx).await,
+            Command::Worker(c) => c.execute(cx).await,
         }
     }
 }

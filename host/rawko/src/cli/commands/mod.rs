@@ -19,3 +19,4 @@ pub mod tool;
 pub mod tools;
 pub mod trust;
 pub mod ui;
+pub mod worker;

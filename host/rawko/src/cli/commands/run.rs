@@ -9,6 +9,7 @@ use crate::cli::{BadInput, Context, print_out};
 use rawko_adapters::Recorder;
 use rawko_store::{Location, TaskStatus};
 
+use crate::cli::remote::TemporalArgs;
 use crate::cli::servers::mcp_servers;
 use crate::cli::setup::{DEFAULT_MAX_STEPS, DEFAULT_START, OutputFlags, Setup, Start, exit_code};
 use crate::cli::trust::decide_trust;
@@ -51,6 +52,12 @@ pub struct RunCmd {
     /// instead)
     #[arg(long)]
     yes: bool,
+    /// Run the task on Temporal workers (`rawko worker`) instead of here, from this
+    /// repository's commit; this work tree is left as it is
+    #[arg(long)]
+    remote: bool,
+    #[command(flatten)]
+    temporal: TemporalArgs,
     #[command(flatten)]
     output: OutputFlags,
 }
@@ -75,6 +82,11 @@ pub struct ResumeCmd {
     /// instead)
     #[arg(long)]
     yes: bool,
+    /// Continue a task that ran on Temporal there, on the workers
+    #[arg(long)]
+    remote: bool,
+    #[command(flatten)]
+    temporal: TemporalArgs,
     #[command(flatten)]
     output: OutputFlags,
 }
@@ -86,6 +98,9 @@ impl RunCmd {
         }
         if self.max_steps == 0 {
             return Err(BadInput::new("--max-steps must be at least 1").into());
+        }
+        if self.remote {
+            return self.run_remote(cx).await;
         }
         let trust = decide_trust(cx, self.trust, !self.output.json)?;
         let location = cx.store_location()?;
@@ -124,6 +139,18 @@ impl RunCmd {
 
 impl ResumeCmd {
     pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
+        if self.remote {
+            #[cfg(feature = "temporal")]
+            return crate::cli::remote::resume_remote(
+                cx,
+                &self.temporal,
+                &self.task_id,
+                &self.output,
+            )
+            .await;
+            #[cfg(not(feature = "temporal"))]
+            return Err(crate::cli::remote::unsupported("rawko resume --remote"));
+        }
         if let Location::Sqlite(path) = cx.store_location()?
             && !path.exists()
         {
@@ -173,6 +200,42 @@ impl ResumeCmd {
         }
         let (_, end) = setup.run(Start::Resume { id: &task.id }, &store).await?;
         Ok(exit_code(&end))
+    }
+}
+
+impl RunCmd {
+    /// The task on Temporal: the workers' config decides adapters and tools, so only what the
+    /// task itself says travels (its start agent, adapter and step limit).
+    async fn run_remote(self, cx: &Context) -> anyhow::Result<ExitCode> {
+        if self.record.is_some() {
+            return Err(BadInput::new(
+                "--record writes this machine's model exchanges, and a remote task's run on \
+                 the workers",
+            )
+            .into());
+        }
+        #[cfg(feature = "temporal")]
+        {
+            let options = serde_json::json!({
+                "adapter": self.adapter,
+                "max_steps": self.max_steps,
+                "start": self.agent,
+            });
+            crate::cli::remote::run_remote(
+                cx,
+                &self.temporal,
+                &self.task,
+                &self.agent,
+                options,
+                &self.output,
+            )
+            .await
+        }
+        #[cfg(not(feature = "temporal"))]
+        {
+            let _ = (cx, &self.temporal);
+            Err(crate::cli::remote::unsupported("rawko run --remote"))
+        }
     }
 }
 

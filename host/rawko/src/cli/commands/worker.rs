@@ -1,0 +1,449 @@
+//! `rawko worker`: run tasks that clients start on Temporal, each state in the kernel and wasm
+//! sandboxes exactly as `rawko run` runs it, with this user's config, keys and plugins.
+
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::cli::Context;
+use crate::cli::remote::TemporalArgs;
+
+/// Run tasks from Temporal: check them out here and take them through the agents
+#[derive(Debug, Args)]
+#[command(
+    after_help = "A worker polls the queue for tasks that `rawko run --remote` starts. \
+    It clones the task's repository at its commit into its own directory \
+    ($XDG_DATA_HOME/rawko/worker/), and runs the task there one state at a time, every step \
+    committed to the team store (RAWKO_STORE_URL or store.url) that clients and the other \
+    workers share. If a worker dies, another one checks the task out again and goes on from \
+    the store; committed tool calls are not run again.\n\n\
+    Example:\n  \
+    temporal server start-dev --ip 127.0.0.1 --headless &\n  \
+    RAWKO_STORE_URL=postgres://me@db/rawko rawko worker --temporal 127.0.0.1:7233\n\n\
+    Ctrl-C (or SIGTERM) stops polling, lets the states in flight finish for up to 10 s, then \
+    stops them; their tasks go on elsewhere."
+)]
+pub struct WorkerCmd {
+    #[command(flatten)]
+    temporal: TemporalArgs,
+    /// Most tasks this worker runs at once
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    max_tasks: usize,
+    /// Trust the checked-out repositories' own .rawko/ agents, adapters and filters (by
+    /// default they get read-only tools, as an untrusted workspace's do)
+    #[arg(long)]
+    trust: bool,
+}
+
+impl WorkerCmd {
+    #[cfg(not(feature = "temporal"))]
+    pub async fn execute(self, _cx: &Context) -> anyhow::Result<ExitCode> {
+        let _ = (&self.temporal, self.max_tasks, self.trust);
+        Err(crate::cli::remote::unsupported("rawko worker"))
+    }
+
+    #[cfg(feature = "temporal")]
+    pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
+        imp::execute(self, cx).await
+    }
+}
+
+#[cfg(feature = "temporal")]
+mod imp {
+    use std::path::{Path, PathBuf};
+    use std::process::ExitCode;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use rawko_config::Trust;
+    use rawko_config::paths::Dirs;
+    use rawko_fsm::CancelFlag;
+    use rawko_store::{AnyStore, Location, TaskStatus};
+    use rawko_temporal::{
+        CheckoutInput, Repository, StateInput, StateReport, StateRun, StepError, StepFuture,
+        TaskSteps, WorkerOptions,
+    };
+
+    use super::WorkerCmd;
+    use crate::cli::setup::{Heartbeat, OutputFlags, Setup, Start, drive_with};
+    use crate::cli::{BadInput, Context, print_err};
+
+    pub async fn execute(cmd: WorkerCmd, cx: &Context) -> anyhow::Result<ExitCode> {
+        if cmd.max_tasks == 0 {
+            return Err(BadInput::new("--max-tasks must be at least 1").into());
+        }
+        if let Location::Sqlite(path) = cx.store_location()? {
+            return Err(BadInput::new(format!(
+                "a worker needs the team store its clients share (RAWKO_STORE_URL, or store.url \
+                 in your config), and would use {}, which only this machine sees",
+                path.display()
+            ))
+            .into());
+        }
+        // The store is reachable and its schema is this rawko's, before any task is taken.
+        drop(cx.open_store().await?);
+        let resolved = cmd.temporal.resolve(cx)?;
+        let address = rawko_temporal::Address::parse(&resolved.address)
+            .map_err(|e| BadInput::new(e.to_string()))?;
+        let identity = format!("rawko-worker-{}", std::process::id());
+        let client = rawko_temporal::connect(&address, &resolved.namespace, &identity).await?;
+        let root = cx.dirs.data.join("worker");
+        std::fs::create_dir_all(&root)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", root.display()))?;
+        let steps = Arc::new(Steps {
+            dirs: cx.dirs.clone(),
+            verbose: cx.verbose,
+            no_sandbox: cx.no_sandbox,
+            trust: if cmd.trust {
+                Trust::Trusted
+            } else {
+                Trust::Untrusted
+            },
+            root: root.clone(),
+        });
+        print_err(&format!(
+            "rawko worker {} polling queue {} on {} (namespace {}), at most {} tasks at once; \
+             checkouts in {}",
+            std::process::id(),
+            resolved.queue,
+            resolved.address,
+            resolved.namespace,
+            cmd.max_tasks,
+            root.display()
+        ))?;
+        let options = WorkerOptions {
+            queue: resolved.queue.clone(),
+            max_tasks: cmd.max_tasks,
+        };
+        let stop = async {
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut term = signal(SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                Some(()) = async {
+                    match term.as_mut() {
+                        Some(t) => t.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => {}
+            }
+            let _ = print_err("stopping: no new tasks; the states in flight get 10 s to end");
+        };
+        rawko_temporal::run_worker(client, options, steps, stop).await?;
+        print_err("worker stopped")?;
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// What the activities do on this worker.
+    struct Steps {
+        dirs: Dirs,
+        verbose: u8,
+        no_sandbox: bool,
+        trust: Trust,
+        /// Where checkouts go, one directory per task.
+        root: PathBuf,
+    }
+
+    impl Steps {
+        fn checkout_of(&self, task: &str) -> Result<PathBuf, StepError> {
+            // Task ids are the store's own; still, one never names a path outside the root.
+            if task.is_empty() || !task.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                return Err(StepError::Fatal(format!(
+                    "`{}` is not a task id",
+                    rawko_text::line(task, 80)
+                )));
+            }
+            Ok(self.root.join(task))
+        }
+    }
+
+    impl TaskSteps for Steps {
+        fn checkout(&self, input: CheckoutInput) -> StepFuture<()> {
+            let dir = self.checkout_of(&input.task);
+            Box::pin(async move {
+                let dir = dir?;
+                tokio::task::spawn_blocking(move || checkout(&dir, &input.repository))
+                    .await
+                    .map_err(|e| StepError::Retry(format!("the checkout stopped: {e}")))?
+            })
+        }
+
+        fn state(&self, input: StateInput, worker: &str) -> StateRun {
+            let cancel = CancelFlag::default();
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let dir = self.checkout_of(&input.task);
+            let parts = (
+                self.dirs.clone(),
+                self.verbose,
+                self.no_sandbox,
+                self.trust,
+                worker.to_string(),
+            );
+            let flag = cancel.clone();
+            // The engine's futures are not Send: each state runs on a thread of its own, with
+            // its own single-threaded runtime, as `rawko run` runs a task.
+            let spawned = std::thread::Builder::new()
+                .name(format!("rawko-state-{}", input.task))
+                .spawn(move || {
+                    let result = match tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                    {
+                        Ok(rt) => rt.block_on(async {
+                            let dir = dir?;
+                            run_state(&dir, parts, &input, flag).await
+                        }),
+                        Err(e) => Err(StepError::Retry(format!("cannot start a runtime: {e}"))),
+                    };
+                    let _ = tx.send(result);
+                });
+            let result: StepFuture<StateReport> =
+                match spawned {
+                    Ok(_) => Box::pin(async move {
+                        rx.await.unwrap_or_else(|_| {
+                            Err(StepError::Retry(
+                                "the state's thread ended without a report".into(),
+                            ))
+                        })
+                    }),
+                    Err(e) => Box::pin(async move {
+                        Err(StepError::Retry(format!("cannot start a thread: {e}")))
+                    }),
+                };
+            StateRun {
+                result,
+                cancel: Box::new(move || cancel.cancel()),
+            }
+        }
+    }
+
+    /// Clone `repo` at its commit into `dir`, unless a checkout of the task is there already
+    /// (this worker ran its earlier states, and their edits are in it).
+    fn checkout(dir: &Path, repo: &Repository) -> Result<(), StepError> {
+        if dir.join(".git").is_dir() {
+            return Ok(());
+        }
+        if !repo.commit.chars().all(|c| c.is_ascii_hexdigit()) || repo.commit.len() < 7 {
+            return Err(StepError::Fatal(format!(
+                "`{}` is not a commit id",
+                rawko_text::line(&repo.commit, 80)
+            )));
+        }
+        let partial = dir.with_extension("partial");
+        let _ = std::fs::remove_dir_all(&partial);
+        let git = |args: &[&std::ffi::OsStr]| -> Result<(), String> {
+            let out = std::process::Command::new("git")
+                .args([
+                    "-c",
+                    "core.hooksPath=/dev/null",
+                    "-c",
+                    "protocol.ext.allow=never",
+                ])
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_TERMINAL_PROMPT", "0")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .map_err(|e| format!("cannot run git: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(rawko_text::line(String::from_utf8_lossy(&out.stderr).trim(), 400).into_owned())
+            }
+        };
+        git(&[
+            "clone".as_ref(),
+            "--quiet".as_ref(),
+            "--no-checkout".as_ref(),
+            "--".as_ref(),
+            repo.url.as_ref(),
+            partial.as_os_str(),
+        ])
+        .map_err(|e| StepError::Retry(format!("cannot fetch {}: {e}", repo.url)))?;
+        git(&[
+            "-C".as_ref(),
+            partial.as_os_str(),
+            "checkout".as_ref(),
+            "--quiet".as_ref(),
+            "--detach".as_ref(),
+            repo.commit.as_ref(),
+        ])
+        .map_err(|e| {
+            let _ = std::fs::remove_dir_all(&partial);
+            StepError::Fatal(format!(
+                "{} has no commit {} to check out: {e}",
+                repo.url, repo.commit
+            ))
+        })?;
+        std::fs::rename(&partial, dir)
+            .map_err(|e| StepError::Retry(format!("cannot move the checkout into place: {e}")))
+    }
+
+    fn retry(e: impl std::fmt::Display) -> StepError {
+        StepError::Retry(format!("{e:#}"))
+    }
+
+    /// One state of `input.task`, on this worker, from what the store holds.
+    async fn run_state(
+        dir: &Path,
+        (dirs, verbose, no_sandbox, trust, worker): (Dirs, u8, bool, Trust, String),
+        input: &StateInput,
+        cancel: CancelFlag,
+    ) -> Result<StateReport, StepError> {
+        if !dir.join(".git").is_dir() {
+            return Err(StepError::Retry(format!(
+                "this worker holds no checkout of task {}",
+                input.task
+            )));
+        }
+        let dir = dir.canonicalize().map_err(retry)?;
+        let cx = Context::at(dir.clone(), dirs, verbose, no_sandbox);
+        let store = cx.open_store().await.map_err(retry)?;
+        if let Err(e) = store.task(&input.task).await {
+            return Err(StepError::Fatal(format!(
+                "task {}: {e} (in the team store this worker uses)",
+                input.task
+            )));
+        }
+        // The previous holder's lease first: free when it is gone (a killed worker on this
+        // host at once; on another, when its heartbeat is stale). Taken, the task reads as the
+        // store has it, not as interrupted for want of a runner.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match store.acquire_lease(&input.task).await.map_err(retry)? {
+                Ok(()) => break,
+                Err(holder) if Instant::now() > deadline => {
+                    return Err(StepError::Retry(format!(
+                        "task {} is held by pid {} on {}",
+                        input.task, holder.pid, holder.host
+                    )));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+        }
+        let heartbeat = Heartbeat::start(&store, &input.task, &cancel)
+            .await
+            .map_err(retry)?;
+        let outcome = drive_state(&cx, &store, trust, &worker, input, cancel).await;
+        drop(heartbeat);
+        let _ = store.release_lease(&input.task).await;
+        outcome
+    }
+
+    /// The state under this worker's lease: reported from the store when it was committed
+    /// already, else run.
+    async fn drive_state(
+        cx: &Context,
+        store: &AnyStore,
+        trust: Trust,
+        worker: &str,
+        input: &StateInput,
+        cancel: CancelFlag,
+    ) -> Result<StateReport, StepError> {
+        let task = store.task(&input.task).await.map_err(retry)?;
+        // The idempotency key: a state whose transition the store already has is not run again.
+        if task.steps.max(0) as u32 > input.steps || task.status != TaskStatus::Running {
+            return recorded(store, &input.task, worker, true).await;
+        }
+        let started = Instant::now();
+        let option = |key: &str| task.options.get(key).cloned();
+        let output = OutputFlags {
+            json: false,
+            quiet: true,
+            no_stream: false,
+        };
+        let mut setup = Setup::new(cx, trust, &output).map_err(retry)?;
+        setup.timeline_hint = false;
+        setup.run.adapter = option("adapter").and_then(|a| a.as_str().map(str::to_string));
+        if let Some(m) = option("max_steps").and_then(|m| m.as_u64()) {
+            setup.run.max_steps = m.clamp(1, u64::from(u32::MAX)) as u32;
+        }
+        setup.sink = Some(Arc::new(rawko_fsm::events::Quiet));
+        let prepared = setup
+            .prepare(Start::Resume { id: &input.task }, store)
+            .await
+            .map_err(|e| {
+                // What the task needs and this worker lacks (an agent, an adapter, a key).
+                if e.downcast_ref::<BadInput>().is_some() {
+                    StepError::Fatal(format!("on worker {worker}: {e:#}"))
+                } else {
+                    retry(e)
+                }
+            })?
+            .pause_after(1);
+        drive_with(prepared, store, cancel, false)
+            .await
+            .map_err(retry)?;
+        let report = recorded(store, &input.task, worker, false).await?;
+        let _ = print_err(&format!(
+            "task {}: {} -> {} ({} tool call{}, {:.1} s)",
+            input.task,
+            report.agent,
+            report.state,
+            report.tools.len(),
+            if report.tools.len() == 1 { "" } else { "s" },
+            started.elapsed().as_secs_f64()
+        ));
+        Ok(report)
+    }
+
+    /// The last state of `task` as the store recorded it.
+    async fn recorded(
+        store: &AnyStore,
+        task: &str,
+        worker: &str,
+        recorded: bool,
+    ) -> Result<StateReport, StepError> {
+        let t = store.task(task).await.map_err(retry)?;
+        let transitions = store.transitions(task).await.map_err(retry)?;
+        let turns = store.turns(task).await.map_err(retry)?;
+        let last = transitions.last();
+        let agent = last
+            .and_then(|t| t.from.clone())
+            .or_else(|| {
+                turns
+                    .iter()
+                    .rev()
+                    .find(|t| t.parent_id.is_none())
+                    .map(|t| t.agent.clone())
+            })
+            .unwrap_or_default();
+        // The tools of the agent's last top-level turn and the turns it called.
+        let tools = match turns
+            .iter()
+            .rev()
+            .find(|x| x.parent_id.is_none() && x.agent == agent)
+        {
+            Some(turn) => {
+                let ids: Vec<i64> = turns
+                    .iter()
+                    .filter(|x| x.id == turn.id || x.parent_id == Some(turn.id))
+                    .map(|x| x.id)
+                    .collect();
+                store
+                    .tool_calls(task)
+                    .await
+                    .map_err(retry)?
+                    .into_iter()
+                    .filter(|c| ids.contains(&c.turn_id) && c.tool != "finish")
+                    .map(|c| c.tool)
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        let summary = match t.status {
+            TaskStatus::Running => last.map(|l| l.reason.clone()).unwrap_or_default(),
+            _ => t.summary.clone().unwrap_or_default(),
+        };
+        Ok(StateReport {
+            agent,
+            tools,
+            state: t.state.clone(),
+            status: t.status.as_str().to_string(),
+            steps: t.steps.max(0) as u32,
+            summary: rawko_text::line(&summary, 500).into_owned(),
+            worker: worker.to_string(),
+            recorded,
+        })
+    }
+}

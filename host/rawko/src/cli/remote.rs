@@ -1,0 +1,395 @@
+//! Tasks on Temporal, as the command line reaches them: the flags that name the server, and (with
+//! the `temporal` feature) the client side of `rawko run --remote` and `rawko resume --remote`.
+//! Without the feature the flags are there and say how to get a build that has it, so `--help`
+//! and scripts see one command line whichever build they meet.
+
+use clap::Args;
+
+use crate::cli::{BadInput, Context};
+
+/// Where tasks run on Temporal.
+#[derive(Debug, Args, Clone, Default)]
+pub struct TemporalArgs {
+    /// The Temporal server's frontend [default: TEMPORAL_ADDRESS, else temporal.address in
+    /// your config, else 127.0.0.1:7233]
+    #[arg(long, value_name = "HOST:PORT")]
+    pub temporal: Option<String>,
+    /// The Temporal namespace [default: TEMPORAL_NAMESPACE, else temporal.namespace in your
+    /// config, else default]
+    #[arg(long, value_name = "NAME")]
+    pub namespace: Option<String>,
+    /// The task queue workers poll [default: temporal.queue in your config, else rawko]
+    #[arg(long, value_name = "NAME")]
+    pub queue: Option<String>,
+}
+
+/// The server, namespace and queue, each from its flag, else the Temporal CLI's variable, else
+/// the user's config (never a workspace's), else the default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(not(feature = "temporal"), allow(dead_code))]
+pub struct Resolved {
+    pub address: String,
+    pub namespace: String,
+    pub queue: String,
+}
+
+impl TemporalArgs {
+    #[cfg_attr(not(feature = "temporal"), allow(dead_code))]
+    pub fn resolve(&self, cx: &Context) -> anyhow::Result<Resolved> {
+        let config = cx
+            .user_config()?
+            .and_then(|(_, c)| c.temporal.clone())
+            .unwrap_or_default();
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let address = self
+            .temporal
+            .clone()
+            .or_else(|| env("TEMPORAL_ADDRESS"))
+            .or(config.address)
+            .unwrap_or_else(|| "127.0.0.1:7233".into());
+        let namespace = self
+            .namespace
+            .clone()
+            .or_else(|| env("TEMPORAL_NAMESPACE"))
+            .or(config.namespace)
+            .unwrap_or_else(|| "default".into());
+        let queue = self
+            .queue
+            .clone()
+            .or(config.queue)
+            .unwrap_or_else(|| "rawko".into());
+        for (what, value) in [("namespace", &namespace), ("queue", &queue)] {
+            if value.trim().is_empty() || value.chars().any(char::is_control) || value.len() > 200 {
+                return Err(BadInput::new(format!(
+                    "the Temporal {what} `{}` is not a name",
+                    rawko_text::line(value, 80)
+                ))
+                .into());
+            }
+        }
+        Ok(Resolved {
+            address,
+            namespace,
+            queue,
+        })
+    }
+}
+
+/// The error of a command that needs Temporal in a build without it.
+#[cfg(not(feature = "temporal"))]
+pub fn unsupported(what: &str) -> anyhow::Error {
+    BadInput::new(format!(
+        "{what} runs tasks on Temporal, and this rawko was built without it: install one that \
+         has it (`cargo install --locked --path host/rawko --features temporal`, or a published \
+         binary)"
+    ))
+    .into()
+}
+
+#[cfg(feature = "temporal")]
+pub use client::{resume_remote, run_remote};
+
+#[cfg(feature = "temporal")]
+mod client {
+    use std::process::ExitCode;
+    use std::time::{Duration, Instant};
+
+    use rawko_store::{AnyStore, Location, TaskStatus};
+    use rawko_temporal::{Follow, Progress, Remote, Repository, TaskInput};
+
+    use super::{Resolved, TemporalArgs};
+    use crate::cli::setup::{OutputFlags, exit_code, report};
+    use crate::cli::{BadInput, Context, print_err, print_out};
+
+    /// Connect as a client, for `what`.
+    pub async fn connect(r: &Resolved) -> anyhow::Result<Remote> {
+        let address =
+            rawko_temporal::Address::parse(&r.address).map_err(|e| BadInput::new(e.to_string()))?;
+        let identity = format!("rawko-client-{}", std::process::id());
+        let client = rawko_temporal::connect(&address, &r.namespace, &identity).await?;
+        Ok(Remote::new(client, &r.namespace, &r.queue))
+    }
+
+    /// The team store a remote task lives in: workers and clients must share it.
+    async fn team_store(cx: &Context) -> anyhow::Result<AnyStore> {
+        if let Location::Sqlite(path) = cx.store_location()? {
+            return Err(BadInput::new(format!(
+                "--remote needs the team store the workers share (RAWKO_STORE_URL, or store.url \
+                 in your config); this workspace's tasks are in {}, which only this machine sees",
+                path.display()
+            ))
+            .into());
+        }
+        cx.open_store().await
+    }
+
+    /// The workspace as workers can fetch it: its remote (or its path) and its commit. A work
+    /// tree with changes not committed is refused, so no worker starts from other files than
+    /// the user sees.
+    pub fn repository(cx: &Context) -> anyhow::Result<Repository> {
+        let ws = cx.workspace();
+        let git = |args: &[&str]| -> anyhow::Result<String> {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(ws)
+                // Nothing the repository's own config names runs: no hooks, no fsmonitor.
+                .args([
+                    "-c",
+                    "core.fsmonitor=false",
+                    "-c",
+                    "core.hooksPath=/dev/null",
+                ])
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_OPTIONAL_LOCKS", "0")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .map_err(|e| BadInput::new(format!("--remote needs git on PATH: {e}")))?;
+            if !out.status.success() {
+                return Err(BadInput::new(format!(
+                    "--remote: git {}: {}",
+                    args.join(" "),
+                    rawko_text::line(String::from_utf8_lossy(&out.stderr).trim(), 300)
+                ))
+                .into());
+            }
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        };
+        let top = git(&["rev-parse", "--show-toplevel"]).map_err(|_| {
+            BadInput::new(format!(
+                "--remote runs the task on a checkout of this workspace's repository, and {} \
+                 is not in one",
+                ws.display()
+            ))
+        })?;
+        if std::path::Path::new(&top).canonicalize().ok().as_deref() != Some(ws) {
+            return Err(BadInput::new(format!(
+                "--remote: the workspace must be the repository's root ({top})"
+            ))
+            .into());
+        }
+        let commit = git(&["rev-parse", "--verify", "HEAD^{commit}"]).map_err(|_| {
+            BadInput::new("--remote: the repository has no commit yet to start from")
+        })?;
+        let dirty = git(&["status", "--porcelain", "--untracked-files=all"])?;
+        if !dirty.is_empty() {
+            let n = dirty.lines().count();
+            return Err(BadInput::new(format!(
+                "--remote starts the task from a commit, and this work tree has {n} \
+                 uncommitted change{}: commit (or stash) them first, so the workers see the \
+                 same files you do",
+                if n == 1 { "" } else { "s" }
+            ))
+            .into());
+        }
+        let url = git(&["remote", "get-url", "origin"])
+            .ok()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| ws.display().to_string());
+        Ok(Repository { url, commit })
+    }
+
+    /// `rawko run --remote`: make the task in the team store, start its workflow, follow it.
+    pub async fn run_remote(
+        cx: &Context,
+        args: &TemporalArgs,
+        prompt: &str,
+        agent: &str,
+        options: serde_json::Value,
+        output: &OutputFlags,
+    ) -> anyhow::Result<ExitCode> {
+        let resolved = args.resolve(cx)?;
+        let repository = repository(cx)?;
+        let store = team_store(cx).await?;
+        let remote = connect(&resolved).await?;
+        if !store.has_workspace() {
+            store.set_workspace(rawko_session::run::workspace_id(cx.workspace()));
+        }
+        let mut options = options;
+        options["remote"] = serde_json::json!({
+            "url": repository.url,
+            "commit": repository.commit,
+            "namespace": resolved.namespace,
+            "queue": resolved.queue,
+        });
+        let id = store.create_task(prompt, agent, &options).await?;
+        let input = TaskInput {
+            task: id.clone(),
+            repository,
+            worker_queue: None,
+            steps: 0,
+            state: agent.to_string(),
+            earlier: Vec::new(),
+        };
+        if let Err(e) = remote.start(input, &summary(&id, prompt)).await {
+            let _ = store
+                .finish_task(&id, TaskStatus::Failed, &format!("not started: {e}"))
+                .await;
+            return Err(e.into());
+        }
+        follow(cx, &store, &remote, &resolved, &id, output).await
+    }
+
+    /// `rawko resume --remote`: start the workflow of a task that stopped, from the store.
+    pub async fn resume_remote(
+        cx: &Context,
+        args: &TemporalArgs,
+        task: &str,
+        output: &OutputFlags,
+    ) -> anyhow::Result<ExitCode> {
+        let resolved = args.resolve(cx)?;
+        let store = team_store(cx).await?;
+        let t = store
+            .task(task)
+            .await
+            .map_err(|e| BadInput::new(e.to_string()))?;
+        if !t.status.is_resumable() {
+            print_out(&format!("task {} is already {}", t.id, t.status.as_str()))?;
+            return Ok(ExitCode::from(u8::from(t.status != TaskStatus::Done)));
+        }
+        let remote_of = |key: &str| {
+            t.options
+                .get("remote")
+                .and_then(|r| r.get(key))
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        };
+        let (Some(url), Some(commit)) = (remote_of("url"), remote_of("commit")) else {
+            return Err(BadInput::new(format!(
+                "task {} was run here, not on Temporal: `rawko resume {}` continues it",
+                t.id, t.id
+            ))
+            .into());
+        };
+        let remote = connect(&resolved).await?;
+        if matches!(t.status, TaskStatus::Cancelled | TaskStatus::Interrupted) {
+            store.reopen(&t.id).await?;
+        }
+        let input = TaskInput {
+            task: t.id.clone(),
+            repository: Repository { url, commit },
+            worker_queue: None,
+            steps: t.steps.max(0) as u32,
+            state: t.state.clone(),
+            earlier: Vec::new(),
+        };
+        remote.start(input, &summary(&t.id, &t.prompt)).await?;
+        follow(cx, &store, &remote, &resolved, &t.id, output).await
+    }
+
+    fn summary(id: &str, prompt: &str) -> String {
+        format!("rawko {id}: {}", rawko_text::line(prompt, 120))
+    }
+
+    /// Print each state as the workflow reports it, cancel on Ctrl-C, and report the end as a
+    /// local run does.
+    async fn follow(
+        cx: &Context,
+        store: &AnyStore,
+        remote: &Remote,
+        resolved: &Resolved,
+        id: &str,
+        output: &OutputFlags,
+    ) -> anyhow::Result<ExitCode> {
+        let chatty = !output.json && !output.quiet;
+        if chatty {
+            print_err(&format!(
+                "task {id} runs on Temporal at {} (namespace {}, queue {}); Ctrl-C cancels it",
+                resolved.address,
+                remote.namespace(),
+                remote.queue()
+            ))?;
+        }
+        let started = Instant::now();
+        let mut shown = 0usize;
+        let mut holder: Option<String> = None;
+        let mut show = |p: &Progress| -> anyhow::Result<()> {
+            if p.worker != holder {
+                if let (Some(w), true) = (&p.worker, chatty) {
+                    print_err(&format!("  checked out on worker {w}"))?;
+                }
+                holder = p.worker.clone();
+            }
+            for s in p.states.iter().skip(shown) {
+                let line = serde_json::json!({
+                    "event": "remote_state",
+                    "task": id,
+                    "agent": s.agent,
+                    "tools": s.tools,
+                    "to": s.state,
+                    "status": s.status,
+                    "worker": s.worker,
+                });
+                if output.json {
+                    print_out(&line.to_string())?;
+                } else if chatty {
+                    let tools = if s.tools.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" [{}]", s.tools.join(", "))
+                    };
+                    print_err(&format!(
+                        "  [{:>6.1}s] {}{tools} -> {}",
+                        started.elapsed().as_secs_f64(),
+                        s.agent,
+                        s.state
+                    ))?;
+                }
+            }
+            shown = shown.max(p.states.len());
+            Ok(())
+        };
+        let wait = remote.wait(id);
+        tokio::pin!(wait);
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        let ended = loop {
+            tokio::select! {
+                end = &mut wait => break end,
+                _ = tick.tick() => {
+                    if let Ok(p) = remote.progress(id, Duration::from_secs(2)).await {
+                        show(&p)?;
+                    }
+                }
+                _ = tokio::signal::ctrl_c() => {
+                    if chatty {
+                        print_err("cancelling the task on Temporal (the state running now stops; \
+                                   `rawko resume --remote` continues it)")?;
+                    }
+                    if let Err(e) = remote.cancel(id, "Ctrl-C on the client").await {
+                        print_err(&format!("warning: cannot cancel the workflow: {e}"))?;
+                    }
+                    break (&mut wait).await;
+                }
+            }
+        };
+        if let Ok(p) = remote.progress(id, Duration::from_secs(2)).await {
+            show(&p)?;
+        }
+        if matches!(ended, Follow::Cancelled) && store.task(id).await?.status == TaskStatus::Running
+        {
+            // Cancelled between two states: nothing ran to say so in the store.
+            store
+                .finish_task(id, TaskStatus::Cancelled, "cancelled on Temporal")
+                .await?;
+        }
+        let task = store.task(id).await?;
+        let end = rawko_fsm::TaskEnd {
+            status: task.status,
+            state: task.state.clone(),
+            summary: task.summary.clone().unwrap_or_default(),
+        };
+        match ended {
+            Follow::Ended(_) | Follow::Cancelled => {}
+            Follow::Failed(why) => {
+                if !task.status.is_finished() {
+                    let _ = store
+                        .finish_task(id, TaskStatus::Failed, &format!("on Temporal: {why}"))
+                        .await;
+                }
+                return Err(anyhow::anyhow!("task {id}: its workflow failed: {why}"));
+            }
+        }
+        report(store, cx.workspace(), id, &end, output, true).await?;
+        Ok(exit_code(&end))
+    }
+}

@@ -1,0 +1,365 @@
+//! Tasks on Temporal: `rawko run --remote` against real `rawko worker` processes, a real
+//! Temporal development server on loopback and the PostgreSQL team store, with the model
+//! scripted on loopback. A worker is killed with SIGKILL while it holds tasks: every task must
+//! still finish on the others, and no tool call the store had committed may run again (each
+//! call appends its label to a file in the checkout it ran in, and every checkout is read).
+
+#[cfg(feature = "temporal")]
+mod on_temporal {
+    use std::path::{Path, PathBuf};
+    use std::process::{Child, Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use serde_json::json;
+
+    use crate::support::model_server::{ModelServer, openai};
+    use crate::support::store::{self, PgDb};
+    use crate::support::temporal::{TemporalServer, binary};
+    use crate::support::{Run, STEP_AGENT, TEST_KEY, Workspace, rawko, scripted_config};
+
+    /// Bash calls each task makes before it finishes.
+    const STEPS: usize = 4;
+
+    /// A team: the client's repository (with the user's config beside it), the model, the
+    /// Temporal server and the team store.
+    struct Team {
+        ws: Workspace,
+        _model: ModelServer,
+        temporal: TemporalServer,
+        db: PgDb,
+        queue: String,
+    }
+
+    fn git(dir: &Path, args: &[&str]) {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
+
+    fn team() -> Option<Team> {
+        let bin = binary()?;
+        let Some(server) = store::server_url() else {
+            eprintln!("skipped: no PostgreSQL server (RAWKO_TEST_PG_URL)");
+            return None;
+        };
+        let db = PgDb::new(&server);
+        let ws = Workspace::new();
+        let user = ws.config_home().join("rawko");
+        std::fs::create_dir_all(user.join("agents")).unwrap();
+        std::fs::write(user.join("agents/worker.yaml"), STEP_AGENT).unwrap();
+        let model = ModelServer::start();
+        // Each request answers for its own task: its next step is the count of tool results
+        // in its conversation, so tasks running at once do not share a script.
+        model.respond_with(|r| {
+            let body = r.json();
+            let done = body["messages"]
+                .as_array()
+                .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+            if done < STEPS {
+                openai::tool_call(
+                    &format!("call_{done}"),
+                    "Bash",
+                    &json!({"command": format!("echo step-{done} >> steps.log && sleep 1")}),
+                )
+            } else {
+                openai::tool_call(
+                    "call_end",
+                    "finish",
+                    &json!({"status": "success", "summary": "all steps ran"}),
+                )
+            }
+        });
+        std::fs::write(user.join("config.yaml"), scripted_config(&model.base_url())).unwrap();
+        ws.write(".gitignore", ".test-config/\n.test-data/\n.test-workers/\n");
+        ws.write("README.md", "a project\n");
+        git(ws.path(), &["init", "-q", "-b", "main"]);
+        git(ws.path(), &["add", "."]);
+        git(ws.path(), &["commit", "-q", "-m", "start"]);
+        let temporal = TemporalServer::start(&bin);
+        Some(Team {
+            ws,
+            _model: model,
+            temporal,
+            db,
+            queue: format!("rawko-test-{:08x}", fastrand::u32(..)),
+        })
+    }
+
+    impl Team {
+        fn command(&self) -> Command {
+            let mut cmd = rawko(&self.ws);
+            cmd.env("TEST_KEY", TEST_KEY)
+                .env("RAWKO_STORE_URL", self.db.url())
+                .env_remove("TEMPORAL_ADDRESS")
+                .env_remove("TEMPORAL_NAMESPACE");
+            cmd
+        }
+
+        fn data_of(&self, worker: &str) -> PathBuf {
+            self.ws.path().join(".test-workers").join(worker)
+        }
+
+        fn worker(&self, name: &str) -> Child {
+            let data = self.data_of(name);
+            std::fs::create_dir_all(&data).unwrap();
+            let log = std::fs::File::create(data.with_extension("log")).unwrap();
+            self.command()
+                .current_dir(&data)
+                .env("RAWKO_DATA_DIR", &data)
+                .args([
+                    "worker",
+                    "--temporal",
+                    &self.temporal.address,
+                    "--queue",
+                    &self.queue,
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap()
+        }
+
+        fn client(&self, prompt: &str) -> Child {
+            self.command()
+                .args(["run", "--remote", "--agent", "worker", "--no-stream"])
+                .args([
+                    "--temporal",
+                    &self.temporal.address,
+                    "--queue",
+                    &self.queue,
+                    prompt,
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        }
+
+        /// Every label the tool calls of `task` wrote, in every worker's checkout of it.
+        fn labels(&self, task: &str, workers: &[&str]) -> Vec<String> {
+            workers
+                .iter()
+                .map(|w| {
+                    let log = self.data_of(w).join("worker").join(task).join("steps.log");
+                    std::fs::read_to_string(log).unwrap_or_default()
+                })
+                .collect::<String>()
+                .lines()
+                .map(str::to_string)
+                .collect()
+        }
+
+        fn worker_log(&self, name: &str) -> String {
+            std::fs::read_to_string(self.data_of(name).with_extension("log")).unwrap_or_default()
+        }
+    }
+
+    fn finish(mut child: Child, what: &str) -> Run {
+        let deadline = Instant::now() + Duration::from_secs(240);
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                return Run::of(child.wait_with_output().unwrap());
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!(
+                    "{what} did not end: {:?}",
+                    Run::of(child.wait_with_output().unwrap())
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn kill(child: &mut Child) {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Three tasks over two workers; the worker holding a running task is killed at a random
+    /// moment while it works (the seed is printed). Every task finishes on the survivor, every
+    /// step ran, and only a step in flight at the kill may have run twice.
+    #[test]
+    fn tasks_finish_on_the_other_worker_when_one_is_killed() {
+        let Some(team) = team() else { return };
+        let seed = std::env::var("RAWKO_KILL_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| fastrand::u64(..));
+        eprintln!("kill seed: {seed} (RAWKO_KILL_SEED={seed} repeats it)");
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut a = team.worker("a");
+        let mut b = team.worker("b");
+        let clients: Vec<Child> = (0..3).map(|i| team.client(&format!("task {i}"))).collect();
+        // Wait until some tool call is committed, then a random while more.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let committed = || {
+            team.db
+                .query("SELECT CAST(to_regclass('rawko.tool_calls') AS TEXT)")[0][0]
+                .is_some()
+                && team
+                    .db
+                    .query("SELECT CAST(COUNT(*) AS TEXT) FROM tool_calls")[0][0]
+                    .as_deref()
+                    != Some("0")
+        };
+        while !committed() {
+            assert!(Instant::now() < deadline, "no tool call was committed");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(rng.u64(0..2500)));
+        let holders = team.db.query(
+            "SELECT CAST(lease_pid AS TEXT) FROM tasks WHERE status = 'running' AND lease_pid IS NOT NULL",
+        );
+        let victim_pid = holders
+            .iter()
+            .filter_map(|r| r[0].as_deref()?.parse::<u32>().ok())
+            .find(|p| *p == a.id() || *p == b.id())
+            .unwrap_or(a.id());
+        let (victim, survivor_name) = if victim_pid == a.id() {
+            (&mut a, "b")
+        } else {
+            (&mut b, "a")
+        };
+        kill(victim);
+        let killed_at = Instant::now();
+        eprintln!("killed worker {victim_pid}; {survivor_name} goes on");
+        let runs: Vec<Run> = clients
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| finish(c, &format!("client {i}")))
+            .collect();
+        let took = killed_at.elapsed();
+        for (i, r) in runs.iter().enumerate() {
+            assert_eq!(
+                r.code,
+                0,
+                "client {i}: {r:?}\nworker a:\n{}\nworker b:\n{}",
+                team.worker_log("a"),
+                team.worker_log("b")
+            );
+            assert!(r.stdout.contains("is done"), "{r:?}");
+        }
+        eprintln!("all tasks done {:.1} s after the kill", took.as_secs_f64());
+        let tasks = team.db.query("SELECT id, status FROM tasks ORDER BY id");
+        assert_eq!(tasks.len(), 3, "{tasks:?}");
+        for row in &tasks {
+            let id = row[0].clone().unwrap();
+            assert_eq!(row[1].as_deref(), Some("done"), "{tasks:?}");
+            // The store has each call once, with its own id.
+            let calls = team.db.query(&format!(
+                "SELECT call_id FROM tool_calls c JOIN turns t ON t.id = c.turn_id \
+                 WHERE t.task_id = '{id}' AND c.tool = 'Bash' ORDER BY c.call_id"
+            ));
+            // Stored as `ITERATION.ID`.
+            let ids: Vec<String> = calls
+                .into_iter()
+                .filter_map(|r| Some(r[0].as_deref()?.split_once('.')?.1.to_string()))
+                .collect();
+            let want: Vec<String> = (0..STEPS).map(|n| format!("call_{n}")).collect();
+            assert_eq!(ids, want, "task {id}");
+            // Every step ran; at most the one in flight at the kill ran twice.
+            let labels = team.labels(&id, &["a", "b"]);
+            for n in 0..STEPS {
+                let label = format!("step-{n}");
+                assert!(
+                    labels.contains(&label),
+                    "task {id}: {label} never ran: {labels:?}"
+                );
+            }
+            let again = labels.len() - STEPS;
+            assert!(again <= 1, "task {id}: {again} steps ran twice: {labels:?}");
+        }
+        // The survivor says why it took the tasks over: the store recorded each takeover.
+        kill(&mut a);
+        kill(&mut b);
+    }
+
+    /// What a user gets wrong, and what they are told; nothing is started or left behind.
+    #[test]
+    fn bad_servers_stores_and_work_trees_are_refused_with_a_reason() {
+        let Some(team) = team() else { return };
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let run = |extra: &[&str], store: bool| {
+            let mut cmd = team.command();
+            if !store {
+                cmd.env_remove("RAWKO_STORE_URL");
+            }
+            Run::of(
+                cmd.args(["run", "--remote", "--agent", "worker"])
+                    .args(extra)
+                    .arg("a task")
+                    .output()
+                    .unwrap(),
+            )
+        };
+        let down = run(&["--temporal", &format!("127.0.0.1:{port}")], true);
+        assert_eq!(down.code, 1, "{down:?}");
+        assert!(
+            down.stderr.contains("cannot reach the Temporal server"),
+            "{down:?}"
+        );
+        let bad = run(&["--temporal", "not an address"], true);
+        assert_eq!(bad.code, 2, "{bad:?}");
+        assert!(bad.stderr.contains("is not HOST:PORT"), "{bad:?}");
+        let tls = run(&["--temporal", "https://127.0.0.1:7233"], true);
+        assert!(tls.stderr.contains("needs TLS"), "{tls:?}");
+        let local = run(&["--temporal", &team.temporal.address], false);
+        assert_eq!(local.code, 2, "{local:?}");
+        assert!(local.stderr.contains("needs the team store"), "{local:?}");
+        let nope = run(
+            &["--temporal", &team.temporal.address, "--namespace", "nope"],
+            true,
+        );
+        assert_eq!(nope.code, 1, "{nope:?}");
+        assert!(nope.stderr.contains("nope"), "{nope:?}");
+        team.ws.write("README.md", "changed, not committed\n");
+        let dirty = run(&["--temporal", &team.temporal.address], true);
+        assert_eq!(dirty.code, 2, "{dirty:?}");
+        assert!(dirty.stderr.contains("uncommitted change"), "{dirty:?}");
+        // Only the start the server refused made a task, and it says why it never ran.
+        let tasks = team.db.query("SELECT status, summary FROM tasks");
+        assert_eq!(tasks.len(), 1, "{tasks:?}");
+        assert_eq!(tasks[0][0].as_deref(), Some("failed"));
+        assert!(
+            tasks[0][1].as_deref().unwrap_or("").contains("not started"),
+            "{tasks:?}"
+        );
+        // A worker with a wrong namespace stops, saying so.
+        let w = Run::of(
+            team.command()
+                .args([
+                    "worker",
+                    "--temporal",
+                    &team.temporal.address,
+                    "--namespace",
+                    "nope",
+                ])
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(w.code, 1, "{w:?}");
+        assert!(w.stderr.contains("nope"), "{w:?}");
+    }
+}
+
+/// A build without Temporal says how to get one that has it.
+#[cfg(not(feature = "temporal"))]
+#[test]
+fn a_build_without_temporal_says_so() {
+    let ws = crate::support::Workspace::new();
+    let r = crate::support::run(&ws, &["worker"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("--features temporal"), "{r:?}");
+    let r = crate::support::run(&ws, &["run", "--remote", "x"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("built without it"), "{r:?}");
+}
