@@ -66,6 +66,7 @@ const COMMANDS: &[&str] = &[
     "mcp serve",
     "acp",
     "ui",
+    "worker",
 ];
 
 /// `rawko` in `ws`, isolated as `support::rawko` does it and with everything else that varies

@@ -276,7 +276,31 @@ mod on_temporal {
             let again = labels.len() - STEPS;
             assert!(again <= 1, "task {id}: {again} steps ran twice: {labels:?}");
         }
-        // The survivor says why it took the tasks over: the store recorded each takeover.
+        let takeovers = team.db.query(
+            "SELECT detail FROM decisions WHERE capability = 'lease' AND decision = 'interrupted'",
+        );
+        eprintln!("takeovers recorded: {}", takeovers.len());
+        // The histories carry ids and reports, never the key the workers hold.
+        let bin = binary().unwrap();
+        for row in &tasks {
+            let id = row[0].as_deref().unwrap();
+            let history = team.temporal.cli(
+                &bin,
+                &[
+                    "workflow",
+                    "show",
+                    "--workflow-id",
+                    &format!("rawko-task-{id}"),
+                    "--output",
+                    "json",
+                ],
+            );
+            assert!(history.contains("rawko-task"), "{history}");
+            assert!(
+                !history.contains(TEST_KEY),
+                "task {id}'s history holds the key"
+            );
+        }
         kill(&mut a);
         kill(&mut b);
     }

@@ -20,21 +20,21 @@
 //! out before it starts, and the workflow checks the task out again, on another worker, which
 //! goes on from the store.
 
+mod activities;
 mod client;
 mod connect;
 mod payload;
 mod worker;
 mod workflow;
 
+pub use activities::{Acts, StateRun, StepError, StepFuture, TaskSteps};
 pub use client::{Follow, Remote, StartError};
 pub use connect::{Address, ConnectError, connect};
 pub use payload::{
     CheckoutInput, CheckoutReport, Progress, Repository, StateInput, StateReport, TaskInput,
     TaskOutcome,
 };
-pub use worker::{
-    Acts, StateRun, StepError, StepFuture, TaskSteps, WorkerError, WorkerOptions, run_worker,
-};
+pub use worker::{WorkerError, WorkerOptions, run_worker};
 pub use workflow::RawkoTask;
 
 /// The workflow type every rawko task runs as.

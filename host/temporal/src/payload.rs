@@ -45,6 +45,9 @@ pub struct CheckoutReport {
     pub queue: String,
     /// The worker, for people (`pid@host`).
     pub worker: String,
+    /// Where the checkout is on that worker, for people.
+    #[serde(default)]
+    pub checkout: String,
 }
 
 /// `state`'s input: run the state task `task` stands at after `steps` transitions.
@@ -107,6 +110,9 @@ pub struct Progress {
     pub states: Vec<StateReport>,
     /// The worker holding the checkout, when one does.
     pub worker: Option<String>,
+    /// Where that worker's checkout is.
+    #[serde(default)]
+    pub checkout: Option<String>,
     /// Checkouts so far in this run (more than one: a worker was lost).
     pub checkouts: u32,
 }

@@ -10,8 +10,8 @@ use temporalio_sdk::{
     WorkflowTermination,
 };
 
+use crate::activities::Acts;
 use crate::payload::{CheckoutInput, Progress, StateInput, StateReport, TaskInput, TaskOutcome};
-use crate::worker::Acts;
 
 /// States one run of the workflow takes before it continues as new, so that a long task's
 /// history stays far below Temporal's limits (each state is a handful of events).
@@ -126,6 +126,7 @@ impl RawkoTask {
                         .map_err(cancelled_or_failed)?;
                     ctx.state_mut(|s| {
                         s.progress.worker = Some(got.worker.clone());
+                        s.progress.checkout = Some(got.checkout.clone());
                         s.progress.checkouts += 1;
                     });
                     queue = Some(got.queue.clone());

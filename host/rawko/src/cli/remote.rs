@@ -389,7 +389,23 @@ mod client {
                 return Err(anyhow::anyhow!("task {id}: its workflow failed: {why}"));
             }
         }
-        report(store, cx.workspace(), id, &end, output, true).await?;
+        // The task's changes are in the worker's checkout, which the closing diff reads when it
+        // is on this machine; this work tree is as it was.
+        let last = remote.progress(id, Duration::from_secs(2)).await.ok();
+        let checkout = last.as_ref().and_then(|p| p.checkout.clone());
+        let diffed = checkout
+            .as_deref()
+            .map(std::path::Path::new)
+            .filter(|p| p.is_dir())
+            .unwrap_or(cx.workspace());
+        report(store, diffed, id, &end, output, true).await?;
+        if chatty && let (Some(p), Some(at)) = (&last, &checkout) {
+            print_err(&format!(
+                "this work tree is unchanged; the task's changes are in the checkout of worker {} \
+                 at {at}",
+                p.worker.as_deref().unwrap_or("?")
+            ))?;
+        }
         Ok(exit_code(&end))
     }
 }

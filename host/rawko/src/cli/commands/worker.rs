@@ -158,13 +158,15 @@ mod imp {
     }
 
     impl TaskSteps for Steps {
-        fn checkout(&self, input: CheckoutInput) -> StepFuture<()> {
+        fn checkout(&self, input: CheckoutInput) -> StepFuture<String> {
             let dir = self.checkout_of(&input.task);
             Box::pin(async move {
                 let dir = dir?;
+                let at = dir.display().to_string();
                 tokio::task::spawn_blocking(move || checkout(&dir, &input.repository))
                     .await
-                    .map_err(|e| StepError::Retry(format!("the checkout stopped: {e}")))?
+                    .map_err(|e| StepError::Retry(format!("the checkout stopped: {e}")))??;
+                Ok(at)
             })
         }
 
