@@ -59,11 +59,17 @@ mod on_temporal {
             let done = body["messages"]
                 .as_array()
                 .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+            // A "slow task" takes longer than a stopping worker's grace period (10 s).
+            let pause = if String::from_utf8_lossy(&r.body).contains("slow task") {
+                4
+            } else {
+                1
+            };
             if done < STEPS {
                 openai::tool_call(
                     &format!("call_{done}"),
                     "Bash",
-                    &json!({"command": format!("echo step-{done} >> steps.log && sleep 1")}),
+                    &json!({"command": format!("echo step-{done} >> steps.log && sleep {pause}")}),
                 )
             } else {
                 openai::tool_call(
@@ -153,6 +159,17 @@ mod on_temporal {
                 .lines()
                 .map(str::to_string)
                 .collect()
+        }
+
+        /// Whether any task's checkout on these workers has a step's label.
+        fn labels_of_any(&self, workers: &[&str]) -> bool {
+            workers.iter().any(|w| {
+                std::fs::read_dir(self.data_of(w).join("worker"))
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .any(|e| e.path().join("steps.log").exists())
+            })
         }
 
         fn worker_log(&self, name: &str) -> String {
@@ -302,6 +319,53 @@ mod on_temporal {
             );
         }
         kill(&mut a);
+        kill(&mut b);
+    }
+
+    /// A worker stopped with SIGTERM in the middle of a state longer than its grace period
+    /// stops after that period without cancelling the task: the other worker finishes it.
+    #[test]
+    fn a_stopped_worker_hands_its_task_over_instead_of_cancelling_it() {
+        let Some(team) = team() else { return };
+        let mut a = team.worker("a");
+        let client = team.client("one slow task");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !team.labels_of_any(&["a"]) {
+            assert!(Instant::now() < deadline, "worker a never ran a step");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut b = team.worker("b");
+        let stopped = Instant::now();
+        // SAFETY: kill(2) on a child of this process.
+        assert_eq!(unsafe { libc::kill(a.id() as i32, libc::SIGTERM) }, 0);
+        let status = loop {
+            if let Some(s) = a.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                stopped.elapsed() < Duration::from_secs(30),
+                "worker a did not stop"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(
+            status.success(),
+            "worker a: {status:?}\n{}",
+            team.worker_log("a")
+        );
+        let r = finish(client, "the client");
+        assert_eq!(
+            r.code,
+            0,
+            "{r:?}\nworker a:\n{}\nworker b:\n{}",
+            team.worker_log("a"),
+            team.worker_log("b")
+        );
+        assert!(
+            team.worker_log("b").contains("-> done"),
+            "{}",
+            team.worker_log("b")
+        );
         kill(&mut b);
     }
 

@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use temporalio_macros::activities;
@@ -59,6 +60,11 @@ fn failure(e: StepError) -> ActivityError {
     }
 }
 
+/// Set when this worker stops polling (Ctrl-C, SIGTERM). Temporal then cancels the activities
+/// in flight, and that is no cancellation of their tasks: a state stopped so ends as an attempt
+/// that failed, and another worker takes the task over.
+pub(crate) static STOPPING: AtomicBool = AtomicBool::new(false);
+
 /// Heartbeat every second while `work` runs; stop it when the activity is cancelled.
 async fn heartbeating<T>(
     ctx: &ActivityContext,
@@ -76,6 +82,11 @@ async fn heartbeating<T>(
             }
             _ = ctx.cancelled(), if !cancelled => {
                 cancelled = true;
+                if STOPPING.load(Ordering::SeqCst) {
+                    return Err(ActivityError::application(ApplicationFailure::new(
+                        "the worker running it stopped",
+                    )));
+                }
                 match cancel {
                     // The state stops and commits its task as cancelled; its report says so.
                     Some(stop) => stop(),

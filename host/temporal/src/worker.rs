@@ -11,7 +11,7 @@ use temporalio_sdk::runtime::RuntimeOptions;
 use temporalio_sdk::runtime::worker_tuner::{FixedSizeSlotSupplier, TunerHolder};
 use temporalio_sdk::{Runtime, Worker};
 
-use crate::activities::{Acts, TaskSteps};
+use crate::activities::{Acts, STOPPING, TaskSteps};
 use crate::workflow::RawkoTask;
 
 /// How a worker polls.
@@ -91,6 +91,7 @@ pub async fn run_worker(
     let polls = async { tokio::join!(shared.run(), mine.run()) };
     let stopping = async {
         stop.await;
+        STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
         stop_shared();
         stop_mine();
         std::future::pending::<()>().await
