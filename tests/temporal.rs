@@ -199,21 +199,37 @@ mod on_temporal {
         let _ = child.wait();
     }
 
-    /// Three tasks over two workers; the worker holding a running task is killed at a random
-    /// moment while it works (the seed is printed). Every task finishes on the survivor, every
-    /// step ran, and only a step in flight at the kill may have run twice.
+    /// Tasks over workers (three over two; `RAWKO_REMOTE_TASKS` and `RAWKO_REMOTE_WORKERS` for
+    /// a bigger run by hand); a worker holding a running task is killed at a random moment
+    /// while it works (the seed is printed). Every task finishes on the others, every step ran,
+    /// only a step in flight at the kill may have run twice, and the killed worker's tasks are
+    /// taken over within 10 s of its death.
     #[test]
     fn tasks_finish_on_the_other_worker_when_one_is_killed() {
         let Some(team) = team() else { return };
+        let count = |var: &str, default: usize| {
+            std::env::var(var)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default)
+        };
+        let (n_tasks, n_workers) = (
+            count("RAWKO_REMOTE_TASKS", 3),
+            count("RAWKO_REMOTE_WORKERS", 2),
+        );
         let seed = std::env::var("RAWKO_KILL_SEED")
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| fastrand::u64(..));
         eprintln!("kill seed: {seed} (RAWKO_KILL_SEED={seed} repeats it)");
         let mut rng = fastrand::Rng::with_seed(seed);
-        let mut a = team.worker("a");
-        let mut b = team.worker("b");
-        let clients: Vec<Child> = (0..3).map(|i| team.client(&format!("task {i}"))).collect();
+        let names: Vec<String> = (0..n_workers).map(|i| format!("w{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut workers: Vec<Child> = names.iter().map(|n| team.worker(n)).collect();
+        let started = Instant::now();
+        let clients: Vec<Child> = (0..n_tasks)
+            .map(|i| team.client(&format!("task {i}")))
+            .collect();
         // Wait until some tool call is committed, then a random while more.
         let deadline = Instant::now() + Duration::from_secs(120);
         let committed = || {
@@ -234,38 +250,54 @@ mod on_temporal {
         let holders = team.db.query(
             "SELECT CAST(lease_pid AS TEXT) FROM tasks WHERE status = 'running' AND lease_pid IS NOT NULL",
         );
-        let victim_pid = holders
+        let victim = holders
             .iter()
             .filter_map(|r| r[0].as_deref()?.parse::<u32>().ok())
-            .find(|p| *p == a.id() || *p == b.id())
-            .unwrap_or(a.id());
-        let (victim, survivor_name) = if victim_pid == a.id() {
-            (&mut a, "b")
-        } else {
-            (&mut b, "a")
+            .find_map(|p| workers.iter().position(|w| w.id() == p))
+            .unwrap_or(0);
+        let victim_pid = workers[victim].id();
+        kill(&mut workers[victim]);
+        let killed_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        let logs = || {
+            names
+                .iter()
+                .map(|n| format!("worker {n}:\n{}", team.worker_log(n)))
+                .collect::<Vec<_>>()
+                .join("\n")
         };
-        kill(victim);
-        let killed_at = Instant::now();
-        eprintln!("killed worker {victim_pid}; {survivor_name} goes on");
+        eprintln!("killed worker {} (pid {victim_pid})", names[victim]);
         let runs: Vec<Run> = clients
             .into_iter()
             .enumerate()
             .map(|(i, c)| finish(c, &format!("client {i}")))
             .collect();
-        let took = killed_at.elapsed();
         for (i, r) in runs.iter().enumerate() {
-            assert_eq!(
-                r.code,
-                0,
-                "client {i}: {r:?}\nworker a:\n{}\nworker b:\n{}",
-                team.worker_log("a"),
-                team.worker_log("b")
-            );
+            assert_eq!(r.code, 0, "client {i}: {r:?}\n{}", logs());
             assert!(r.stdout.contains("is done"), "{r:?}");
         }
-        eprintln!("all tasks done {:.1} s after the kill", took.as_secs_f64());
+        eprintln!(
+            "{n_tasks} tasks over {n_workers} workers done in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        // Each of the killed worker's tasks was taken over (the store's clock, this machine's).
+        let takeovers = team.db.query(&format!(
+            "SELECT CAST(at AS TEXT), reason FROM decisions \
+             WHERE capability = 'lease' AND decision = 'interrupted' AND reason LIKE '%pid {victim_pid} %'"
+        ));
+        for t in &takeovers {
+            let at: i64 = t[0].as_deref().unwrap().parse().unwrap();
+            let after = (at - killed_at) as f64 / 1000.0;
+            eprintln!("taken over {after:.1} s after the kill");
+            assert!(
+                after <= 10.0,
+                "a task was taken over {after:.1} s after the kill"
+            );
+        }
         let tasks = team.db.query("SELECT id, status FROM tasks ORDER BY id");
-        assert_eq!(tasks.len(), 3, "{tasks:?}");
+        assert_eq!(tasks.len(), n_tasks, "{tasks:?}");
         for row in &tasks {
             let id = row[0].clone().unwrap();
             assert_eq!(row[1].as_deref(), Some("done"), "{tasks:?}");
@@ -282,7 +314,7 @@ mod on_temporal {
             let want: Vec<String> = (0..STEPS).map(|n| format!("call_{n}")).collect();
             assert_eq!(ids, want, "task {id}");
             // Every step ran; at most the one in flight at the kill ran twice.
-            let labels = team.labels(&id, &["a", "b"]);
+            let labels = team.labels(&id, &names);
             for n in 0..STEPS {
                 let label = format!("step-{n}");
                 assert!(
@@ -293,10 +325,6 @@ mod on_temporal {
             let again = labels.len() - STEPS;
             assert!(again <= 1, "task {id}: {again} steps ran twice: {labels:?}");
         }
-        let takeovers = team.db.query(
-            "SELECT detail FROM decisions WHERE capability = 'lease' AND decision = 'interrupted'",
-        );
-        eprintln!("takeovers recorded: {}", takeovers.len());
         // The histories carry ids and reports, never the key the workers hold.
         let bin = binary().unwrap();
         for row in &tasks {
@@ -318,8 +346,9 @@ mod on_temporal {
                 "task {id}'s history holds the key"
             );
         }
-        kill(&mut a);
-        kill(&mut b);
+        for w in &mut workers {
+            kill(w);
+        }
     }
 
     /// A worker stopped with SIGTERM in the middle of a state longer than its grace period
@@ -389,6 +418,14 @@ mod on_temporal {
                     .unwrap(),
             )
         };
+        let here = Run::of(
+            team.command()
+                .args(["run", "--temporal", "127.0.0.1:7233", "a task"])
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(here.code, 2, "{here:?}");
+        assert!(here.stderr.contains("goes with --remote"), "{here:?}");
         let down = run(&["--temporal", &format!("127.0.0.1:{port}")], true);
         assert_eq!(down.code, 1, "{down:?}");
         assert!(

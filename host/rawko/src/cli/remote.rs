@@ -34,6 +34,22 @@ pub struct Resolved {
 }
 
 impl TemporalArgs {
+    /// A run here names no Temporal server: a flag that would be ignored is refused.
+    pub fn only_with_remote(&self) -> anyhow::Result<()> {
+        let given = [
+            ("--temporal", self.temporal.is_some()),
+            ("--namespace", self.namespace.is_some()),
+            ("--queue", self.queue.is_some()),
+        ];
+        match given.iter().find(|(_, set)| *set) {
+            Some((flag, _)) => Err(BadInput::new(format!(
+                "{flag} names where tasks run on Temporal: it goes with --remote"
+            ))
+            .into()),
+            None => Ok(()),
+        }
+    }
+
     #[cfg_attr(not(feature = "temporal"), allow(dead_code))]
     pub fn resolve(&self, cx: &Context) -> anyhow::Result<Resolved> {
         let config = cx

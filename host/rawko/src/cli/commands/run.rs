@@ -102,6 +102,7 @@ impl RunCmd {
         if self.remote {
             return self.run_remote(cx).await;
         }
+        self.temporal.only_with_remote()?;
         let trust = decide_trust(cx, self.trust, !self.output.json)?;
         let location = cx.store_location()?;
         let fresh = matches!(&location, Location::Sqlite(path) if !path.exists());
@@ -139,6 +140,9 @@ impl RunCmd {
 
 impl ResumeCmd {
     pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
+        if !self.remote {
+            self.temporal.only_with_remote()?;
+        }
         if self.remote {
             #[cfg(feature = "temporal")]
             return crate::cli::remote::resume_remote(
@@ -209,8 +213,8 @@ impl RunCmd {
     async fn run_remote(self, cx: &Context) -> anyhow::Result<ExitCode> {
         if self.record.is_some() {
             return Err(BadInput::new(
-                "--record writes this machine's model exchanges, and a remote task's run on \
-                 the workers",
+                "--record writes the model exchanges of a run on this machine, and a remote \
+                 task's model calls are made on the workers",
             )
             .into());
         }
