@@ -334,18 +334,9 @@ mod on_temporal {
         let bin = binary().unwrap();
         for row in &tasks {
             let id = row[0].as_deref().unwrap();
-            let history = team.temporal.cli(
-                &bin,
-                &[
-                    "workflow",
-                    "show",
-                    "--workflow-id",
-                    &format!("rawko-task-{id}"),
-                    "--output",
-                    "json",
-                ],
-            );
-            assert!(history.contains("rawko-task"), "{history}");
+            let history = team.temporal.history(&bin, &format!("rawko-task-{id}"));
+            // The payloads are read decoded: the task's own id is in its input.
+            assert!(history.contains(&format!("\"task\":\"{id}\"")), "{history}");
             assert!(
                 !history.contains(TEST_KEY),
                 "task {id}'s history holds the key"
@@ -451,12 +442,66 @@ mod on_temporal {
         );
         assert_eq!(nope.code, 1, "{nope:?}");
         assert!(nope.stderr.contains("nope"), "{nope:?}");
+        // A remote whose URL holds a token: the token reaches neither the store nor the
+        // workflow's history (no worker polls this queue, so the workflow waits, started).
+        git(
+            team.ws.path(),
+            &[
+                "remote",
+                "add",
+                "origin",
+                "https://me:tok-5e3cret@127.0.0.1:9/r.git",
+            ],
+        );
+        let mut waiting = team
+            .command()
+            .args([
+                "run",
+                "--remote",
+                "--agent",
+                "worker",
+                "--temporal",
+                &team.temporal.address,
+            ])
+            .args(["--queue", "nobody-polls-this", "token task"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let bin = binary().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let history = loop {
+            let ids = team
+                .db
+                .query("SELECT id FROM tasks WHERE prompt = 'token task'");
+            if let Some(id) = ids.first().and_then(|r| r[0].clone()) {
+                break team.temporal.history(&bin, &format!("rawko-task-{id}"));
+            }
+            assert!(Instant::now() < deadline, "the token task was never made");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        kill(&mut waiting);
+        assert!(history.contains("127.0.0.1:9/r.git"), "{history}");
+        assert!(
+            !history.contains("tok-5e3cret"),
+            "the remote's token is in the history"
+        );
+        let options = team
+            .db
+            .query("SELECT options FROM tasks WHERE prompt = 'token task'");
+        assert!(
+            !format!("{options:?}").contains("tok-5e3cret"),
+            "{options:?}"
+        );
         team.ws.write("README.md", "changed, not committed\n");
         let dirty = run(&["--temporal", &team.temporal.address], true);
         assert_eq!(dirty.code, 2, "{dirty:?}");
         assert!(dirty.stderr.contains("uncommitted change"), "{dirty:?}");
         // Only the start the server refused made a task, and it says why it never ran.
-        let tasks = team.db.query("SELECT status, summary FROM tasks");
+        let tasks = team
+            .db
+            .query("SELECT status, summary FROM tasks WHERE prompt <> 'token task'");
         assert_eq!(tasks.len(), 1, "{tasks:?}");
         assert_eq!(tasks[0][0].as_deref(), Some("failed"));
         assert!(

@@ -76,6 +76,41 @@ impl TemporalServer {
         }
     }
 
+    /// Workflow `id`'s history as `temporal workflow show --output json` exports it, with every
+    /// payload's base64 `data` decoded and appended, so that what the payloads carry can be
+    /// searched as text.
+    pub fn history(&self, binary: &std::path::Path, id: &str) -> String {
+        use base64::Engine as _;
+        let raw = self.cli(
+            binary,
+            &["workflow", "show", "--workflow-id", id, "--output", "json"],
+        );
+        fn walk(v: &serde_json::Value, out: &mut String) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    for (k, v) in m {
+                        if let (true, Some(text)) = (k == "data", v.as_str())
+                            && let Ok(bytes) =
+                                base64::engine::general_purpose::STANDARD.decode(text)
+                        {
+                            out.push('\n');
+                            out.push_str(&String::from_utf8_lossy(&bytes));
+                        }
+                        walk(v, out);
+                    }
+                }
+                serde_json::Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+                _ => {}
+            }
+        }
+        let mut out = raw.clone();
+        walk(
+            &serde_json::from_str(&raw).expect("a JSON history"),
+            &mut out,
+        );
+        out
+    }
+
     /// `temporal ARGS...` against this server, its stdout.
     pub fn cli(&self, binary: &std::path::Path, args: &[&str]) -> String {
         let out = Command::new(binary)

@@ -198,8 +198,11 @@ mod client {
             ))
             .into());
         }
-        let url = git(&["remote", "get-url", "origin"])
-            .ok()
+        // The default remote as the store names workspaces: without a password (or an
+        // http(s) user), which would otherwise sit in every workflow history. Workers fetch
+        // with their own credentials.
+        let url = rawko_git::repository_id(ws)
+            .remote
             .filter(|u| !u.is_empty())
             .unwrap_or_else(|| ws.display().to_string());
         Ok(Repository { url, commit })
