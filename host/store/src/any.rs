@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::pg::{PgConfig, PgStore};
 use crate::transfer::{Moved, TransferError};
 use crate::{
-    AuditEntry, Lease, LeaseSettings, ModelCall, Result, Run, Task, TaskStore, Usage, WorkspaceId,
+    AuditEntry, Edits, Lease, LeaseSettings, ModelCall, Result, Run, Task, TaskStore, Usage, WorkspaceId,
 };
 
 /// Where the task store is.
@@ -78,6 +78,14 @@ forward! {
     fn usage_by_turn(&self, task: &str) -> Vec<(i64, Usage)>;
     /// What changes whenever anything of the task is committed.
     fn stamp(&self, task: &str) -> String;
+    /// Keep `data` by its hash, and return the hash.
+    fn put_blob(&self, data: &[u8]) -> String;
+    /// The blob named `hash`, checked against it; None when the store has none.
+    fn blob(&self, hash: &str) -> Option<Vec<u8>>;
+    /// Record the edits of `task`'s checkout after `steps` transitions (a patch's blob).
+    fn set_edits(&self, task: &str, steps: i64, patch: &str) -> ();
+    /// The latest edits recorded of `task`.
+    fn edits(&self, task: &str) -> Option<Edits>;
 }
 
 impl AnyStore {

@@ -24,6 +24,7 @@ use sha2::{Digest, Sha256};
 
 mod any;
 mod backend;
+mod blobs;
 mod lease;
 pub mod pg;
 mod records;
@@ -33,6 +34,7 @@ mod workspace;
 
 pub use any::{AnyStore, Location};
 pub use backend::{Store, StoreFuture};
+pub use blobs::{Edits, MAX_BLOB, blob_hash};
 pub use lease::{
     Holder, LEASE_HEARTBEAT, LEASE_STALE, Lease, LeaseError, LeaseSettings, host_id, host_name,
     process_start,
@@ -145,6 +147,11 @@ pub enum StoreError {
         by.as_deref().unwrap_or("another runner (which has since let it go)")
     )]
     TakenOver { task: String, by: Option<String> },
+    #[error("{size} bytes is more than the store keeps in one blob ({limit} bytes)")]
+    TooLarge { size: usize, limit: usize },
+    /// What the store returned is not what was written (a blob whose bytes changed).
+    #[error("task store: {0}")]
+    Corrupt(String),
 }
 
 impl StoreError {

@@ -133,6 +133,20 @@ CREATE TABLE model_calls (
 );
 CREATE INDEX model_calls_turn ON model_calls(turn_id, id);
 "#,
+    r#"
+CREATE TABLE blobs (
+    hash        TEXT PRIMARY KEY,
+    size        INTEGER NOT NULL,
+    data        BLOB NOT NULL,
+    created_at  INTEGER NOT NULL
+);
+CREATE TABLE task_edits (
+    task_id     TEXT PRIMARY KEY REFERENCES tasks(id),
+    steps       INTEGER NOT NULL,
+    patch       TEXT NOT NULL REFERENCES blobs(hash),
+    at          INTEGER NOT NULL
+);
+"#,
 ];
 
 /// Run `op` again while SQLite says the database is busy or locked, for up to five seconds.

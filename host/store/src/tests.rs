@@ -684,3 +684,42 @@ fn ids_sort_by_time() {
         "{a}"
     );
 }
+
+/// Blobs are kept once by their hash and read back only while their bytes still hash to it;
+/// a task's edits move forward only.
+#[test]
+fn blobs_are_kept_by_hash_and_checked_when_read() {
+    let (dir, s) = store();
+    let data = b"diff --git a/x b/x\n\0binary\xff".to_vec();
+    let hash = s.put_blob(&data).unwrap();
+    assert_eq!(hash, blob_hash(&data));
+    assert_eq!(s.put_blob(&data).unwrap(), hash, "a second put keeps one row");
+    assert_eq!(s.blob(&hash).unwrap(), Some(data.clone()));
+    assert_eq!(s.blob("sha256:00").unwrap(), None);
+    let big = vec![0u8; MAX_BLOB + 1];
+    assert!(matches!(s.put_blob(&big), Err(StoreError::TooLarge { .. })));
+
+    let task = s.create_task("p", "developer", &serde_json::json!({})).unwrap();
+    assert_eq!(s.edits(&task).unwrap(), None);
+    let later = s.put_blob(b"later").unwrap();
+    s.set_edits(&task, 3, &later).unwrap();
+    s.set_edits(&task, 2, &hash).unwrap();
+    assert_eq!(
+        s.edits(&task).unwrap(),
+        Some(Edits {
+            steps: 3,
+            patch: later.clone()
+        }),
+        "an older state's edits do not replace a newer one's"
+    );
+
+    // Someone changes the bytes behind the store's back: the read refuses them.
+    let raw = Connection::open(dir.path().join(FILE_NAME)).unwrap();
+    raw.execute(
+        "UPDATE blobs SET data = X'00' WHERE hash = ?1",
+        [later.as_str()],
+    )
+    .unwrap();
+    let err = s.blob(&later).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+}

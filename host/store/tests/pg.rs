@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rawko_store::pg::{Listener, PgConfig, PgErrorKind, PgStore, SCHEMA_VERSION};
 use rawko_store::{
-    AuditEntry, Holder, LEASE_STALE, ModelCall, Reply, StoreError, TaskStatus, ToolCall,
+    AuditEntry, Edits, Holder, LEASE_STALE, ModelCall, Reply, StoreError, TaskStatus, ToolCall,
     Transition, Usage, WorkspaceId,
 };
 use serde_json::json;
@@ -841,4 +841,35 @@ async fn pg_every_write_of_a_step_is_fenced_and_writes_nothing_once_taken_over()
             .unwrap();
     }
     assert_eq!(s.messages(other_turn).await.unwrap().len(), 8);
+}
+
+#[tokio::test]
+async fn pg_blobs_are_kept_by_hash_and_checked_when_read() {
+    let Some(url) = server() else { return };
+    let db = Db::new(&url).await;
+    let s = db.store().await;
+    let data = b"GIT binary patch\n\0\xff".to_vec();
+    let hash = s.put_blob(&data).await.unwrap();
+    assert_eq!(hash, rawko_store::blob_hash(&data));
+    assert_eq!(s.put_blob(&data).await.unwrap(), hash);
+    assert_eq!(s.blob(&hash).await.unwrap(), Some(data));
+    assert_eq!(s.blob("sha256:00").await.unwrap(), None);
+    let task = s.create_task("p", "developer", &json!({})).await.unwrap();
+    let later = s.put_blob(b"later").await.unwrap();
+    s.set_edits(&task, 3, &later).await.unwrap();
+    s.set_edits(&task, 2, &hash).await.unwrap();
+    assert_eq!(
+        s.edits(&task).await.unwrap(),
+        Some(Edits {
+            steps: 3,
+            patch: later.clone()
+        })
+    );
+    db.sql()
+        .await
+        .execute("UPDATE rawko.blobs SET data = '\\x00' WHERE hash = $1", &[&later])
+        .await
+        .unwrap();
+    let err = s.blob(&later).await.unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
 }

@@ -8,6 +8,7 @@
 //! synchronous commits on ([`PgConfig`]). Connections come from a small pool, and every write is
 //! one transaction, committed before the call returns.
 
+mod blobs;
 mod connect;
 mod error;
 mod schema;

@@ -144,6 +144,20 @@ CREATE TABLE rawko.model_calls (
 );
 CREATE INDEX model_calls_turn ON rawko.model_calls(turn_id, id);
 "#,
+    r#"
+CREATE TABLE rawko.blobs (
+    hash        TEXT PRIMARY KEY,
+    size        BIGINT NOT NULL,
+    data        BYTEA NOT NULL,
+    created_at  BIGINT NOT NULL
+);
+CREATE TABLE rawko.task_edits (
+    task_id     TEXT PRIMARY KEY REFERENCES rawko.tasks(id),
+    steps       BIGINT NOT NULL,
+    patch       TEXT NOT NULL REFERENCES rawko.blobs(hash),
+    at          BIGINT NOT NULL
+);
+"#,
 ];
 
 /// Every object of schema `$1` that can change what rawko's statements do, as (kind, name,
