@@ -394,6 +394,86 @@ mod on_temporal {
         kill(&mut b);
     }
 
+    /// A work tree's uncommitted changes (an edit, a new file, a binary one) travel with the
+    /// task by their hash in the store; the task's edits come back as a patch, applied with
+    /// `--apply` and kept in a file without it, the work tree then untouched.
+    #[test]
+    fn uncommitted_changes_travel_and_the_tasks_edits_come_back() {
+        let Some(team) = team() else { return };
+        let ws = team.ws.path();
+        team.ws.write("README.md", "changed, not committed\n");
+        team.ws.write("notes.txt", "new, not added\n");
+        let logo = [0u8, 0x89, b'P', b'N', b'G', 0xff, 0];
+        std::fs::write(ws.join("logo.bin"), logo).unwrap();
+        let mut w = team.worker("w");
+        let mut client = team.command();
+        client.args([
+            "run",
+            "--remote",
+            "--apply",
+            "--agent",
+            "worker",
+            "--no-stream",
+        ]);
+        client.args(["--temporal", &team.temporal.address, "--queue", &team.queue]);
+        let r = Run::of(client.arg("first").output().unwrap());
+        assert_eq!(r.code, 0, "{r:?}\n{}", team.worker_log("w"));
+        assert!(r.stderr.contains("uncommitted changes (3 files)"), "{r:?}");
+        assert!(
+            r.stderr.contains("applied the task's changes (1 file)"),
+            "{r:?}"
+        );
+        assert!(r.stdout.contains("+step-3"), "the closing diff: {r:?}");
+        let id = team.db.query("SELECT id FROM tasks WHERE prompt = 'first'")[0][0]
+            .clone()
+            .unwrap();
+        // The worker ran on the files the user had, and its edits are here now.
+        let checkout = team.data_of("w").join("worker").join(&id);
+        assert_eq!(
+            std::fs::read_to_string(checkout.join("README.md")).unwrap(),
+            "changed, not committed\n"
+        );
+        assert_eq!(std::fs::read(checkout.join("logo.bin")).unwrap(), logo);
+        assert!(checkout.join("notes.txt").is_file());
+        let steps = |dir: &Path| std::fs::read_to_string(dir.join("steps.log")).unwrap_or_default();
+        assert_eq!(steps(ws), steps(&checkout));
+        assert_eq!(steps(ws).lines().count(), STEPS, "{}", steps(ws));
+        assert_eq!(
+            std::fs::read_to_string(ws.join("README.md")).unwrap(),
+            "changed, not committed\n",
+            "the user's own changes are as they were"
+        );
+        // The history names the changes by hash, never by content.
+        let history = team
+            .temporal
+            .history(&binary().unwrap(), &format!("rawko-task-{id}"));
+        assert!(history.contains("\"changes\":\"sha256:"), "{history}");
+        assert!(!history.contains("new, not added"), "{history}");
+
+        // Without --apply the work tree stays as it is, and the patch is kept for git apply.
+        let mut client = team.command();
+        client.args(["run", "--remote", "--agent", "worker", "--no-stream"]);
+        client.args(["--temporal", &team.temporal.address, "--queue", &team.queue]);
+        let r = Run::of(client.arg("second").output().unwrap());
+        assert_eq!(r.code, 0, "{r:?}\n{}", team.worker_log("w"));
+        assert!(r.stderr.contains("this work tree is unchanged"), "{r:?}");
+        assert_eq!(steps(ws).lines().count(), STEPS);
+        let id = team
+            .db
+            .query("SELECT id FROM tasks WHERE prompt = 'second'")[0][0]
+            .clone()
+            .unwrap();
+        let kept = team
+            .ws
+            .path()
+            .join(".test-data/remote")
+            .join(format!("{id}.patch"));
+        assert!(kept.is_file(), "{r:?}");
+        git(ws, &["apply", kept.to_str().unwrap()]);
+        assert_eq!(steps(ws).lines().count(), 2 * STEPS, "{}", steps(ws));
+        kill(&mut w);
+    }
+
     /// What a user gets wrong, and what they are told; nothing is started or left behind.
     #[test]
     fn bad_servers_stores_and_work_trees_are_refused_with_a_reason() {
@@ -494,10 +574,28 @@ mod on_temporal {
             !format!("{options:?}").contains("tok-5e3cret"),
             "{options:?}"
         );
-        team.ws.write("README.md", "changed, not committed\n");
+        // Uncommitted changes too big to carry: refused before anything is made.
+        let mut big = vec![0u8; (64 << 20) + 1];
+        fastrand::fill(&mut big);
+        std::fs::write(team.ws.path().join("big.bin"), &big).unwrap();
         let dirty = run(&["--temporal", &team.temporal.address], true);
+        std::fs::remove_file(team.ws.path().join("big.bin")).unwrap();
         assert_eq!(dirty.code, 2, "{dirty:?}");
-        assert!(dirty.stderr.contains("uncommitted change"), "{dirty:?}");
+        assert!(
+            dirty.stderr.contains("uncommitted changes come to"),
+            "{dirty:?}"
+        );
+        let apply_here = Run::of(
+            team.command()
+                .args(["run", "--apply", "x"])
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(apply_here.code, 2, "{apply_here:?}");
+        assert!(
+            apply_here.stderr.contains("goes with --remote"),
+            "{apply_here:?}"
+        );
         // Only the start the server refused made a task, and it says why it never ran.
         let tasks = team
             .db

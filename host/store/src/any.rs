@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use crate::pg::{PgConfig, PgStore};
 use crate::transfer::{Moved, TransferError};
 use crate::{
-    AuditEntry, Edits, Lease, LeaseSettings, ModelCall, Result, Run, Task, TaskStore, Usage, WorkspaceId,
+    AuditEntry, Edits, Lease, LeaseSettings, ModelCall, Result, Run, Task, TaskStore, Usage,
+    WorkspaceId,
 };
 
 /// Where the task store is.

@@ -693,13 +693,19 @@ fn blobs_are_kept_by_hash_and_checked_when_read() {
     let data = b"diff --git a/x b/x\n\0binary\xff".to_vec();
     let hash = s.put_blob(&data).unwrap();
     assert_eq!(hash, blob_hash(&data));
-    assert_eq!(s.put_blob(&data).unwrap(), hash, "a second put keeps one row");
+    assert_eq!(
+        s.put_blob(&data).unwrap(),
+        hash,
+        "a second put keeps one row"
+    );
     assert_eq!(s.blob(&hash).unwrap(), Some(data.clone()));
     assert_eq!(s.blob("sha256:00").unwrap(), None);
     let big = vec![0u8; MAX_BLOB + 1];
     assert!(matches!(s.put_blob(&big), Err(StoreError::TooLarge { .. })));
 
-    let task = s.create_task("p", "developer", &serde_json::json!({})).unwrap();
+    let task = s
+        .create_task("p", "developer", &serde_json::json!({}))
+        .unwrap();
     assert_eq!(s.edits(&task).unwrap(), None);
     let later = s.put_blob(b"later").unwrap();
     s.set_edits(&task, 3, &later).unwrap();

@@ -867,7 +867,10 @@ async fn pg_blobs_are_kept_by_hash_and_checked_when_read() {
     );
     db.sql()
         .await
-        .execute("UPDATE rawko.blobs SET data = '\\x00' WHERE hash = $1", &[&later])
+        .execute(
+            "UPDATE rawko.blobs SET data = '\\x00' WHERE hash = $1",
+            &[&later],
+        )
         .await
         .unwrap();
     let err = s.blob(&later).await.unwrap_err();

@@ -10,6 +10,10 @@ pub struct Repository {
     pub url: String,
     /// The commit the task starts from.
     pub commit: String,
+    /// The uncommitted changes the task starts with, on top of the commit: the hash of a patch
+    /// in the team store (untracked and binary files included), not the patch itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<String>,
 }
 
 /// The workflow's input; continue-as-new carries it on with what the run before it learnt.

@@ -10,6 +10,8 @@ mod live;
 mod lookup;
 mod offered;
 mod output;
+#[cfg(feature = "temporal")]
+mod patch;
 mod policy;
 mod remote;
 mod servers;

@@ -114,7 +114,8 @@ mod client {
     use rawko_temporal::{Follow, Progress, Remote, Repository, TaskInput};
 
     use super::{Resolved, TemporalArgs};
-    use crate::cli::setup::{OutputFlags, exit_code, report};
+    use crate::cli::patch;
+    use crate::cli::setup::{ClosingDiff, OutputFlags, exit_code, report};
     use crate::cli::{BadInput, Context, print_err, print_out};
 
     /// Connect as a client, for `what`.
@@ -139,42 +140,18 @@ mod client {
         cx.open_store().await
     }
 
-    /// The workspace as workers can fetch it: its remote (or its path) and its commit. A work
-    /// tree with changes not committed is refused, so no worker starts from other files than
-    /// the user sees.
-    pub fn repository(cx: &Context) -> anyhow::Result<Repository> {
+    /// The workspace as workers can fetch it: its remote (or its path) and its commit, and the
+    /// patch of its uncommitted changes (untracked and binary files included, ignored files
+    /// not; empty when there are none), which the caller keeps in the team store.
+    pub fn repository(cx: &Context) -> anyhow::Result<(Repository, Vec<u8>)> {
         let ws = cx.workspace();
         let git = |args: &[&str]| -> anyhow::Result<String> {
-            let out = std::process::Command::new("git")
-                .arg("-C")
-                .arg(ws)
-                // Nothing the repository's own config names runs: no hooks, no fsmonitor.
-                .args([
-                    "-c",
-                    "core.fsmonitor=false",
-                    "-c",
-                    "core.hooksPath=/dev/null",
-                ])
-                .args(args)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_OPTIONAL_LOCKS", "0")
-                .stdin(std::process::Stdio::null())
-                .output()
-                .map_err(|e| BadInput::new(format!("--remote needs git on PATH: {e}")))?;
-            if !out.status.success() {
-                return Err(BadInput::new(format!(
-                    "--remote: git {}: {}",
-                    args.join(" "),
-                    rawko_text::line(String::from_utf8_lossy(&out.stderr).trim(), 300)
-                ))
-                .into());
-            }
-            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+            patch::git_text(ws, args).map_err(|e| BadInput::new(format!("--remote: {e}")).into())
         };
         let top = git(&["rev-parse", "--show-toplevel"]).map_err(|_| {
             BadInput::new(format!(
                 "--remote runs the task on a checkout of this workspace's repository, and {} \
-                 is not in one",
+                 is not in one (or git is not on PATH)",
                 ws.display()
             ))
         })?;
@@ -187,14 +164,14 @@ mod client {
         let commit = git(&["rev-parse", "--verify", "HEAD^{commit}"]).map_err(|_| {
             BadInput::new("--remote: the repository has no commit yet to start from")
         })?;
-        let dirty = git(&["status", "--porcelain", "--untracked-files=all"])?;
-        if !dirty.is_empty() {
-            let n = dirty.lines().count();
+        let changes = patch::work_tree_patch(ws, &commit)
+            .map_err(|e| BadInput::new(format!("--remote: the uncommitted changes: {e}")))?;
+        if changes.len() > rawko_store::MAX_BLOB {
             return Err(BadInput::new(format!(
-                "--remote starts the task from a commit, and this work tree has {n} \
-                 uncommitted change{}: commit (or stash) them first, so the workers see the \
-                 same files you do",
-                if n == 1 { "" } else { "s" }
+                "--remote: this work tree's uncommitted changes come to {} MiB, more than the \
+                 {} MiB a task carries; commit them (or ignore what is built) first",
+                changes.len() >> 20,
+                rawko_store::MAX_BLOB >> 20
             ))
             .into());
         }
@@ -205,7 +182,14 @@ mod client {
             .remote
             .filter(|u| !u.is_empty())
             .unwrap_or_else(|| ws.display().to_string());
-        Ok(Repository { url, commit })
+        Ok((
+            Repository {
+                url,
+                commit,
+                changes: None,
+            },
+            changes,
+        ))
     }
 
     /// `rawko run --remote`: make the task in the team store, start its workflow, follow it.
@@ -216,18 +200,33 @@ mod client {
         agent: &str,
         options: serde_json::Value,
         output: &OutputFlags,
+        apply: bool,
     ) -> anyhow::Result<ExitCode> {
         let resolved = args.resolve(cx)?;
-        let repository = repository(cx)?;
+        let (mut repository, changes) = repository(cx)?;
         let store = team_store(cx).await?;
         let remote = connect(&resolved).await?;
         if !store.has_workspace() {
             store.set_workspace(rawko_session::run::workspace_id(cx.workspace()));
         }
+        if !changes.is_empty() {
+            repository.changes = Some(store.put_blob(&changes).await?);
+            if !output.json && !output.quiet {
+                let files = patch::files_of(cx.workspace(), &changes).unwrap_or_default();
+                print_err(&format!(
+                    "the task starts from {} with this work tree's uncommitted changes ({} \
+                     file{})",
+                    &repository.commit[..repository.commit.len().min(12)],
+                    files.len(),
+                    if files.len() == 1 { "" } else { "s" }
+                ))?;
+            }
+        }
         let mut options = options;
         options["remote"] = serde_json::json!({
             "url": repository.url,
             "commit": repository.commit,
+            "changes": repository.changes,
             "namespace": resolved.namespace,
             "queue": resolved.queue,
         });
@@ -246,7 +245,7 @@ mod client {
                 .await;
             return Err(e.into());
         }
-        follow(cx, &store, &remote, &resolved, &id, output).await
+        follow(cx, &store, &remote, &resolved, &id, output, apply).await
     }
 
     /// `rawko resume --remote`: start the workflow of a task that stopped, from the store.
@@ -255,6 +254,7 @@ mod client {
         args: &TemporalArgs,
         task: &str,
         output: &OutputFlags,
+        apply: bool,
     ) -> anyhow::Result<ExitCode> {
         let resolved = args.resolve(cx)?;
         let store = team_store(cx).await?;
@@ -286,14 +286,90 @@ mod client {
         }
         let input = TaskInput {
             task: t.id.clone(),
-            repository: Repository { url, commit },
+            repository: Repository {
+                url,
+                commit,
+                changes: remote_of("changes"),
+            },
             worker_queue: None,
             steps: t.steps.max(0) as u32,
             state: t.state.clone(),
             earlier: Vec::new(),
         };
         remote.start(input, &summary(&t.id, &t.prompt)).await?;
-        follow(cx, &store, &remote, &resolved, &t.id, output).await
+        follow(cx, &store, &remote, &resolved, &t.id, output, apply).await
+    }
+
+    /// Apply the task's changes to this work tree (`--apply`), or keep them in a patch file that
+    /// `git apply` takes; either way, say which.
+    fn changes(
+        cx: &Context,
+        id: &str,
+        edits: &[u8],
+        apply: bool,
+        output: &OutputFlags,
+    ) -> anyhow::Result<()> {
+        let ws = cx.workspace();
+        let files = patch::files_of(ws, edits).map(|f| f.len()).unwrap_or(0);
+        let plural = if files == 1 { "" } else { "s" };
+        let applied = apply && {
+            match patch::apply(ws, edits, true).and_then(|()| patch::apply(ws, edits, false)) {
+                Ok(()) => true,
+                Err(e) => {
+                    print_err(&format!(
+                        "warning: the task's changes do not apply to this work tree, which is \
+                         left as it was ({e})"
+                    ))?;
+                    false
+                }
+            }
+        };
+        let kept = if applied {
+            None
+        } else {
+            let dir = cx.dirs.data.join("remote");
+            let file = dir.join(format!("{id}.patch"));
+            std::fs::create_dir_all(&dir)
+                .and_then(|()| std::fs::write(&file, edits))
+                .map_err(|e| {
+                    anyhow::anyhow!("cannot keep the task's changes in {}: {e}", file.display())
+                })?;
+            Some(file)
+        };
+        if output.json {
+            print_out(
+                &serde_json::json!({
+                    "event": "remote_changes",
+                    "task": id,
+                    "files": files,
+                    "applied": applied,
+                    "patch": kept.as_ref().map(|f| f.display().to_string()),
+                })
+                .to_string(),
+            )?;
+        } else if !output.quiet {
+            match &kept {
+                None => print_err(&format!(
+                    "applied the task's changes ({files} file{plural}) to this work tree"
+                ))?,
+                Some(file) => print_err(&format!(
+                    "this work tree is unchanged; the task's changes ({files} file{plural}) are in \
+                     {}: `git apply {}` applies them (or run with --apply)",
+                    file.display(),
+                    file.display()
+                ))?,
+            }
+        }
+        if apply && !applied {
+            return Err(BadInput::new(format!(
+                "--apply: the task's changes did not apply to this work tree; they are kept in {}",
+                kept.as_ref()
+                    .map(|f| f.display().to_string())
+                    .unwrap_or_default()
+            ))
+            .into());
+        }
+        Ok(())
     }
 
     fn summary(id: &str, prompt: &str) -> String {
@@ -309,6 +385,7 @@ mod client {
         resolved: &Resolved,
         id: &str,
         output: &OutputFlags,
+        apply: bool,
     ) -> anyhow::Result<ExitCode> {
         let chatty = !output.json && !output.quiet;
         if chatty {
@@ -408,22 +485,15 @@ mod client {
                 return Err(anyhow::anyhow!("task {id}: its workflow failed: {why}"));
             }
         }
-        // The task's changes are in the worker's checkout, which the closing diff reads when it
-        // is on this machine; this work tree is as it was.
-        let last = remote.progress(id, Duration::from_secs(2)).await.ok();
-        let checkout = last.as_ref().and_then(|p| p.checkout.clone());
-        let diffed = checkout
-            .as_deref()
-            .map(std::path::Path::new)
-            .filter(|p| p.is_dir())
-            .unwrap_or(cx.workspace());
-        report(store, diffed, id, &end, output, true).await?;
-        if chatty && let (Some(p), Some(at)) = (&last, &checkout) {
-            print_err(&format!(
-                "this work tree is unchanged; the task's changes are in the checkout of worker {} \
-                 at {at}",
-                p.worker.as_deref().unwrap_or("?")
-            ))?;
+        // The task's changes, as the worker that ran its last state kept them in the store:
+        // shown, and applied to this work tree only when asked.
+        let edits = match store.edits(id).await? {
+            Some(e) => store.blob(&e.patch).await?.unwrap_or_default(),
+            None => Vec::new(),
+        };
+        report(store, ClosingDiff::Patch(&edits), id, &end, output, true).await?;
+        if !edits.is_empty() {
+            changes(cx, id, &edits, apply, output)?;
         }
         Ok(exit_code(&end))
     }

@@ -138,7 +138,15 @@ impl Setup {
         drop(heartbeat);
         let _ = store.release_lease(&id).await;
         let end = end?;
-        report(store, &workspace, &id, &end, &output, timeline_hint).await?;
+        report(
+            store,
+            ClosingDiff::Workspace(&workspace),
+            &id,
+            &end,
+            &output,
+            timeline_hint,
+        )
+        .await?;
         Ok((id, end))
     }
 
@@ -307,7 +315,7 @@ impl Drop for Heartbeat {
 /// The end of a run, for a person or a script.
 pub async fn report(
     store: &AnyStore,
-    workspace: &Path,
+    diff: ClosingDiff<'_>,
     id: &str,
     end: &TaskEnd,
     output: &OutputFlags,
@@ -358,12 +366,19 @@ pub async fn report(
             changed.push(p);
         }
     }
+    if let ClosingDiff::Patch(patch) = diff {
+        // A remote task's files are the patch's, whichever tool changed them.
+        changed = patch_files(patch);
+    }
     let files = if changed.is_empty() {
         String::new()
     } else {
-        let diff = task_diff(workspace, &changed)
-            .map(|d| format!("\n{d}"))
-            .unwrap_or_default();
+        let diff = match diff {
+            ClosingDiff::Workspace(workspace) => task_diff(workspace, &changed),
+            ClosingDiff::Patch(patch) => patch_text(patch),
+        }
+        .map(|d| format!("\n{d}"))
+        .unwrap_or_default();
         format!("\nfiles changed: {}{diff}", changed.join(", "))
     };
     print_out(&format!(
@@ -372,6 +387,56 @@ pub async fn report(
         usage.output_tokens,
     ))?;
     Ok(())
+}
+
+/// Where the closing report's diff comes from.
+pub enum ClosingDiff<'a> {
+    /// The workspace the task ran in, against its `HEAD`.
+    Workspace(&'a Path),
+    /// A patch of the task's changes (a remote task's, kept in the store).
+    #[cfg_attr(not(feature = "temporal"), allow(dead_code))]
+    Patch(&'a [u8]),
+}
+
+/// The files a patch changes, from its `diff --git a/X b/X` headers.
+fn patch_files(patch: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(patch)
+        .lines()
+        .filter_map(|l| l.strip_prefix("diff --git "))
+        .filter_map(|l| {
+            l.rsplit_once(" b/")
+                .map(|(_, b)| rawko_text::line(b, 200).into_owned())
+        })
+        .collect()
+}
+
+/// The first lines of a patch, its binary hunks named rather than shown.
+fn patch_text(patch: &[u8]) -> Option<String> {
+    if patch.is_empty() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(patch);
+    let mut out: Vec<&str> = Vec::new();
+    let mut binary = false;
+    for line in text.lines() {
+        if binary {
+            binary = !line.starts_with("diff --git ");
+            if binary {
+                continue;
+            }
+        }
+        if line == "GIT binary patch" {
+            out.push("(binary)");
+            binary = true;
+            continue;
+        }
+        if out.len() == CLOSING_DIFF_LINES {
+            out.push("...");
+            break;
+        }
+        out.push(line);
+    }
+    Some(rawko_text::block(&out.join("\n"), 40_000).into_owned())
 }
 
 /// Lines of the closing diff; the rest is a `Git` call away.

@@ -56,6 +56,10 @@ pub struct RunCmd {
     /// repository's commit; this work tree is left as it is
     #[arg(long)]
     remote: bool,
+    /// With --remote: apply the task's changes to this work tree when it ends (else they are
+    /// kept in a patch file, which `git apply` takes)
+    #[arg(long)]
+    apply: bool,
     #[command(flatten)]
     temporal: TemporalArgs,
     #[command(flatten)]
@@ -85,6 +89,9 @@ pub struct ResumeCmd {
     /// Continue a task that ran on Temporal there, on the workers
     #[arg(long)]
     remote: bool,
+    /// With --remote: apply the task's changes to this work tree when it ends
+    #[arg(long)]
+    apply: bool,
     #[command(flatten)]
     temporal: TemporalArgs,
     #[command(flatten)]
@@ -103,6 +110,7 @@ impl RunCmd {
             return self.run_remote(cx).await;
         }
         self.temporal.only_with_remote()?;
+        apply_only_with_remote(self.apply)?;
         let trust = decide_trust(cx, self.trust, !self.output.json)?;
         let location = cx.store_location()?;
         let fresh = matches!(&location, Location::Sqlite(path) if !path.exists());
@@ -142,6 +150,7 @@ impl ResumeCmd {
     pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
         if !self.remote {
             self.temporal.only_with_remote()?;
+            apply_only_with_remote(self.apply)?;
         }
         if self.remote {
             #[cfg(feature = "temporal")]
@@ -150,6 +159,7 @@ impl ResumeCmd {
                 &self.temporal,
                 &self.task_id,
                 &self.output,
+                self.apply,
             )
             .await;
             #[cfg(not(feature = "temporal"))]
@@ -232,6 +242,7 @@ impl RunCmd {
                 &self.agent,
                 options,
                 &self.output,
+                self.apply,
             )
             .await
         }
@@ -241,6 +252,18 @@ impl RunCmd {
             Err(crate::cli::remote::unsupported("rawko run --remote"))
         }
     }
+}
+
+/// `--apply` names a remote task's changes: without `--remote` there are none to apply.
+fn apply_only_with_remote(apply: bool) -> anyhow::Result<()> {
+    if apply {
+        return Err(BadInput::new(
+            "--apply applies the changes of a task that ran on Temporal: it goes with --remote \
+             (a task run here changes this work tree itself)",
+        )
+        .into());
+    }
+    Ok(())
 }
 
 /// Remove a task store and its WAL files, and its folder if nothing else is in it.

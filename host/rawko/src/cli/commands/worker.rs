@@ -58,6 +58,7 @@ mod imp {
     use rawko_config::Trust;
     use rawko_config::paths::Dirs;
     use rawko_fsm::CancelFlag;
+    use rawko_store::pg::PgStore;
     use rawko_store::{AnyStore, Location, TaskStatus};
     use rawko_temporal::{
         CheckoutInput, Repository, StateInput, StateReport, StateRun, StepError, StepFuture,
@@ -65,6 +66,7 @@ mod imp {
     };
 
     use super::WorkerCmd;
+    use crate::cli::patch;
     use crate::cli::setup::{Heartbeat, OutputFlags, Setup, Start, drive_with};
     use crate::cli::{BadInput, Context, print_err};
 
@@ -72,16 +74,19 @@ mod imp {
         if cmd.max_tasks == 0 {
             return Err(BadInput::new("--max-tasks must be at least 1").into());
         }
-        if let Location::Sqlite(path) = cx.store_location()? {
-            return Err(BadInput::new(format!(
-                "a worker needs the team store its clients share (RAWKO_STORE_URL, or store.url \
-                 in your config), and would use {}, which only this machine sees",
-                path.display()
-            ))
-            .into());
-        }
+        let config = match cx.store_location()? {
+            Location::Sqlite(path) => {
+                return Err(BadInput::new(format!(
+                    "a worker needs the team store its clients share (RAWKO_STORE_URL, or \
+                     store.url in your config), and would use {}, which only this machine sees",
+                    path.display()
+                ))
+                .into());
+            }
+            Location::Pg(config) => config,
+        };
         // The store is reachable and its schema is this rawko's, before any task is taken.
-        drop(cx.open_store().await?);
+        let team = Arc::new(PgStore::open(&config).await?);
         let resolved = cmd.temporal.resolve(cx)?;
         let address = rawko_temporal::Address::parse(&resolved.address)
             .map_err(|e| BadInput::new(e.to_string()))?;
@@ -100,6 +105,7 @@ mod imp {
                 Trust::Untrusted
             },
             root: root.clone(),
+            team,
         });
         print_err(&format!(
             "rawko worker {} polling queue {} on {} (namespace {}), at most {} tasks at once; \
@@ -142,30 +148,62 @@ mod imp {
         trust: Trust,
         /// Where checkouts go, one directory per task.
         root: PathBuf,
+        /// The team store, for what a checkout starts from.
+        team: Arc<PgStore>,
     }
 
     impl Steps {
         fn checkout_of(&self, task: &str) -> Result<PathBuf, StepError> {
-            // Task ids are the store's own; still, one never names a path outside the root.
-            if task.is_empty() || !task.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-                return Err(StepError::Fatal(format!(
-                    "`{}` is not a task id",
-                    rawko_text::line(task, 80)
-                )));
-            }
-            Ok(self.root.join(task))
+            checkout_of(&self.root, task)
         }
+    }
+
+    /// Where a task's checkout goes under `root`. Task ids are the store's own; still, one never
+    /// names a path outside the root.
+    fn checkout_of(root: &Path, task: &str) -> Result<PathBuf, StepError> {
+        if task.is_empty()
+            || task.len() > 100
+            || !task.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        {
+            return Err(StepError::Fatal(format!(
+                "`{}` is not a task id",
+                rawko_text::line(task, 80)
+            )));
+        }
+        Ok(root.join(task))
     }
 
     impl TaskSteps for Steps {
         fn checkout(&self, input: CheckoutInput) -> StepFuture<String> {
             let dir = self.checkout_of(&input.task);
+            let team = self.team.clone();
             Box::pin(async move {
                 let dir = dir?;
                 let at = dir.display().to_string();
-                tokio::task::spawn_blocking(move || checkout(&dir, &input.repository))
-                    .await
-                    .map_err(|e| StepError::Retry(format!("the checkout stopped: {e}")))??;
+                if dir.join(".git").is_dir() {
+                    // This worker ran the task's earlier states: their edits are in it.
+                    return Ok(at);
+                }
+                // What the task starts from besides its commit, and what its finished states
+                // made of it, from the store: a worker taking a task over loses neither.
+                let changes = match &input.repository.changes {
+                    Some(hash) => Some(blob(&team, hash, "uncommitted changes").await?),
+                    None => None,
+                };
+                let edits = match team.edits(&input.task).await.map_err(retry)? {
+                    Some(e) => Some(blob(&team, &e.patch, "edits").await?),
+                    None => None,
+                };
+                tokio::task::spawn_blocking(move || {
+                    checkout(
+                        &dir,
+                        &input.repository,
+                        changes.as_deref(),
+                        edits.as_deref(),
+                    )
+                })
+                .await
+                .map_err(|e| StepError::Retry(format!("the checkout stopped: {e}")))??;
                 Ok(at)
             })
         }
@@ -219,12 +257,28 @@ mod imp {
         }
     }
 
-    /// Clone `repo` at its commit into `dir`, unless a checkout of the task is there already
-    /// (this worker ran its earlier states, and their edits are in it).
-    fn checkout(dir: &Path, repo: &Repository) -> Result<(), StepError> {
-        if dir.join(".git").is_dir() {
-            return Ok(());
+    /// A blob the task needs, from the team store.
+    async fn blob(team: &PgStore, hash: &str, what: &str) -> Result<Vec<u8>, StepError> {
+        match team.blob(hash).await {
+            Ok(Some(data)) => Ok(data),
+            Ok(None) => Err(StepError::Fatal(format!(
+                "the task's {what} ({hash}) are not in the team store this worker uses"
+            ))),
+            Err(e) if e.is_connection_lost() => Err(retry(e)),
+            Err(e) => Err(StepError::Fatal(format!("the task's {what}: {e}"))),
         }
+    }
+
+    /// Clone `repo` at its commit into `dir`, apply the client's `changes` and mark that as the
+    /// task's start ([`patch::START_REF`]), then apply the `edits` its finished states made.
+    /// Built beside `dir` and moved into place whole, so a checkout stopped half-way is never
+    /// taken for one.
+    fn checkout(
+        dir: &Path,
+        repo: &Repository,
+        changes: Option<&[u8]>,
+        edits: Option<&[u8]>,
+    ) -> Result<(), StepError> {
         if !repo.commit.chars().all(|c| c.is_ascii_hexdigit()) || repo.commit.len() < 7 {
             return Err(StepError::Fatal(format!(
                 "`{}` is not a commit id",
@@ -233,52 +287,73 @@ mod imp {
         }
         let partial = dir.with_extension("partial");
         let _ = std::fs::remove_dir_all(&partial);
-        let git = |args: &[&std::ffi::OsStr]| -> Result<(), String> {
-            let out = std::process::Command::new("git")
-                .args([
-                    "-c",
-                    "core.hooksPath=/dev/null",
-                    "-c",
-                    "protocol.ext.allow=never",
-                ])
-                .args(args)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_TERMINAL_PROMPT", "0")
-                .stdin(std::process::Stdio::null())
-                .output()
-                .map_err(|e| format!("cannot run git: {e}"))?;
-            if out.status.success() {
-                Ok(())
-            } else {
-                Err(rawko_text::line(String::from_utf8_lossy(&out.stderr).trim(), 400).into_owned())
+        let built = (|| {
+            patch::git(
+                None,
+                None,
+                &[
+                    "clone".as_ref(),
+                    "--quiet".as_ref(),
+                    "--no-checkout".as_ref(),
+                    "--".as_ref(),
+                    repo.url.as_ref(),
+                    partial.as_os_str(),
+                ],
+            )
+            .map_err(|e| StepError::Retry(format!("cannot fetch {}: {e}", repo.url)))?;
+            patch::git_text(&partial, &["checkout", "--quiet", "--detach", &repo.commit]).map_err(
+                |e| {
+                    StepError::Fatal(format!(
+                        "{} has no commit {} to check out: {e}",
+                        repo.url, repo.commit
+                    ))
+                },
+            )?;
+            let fatal = |what: &str| {
+                let what = what.to_string();
+                move |e: String| StepError::Fatal(format!("the task's {what} do not apply: {e}"))
+            };
+            if let Some(changes) = changes {
+                patch::apply(&partial, changes, false).map_err(fatal("uncommitted changes"))?;
             }
-        };
-        git(&[
-            "clone".as_ref(),
-            "--quiet".as_ref(),
-            "--no-checkout".as_ref(),
-            "--".as_ref(),
-            repo.url.as_ref(),
-            partial.as_os_str(),
-        ])
-        .map_err(|e| StepError::Retry(format!("cannot fetch {}: {e}", repo.url)))?;
-        git(&[
-            "-C".as_ref(),
-            partial.as_os_str(),
-            "checkout".as_ref(),
-            "--quiet".as_ref(),
-            "--detach".as_ref(),
-            repo.commit.as_ref(),
-        ])
-        .map_err(|e| {
+            let start = patch::work_tree_id(&partial).map_err(StepError::Retry)?;
+            patch::git_text(&partial, &["update-ref", patch::START_REF, &start])
+                .map_err(StepError::Retry)?;
+            if let Some(edits) = edits {
+                patch::apply(&partial, edits, false).map_err(fatal("edits so far"))?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = built {
             let _ = std::fs::remove_dir_all(&partial);
-            StepError::Fatal(format!(
-                "{} has no commit {} to check out: {e}",
-                repo.url, repo.commit
-            ))
-        })?;
+            return Err(e);
+        }
         std::fs::rename(&partial, dir)
             .map_err(|e| StepError::Retry(format!("cannot move the checkout into place: {e}")))
+    }
+
+    /// Keep the task's edits (its checkout against its start) in the store, as of `steps`.
+    async fn keep_edits(
+        dir: &Path,
+        store: &AnyStore,
+        task: &str,
+        steps: u32,
+    ) -> Result<(), StepError> {
+        if patch::git_text(dir, &["rev-parse", "--verify", "--quiet", patch::START_REF]).is_err() {
+            // A checkout an older rawko made: it has no start to take the edits against.
+            return Ok(());
+        }
+        let edits = patch::work_tree_patch(dir, patch::START_REF).map_err(StepError::Retry)?;
+        if edits.is_empty() && store.edits(task).await.map_err(retry)?.is_none() {
+            return Ok(());
+        }
+        let hash = store.put_blob(&edits).await.map_err(|e| {
+            StepError::Fatal(format!("the task's edits cannot be kept in the store: {e}"))
+        })?;
+        store
+            .set_edits(task, i64::from(steps), &hash)
+            .await
+            .map_err(retry)
     }
 
     fn retry(e: impl std::fmt::Display) -> StepError {
@@ -326,7 +401,12 @@ mod imp {
         let heartbeat = Heartbeat::start(&store, &input.task, &cancel)
             .await
             .map_err(retry)?;
-        let outcome = drive_state(&cx, &store, trust, &worker, input, cancel).await;
+        let mut outcome = drive_state(&cx, &store, trust, &worker, input, cancel).await;
+        if let Ok(report) = &outcome
+            && let Err(e) = keep_edits(&dir, &store, &input.task, report.steps).await
+        {
+            outcome = Err(e);
+        }
         drop(heartbeat);
         let _ = store.release_lease(&input.task).await;
         outcome
@@ -447,5 +527,97 @@ mod imp {
             worker: worker.to_string(),
             recorded,
         })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn git(dir: &Path, args: &[&str]) -> String {
+            let mut all = vec!["-c", "user.name=t", "-c", "user.email=t@t"];
+            all.extend_from_slice(args);
+            patch::git_text(dir, &all).unwrap()
+        }
+
+        #[test]
+        fn a_task_id_never_names_a_path_outside_the_checkouts() {
+            let root = Path::new("/w");
+            assert_eq!(checkout_of(root, "t-1a").unwrap(), root.join("t-1a"));
+            for hostile in ["", "..", "../x", "a/b", "/etc", "a\0b", "a b", ".", "-"] {
+                if hostile == "-" {
+                    // A bare dash is a name, under the root.
+                    assert_eq!(checkout_of(root, hostile).unwrap(), root.join("-"));
+                    continue;
+                }
+                assert!(checkout_of(root, hostile).is_err(), "{hostile:?}");
+            }
+        }
+
+        /// A worker taking a task over builds the checkout the last one had after its last
+        /// finished state: the commit, the client's uncommitted changes, the task's edits.
+        #[test]
+        fn a_checkout_is_the_commit_with_the_changes_and_the_edits_so_far() {
+            let origin = tempfile::tempdir().unwrap();
+            let o = origin.path();
+            git(o, &["init", "-q"]);
+            std::fs::write(o.join("a.txt"), "one\n").unwrap();
+            git(o, &["add", "-A"]);
+            git(o, &["commit", "-qm", "one"]);
+            let commit = git(o, &["rev-parse", "HEAD"]);
+            // The client's changes, not committed.
+            std::fs::write(o.join("a.txt"), "two\n").unwrap();
+            std::fs::write(o.join("b.bin"), [0u8, 255, 1]).unwrap();
+            let changes = patch::work_tree_patch(o, &commit).unwrap();
+            let repo = Repository {
+                url: o.display().to_string(),
+                commit,
+                changes: None,
+            };
+            // The first worker's checkout, and a state's edits in it.
+            let workers = tempfile::tempdir().unwrap();
+            let first = workers.path().join("first");
+            checkout(&first, &repo, Some(&changes), None).unwrap();
+            assert_eq!(
+                std::fs::read_to_string(first.join("a.txt")).unwrap(),
+                "two\n"
+            );
+            std::fs::write(first.join("c.txt"), "made by a state\n").unwrap();
+            std::fs::write(first.join("a.txt"), "three\n").unwrap();
+            let edits = patch::work_tree_patch(&first, patch::START_REF).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&edits).contains("b.bin"),
+                "edits only"
+            );
+            // The next worker's.
+            let second = workers.path().join("second");
+            checkout(&second, &repo, Some(&changes), Some(&edits)).unwrap();
+            assert_eq!(
+                patch::work_tree_id(&second).unwrap(),
+                patch::work_tree_id(&first).unwrap()
+            );
+            assert_eq!(
+                patch::work_tree_patch(&second, patch::START_REF).unwrap(),
+                edits,
+                "its edits are taken against the same start"
+            );
+            assert!(!workers.path().join("second.partial").exists());
+            // Edits that do not fit the start fail the checkout, and leave nothing half-made.
+            let third = workers.path().join("third");
+            let err = checkout(&third, &repo, None, Some(&edits)).unwrap_err();
+            assert!(
+                matches!(err, StepError::Fatal(ref m) if m.contains("do not apply")),
+                "{err:?}"
+            );
+            assert!(!third.exists() && !workers.path().join("third.partial").exists());
+            // A commit id that is not one is refused before git sees it.
+            let bad = Repository {
+                commit: "--upload-pack=touch /tmp/x".into(),
+                ..repo
+            };
+            assert!(matches!(
+                checkout(&third, &bad, None, None),
+                Err(StepError::Fatal(_))
+            ));
+        }
     }
 }
