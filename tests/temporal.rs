@@ -471,6 +471,38 @@ mod on_temporal {
         assert!(kept.is_file(), "{r:?}");
         git(ws, &["apply", kept.to_str().unwrap()]);
         assert_eq!(steps(ws).lines().count(), 2 * STEPS, "{}", steps(ws));
+
+        // Both tasks, as Temporal and the team store have them.
+        let tasks = |args: &[&str]| {
+            Run::of(
+                team.command()
+                    .arg("tasks")
+                    .args(args)
+                    .args(["--temporal", &team.temporal.address])
+                    .output()
+                    .unwrap(),
+            )
+        };
+        let list = tasks(&["list", "--remote"]);
+        assert_eq!(list.code, 0, "{list:?}");
+        let row = list
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&id))
+            .unwrap_or("");
+        assert!(
+            row.contains("completed") && row.contains("done") && row.contains("second"),
+            "{list:?}"
+        );
+        let show = tasks(&["show", "--remote", &id]);
+        assert_eq!(show.code, 0, "{show:?}");
+        assert!(show.stdout.contains("on Temporal:"), "{show:?}");
+        assert!(show.stdout.contains(": completed, started"), "{show:?}");
+        assert!(show.stdout.contains("steps.log (+4 -0)"), "{show:?}");
+        assert!(show.stdout.contains("checked out on "), "{show:?}");
+        let here = tasks(&["list"]);
+        assert_eq!(here.code, 2, "{here:?}");
+        assert!(here.stderr.contains("goes with --remote"), "{here:?}");
         kill(&mut w);
     }
 

@@ -2,10 +2,16 @@
 
 use std::time::Duration;
 
-use temporalio_client::errors::{WorkflowGetResultError, WorkflowStartError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+use temporalio_client::errors::{
+    WorkflowGetResultError, WorkflowInteractionError, WorkflowStartError,
+};
 use temporalio_client::{
-    Client, RpcOptions, WorkflowCancelOptions, WorkflowGetResultOptions, WorkflowIdReusePolicy,
-    WorkflowQueryOptions, WorkflowStartOptions,
+    Client, RpcOptions, WorkflowCancelOptions, WorkflowDescribeOptions, WorkflowExecutionStatus,
+    WorkflowGetResultOptions, WorkflowIdReusePolicy, WorkflowListOptions, WorkflowQueryOptions,
+    WorkflowStartOptions,
 };
 
 use crate::payload::{Progress, TaskInput, TaskOutcome};
@@ -27,6 +33,46 @@ pub enum StartError {
     Running(String, String),
     #[error("Temporal refused to start task {task}: {reason}")]
     Refused { task: String, reason: String },
+}
+
+/// A task's workflow as Temporal keeps it (its latest run).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Execution {
+    /// The task's id in the team store.
+    pub task: String,
+    /// running, completed, failed, cancelled, terminated, continued-as-new, timed-out, paused.
+    pub status: &'static str,
+    pub run: String,
+    pub queue: String,
+    /// Milliseconds since the Unix epoch.
+    pub started_ms: Option<i64>,
+    pub closed_ms: Option<i64>,
+    /// Events in the run's history.
+    pub events: i64,
+}
+
+fn status_name(s: WorkflowExecutionStatus) -> &'static str {
+    match s {
+        WorkflowExecutionStatus::Running => "running",
+        WorkflowExecutionStatus::Completed => "completed",
+        WorkflowExecutionStatus::Failed => "failed",
+        WorkflowExecutionStatus::Canceled => "cancelled",
+        WorkflowExecutionStatus::Terminated => "terminated",
+        WorkflowExecutionStatus::ContinuedAsNew => "continued-as-new",
+        WorkflowExecutionStatus::TimedOut => "timed-out",
+        WorkflowExecutionStatus::Paused => "paused",
+        _ => "unknown",
+    }
+}
+
+fn ms(t: Option<SystemTime>) -> Option<i64> {
+    t.and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_millis() as i64)
+}
+
+/// The task a workflow id names, when it is one of rawko's.
+fn task_of(workflow: &str) -> Option<&str> {
+    workflow.strip_prefix(crate::WORKFLOW_PREFIX)
 }
 
 /// How a followed workflow ended.
@@ -118,6 +164,64 @@ impl Remote {
             Err(WorkflowGetResultError::Cancelled { .. }) => Follow::Cancelled,
             Err(WorkflowGetResultError::Failed(e)) => Follow::Failed(e.to_string()),
             Err(e) => Follow::Failed(e.to_string()),
+        }
+    }
+
+    /// The tasks' workflows in this namespace, newest first, at most `limit`.
+    pub async fn list(&self, limit: usize) -> Result<Vec<Execution>, String> {
+        let options = WorkflowListOptions::builder()
+            .limit(limit)
+            .rpc_options(
+                RpcOptions::builder()
+                    .timeout(Duration::from_secs(10))
+                    .build(),
+            )
+            .build();
+        let query = format!("WorkflowType = '{}'", crate::WORKFLOW_TYPE);
+        let mut stream = self.client.list_workflows(query, options);
+        let mut out = Vec::new();
+        while let Some(item) = stream.next().await {
+            let w = item.map_err(|e| e.to_string())?;
+            let Some(task) = task_of(w.id()) else {
+                continue;
+            };
+            out.push(Execution {
+                task: task.to_string(),
+                status: status_name(w.status()),
+                run: w.run_id().to_string(),
+                queue: w.task_queue().to_string(),
+                started_ms: ms(w.start_time()),
+                closed_ms: ms(w.close_time()),
+                events: w.history_length(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The task's workflow, or None when Temporal has none of it.
+    pub async fn describe(&self, task: &str) -> Result<Option<Execution>, String> {
+        let handle = self
+            .client
+            .get_workflow_handle::<RawkoTask>(workflow_id(task));
+        let options = WorkflowDescribeOptions::builder()
+            .rpc_options(
+                RpcOptions::builder()
+                    .timeout(Duration::from_secs(10))
+                    .build(),
+            )
+            .build();
+        match handle.describe(options).await {
+            Ok(d) => Ok(Some(Execution {
+                task: task.to_string(),
+                status: status_name(d.status()),
+                run: d.run_id().to_string(),
+                queue: d.task_queue().to_string(),
+                started_ms: ms(d.start_time()),
+                closed_ms: ms(d.close_time()),
+                events: d.history_length() as i64,
+            })),
+            Err(WorkflowInteractionError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e.to_string()),
         }
     }
 

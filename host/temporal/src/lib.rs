@@ -28,7 +28,7 @@ mod worker;
 mod workflow;
 
 pub use activities::{Acts, StateRun, StepError, StepFuture, TaskSteps};
-pub use client::{Follow, Remote, StartError};
+pub use client::{Execution, Follow, Remote, StartError};
 pub use connect::{Address, ConnectError, connect};
 pub use payload::{
     CheckoutInput, CheckoutReport, Progress, Repository, StateInput, StateReport, TaskInput,
@@ -46,7 +46,10 @@ pub const DEFAULT_QUEUE: &str = "rawko";
 /// The namespace used when nothing else is said.
 pub const DEFAULT_NAMESPACE: &str = "default";
 
+/// What every rawko task's workflow id starts with.
+pub const WORKFLOW_PREFIX: &str = "rawko-task-";
+
 /// The workflow id of rawko task `task`: one workflow at a time per task.
 pub fn workflow_id(task: &str) -> String {
-    format!("rawko-task-{task}")
+    format!("{WORKFLOW_PREFIX}{task}")
 }

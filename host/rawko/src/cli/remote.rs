@@ -103,7 +103,7 @@ pub fn unsupported(what: &str) -> anyhow::Error {
 }
 
 #[cfg(feature = "temporal")]
-pub use client::{resume_remote, run_remote};
+pub use client::{list_remote, resume_remote, run_remote, team_store, view};
 
 #[cfg(feature = "temporal")]
 mod client {
@@ -128,7 +128,7 @@ mod client {
     }
 
     /// The team store a remote task lives in: workers and clients must share it.
-    async fn team_store(cx: &Context) -> anyhow::Result<AnyStore> {
+    pub async fn team_store(cx: &Context) -> anyhow::Result<AnyStore> {
         if let Location::Sqlite(path) = cx.store_location()? {
             return Err(BadInput::new(format!(
                 "--remote needs the team store the workers share (RAWKO_STORE_URL, or store.url \
@@ -370,6 +370,177 @@ mod client {
             .into());
         }
         Ok(())
+    }
+
+    /// How long ago `ms` (since the Unix epoch) was, for people.
+    fn ago(ms: Option<i64>) -> String {
+        let Some(ms) = ms else { return "-".into() };
+        let secs = (rawko_store::now_ms() - ms).max(0) / 1000;
+        match secs {
+            0..60 => format!("{secs}s ago"),
+            60..3600 => format!("{}m ago", secs / 60),
+            3600..86400 => format!("{}h ago", secs / 3600),
+            _ => format!("{}d ago", secs / 86400),
+        }
+    }
+
+    /// The most workflows `tasks list --remote` shows.
+    const LIST_LIMIT: usize = 200;
+
+    /// `rawko tasks list --remote`: the tasks' workflows on Temporal, newest first, each with
+    /// its task as the team store has it.
+    pub async fn list_remote(
+        cx: &Context,
+        args: &TemporalArgs,
+        json: bool,
+    ) -> anyhow::Result<ExitCode> {
+        let resolved = args.resolve(cx)?;
+        let store = team_store(cx).await?;
+        let remote = connect(&resolved).await?;
+        let executions = remote.list(LIST_LIMIT).await.map_err(|e| {
+            anyhow::anyhow!(
+                "cannot list the workflows in namespace {}: {e}",
+                resolved.namespace
+            )
+        })?;
+        let mut rows = Vec::new();
+        for e in &executions {
+            let task = match store.task(&e.task).await {
+                Ok(t) if t.id == e.task => Some(t),
+                Ok(_) | Err(rawko_store::StoreError::NoSuchTask(_)) => None,
+                Err(other) => return Err(other.into()),
+            };
+            rows.push((e, task));
+        }
+        if json {
+            let list: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|(e, t)| serde_json::json!({"workflow": e, "task": t}))
+                .collect();
+            crate::cli::print_json(&serde_json::Value::Array(list))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        if rows.is_empty() {
+            print_out(&format!(
+                "No tasks on Temporal in namespace {} yet (start one with `rawko run --remote`).",
+                resolved.namespace
+            ))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        let mut table = crate::cli::Table::new(&[
+            "ID", "WORKFLOW", "STATUS", "STATE", "STEPS", "STARTED", "QUEUE", "TASK",
+        ]);
+        for (e, t) in &rows {
+            let (status, state, steps, prompt) = match t {
+                Some(t) => (
+                    t.status.as_str().to_string(),
+                    t.state.clone(),
+                    t.steps.to_string(),
+                    rawko_text::line(t.prompt.lines().next().unwrap_or(""), 60).into_owned(),
+                ),
+                None => (
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "(not in this team store)".into(),
+                ),
+            };
+            table.row(vec![
+                e.task.clone(),
+                e.status.to_string(),
+                status,
+                state,
+                steps,
+                ago(e.started_ms),
+                e.queue.clone(),
+                prompt,
+            ]);
+        }
+        print_out(&table.render())?;
+        if executions.len() == LIST_LIMIT {
+            print_err(&format!("(the newest {LIST_LIMIT} shown)"))?;
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// `rawko tasks show --remote`: the task's workflow on Temporal, as JSON and as text: its
+    /// status and history, the worker holding its checkout, and the files its edits change.
+    pub async fn view(
+        cx: &Context,
+        args: &TemporalArgs,
+        store: &AnyStore,
+        id: &str,
+    ) -> anyhow::Result<(serde_json::Value, String)> {
+        let resolved = args.resolve(cx)?;
+        let remote = connect(&resolved).await?;
+        let execution = remote
+            .describe(id)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot describe task {id}'s workflow: {e}"))?;
+        let edits = match store.edits(id).await? {
+            Some(e) => Some((e.steps, store.blob(&e.patch).await?.unwrap_or_default())),
+            None => None,
+        };
+        let files = edits
+            .as_ref()
+            .map(|(_, p)| patch::files_of(cx.workspace(), p).unwrap_or_default())
+            .unwrap_or_default();
+        let mut text = String::new();
+        let Some(e) = execution else {
+            text.push_str(&format!(
+                "  no workflow of it in namespace {} (it ran here, or its history is past \
+                 the namespace's retention)\n",
+                resolved.namespace
+            ));
+            return Ok((serde_json::json!({"workflow": null}), text));
+        };
+        // Who holds the checkout: the workflow answers while a worker can replay it.
+        let progress = remote.progress(id, Duration::from_secs(3)).await.ok();
+        text.push_str(&format!(
+            "  workflow {} (run {}): {}, started {}, {} history events, queue {}\n",
+            rawko_temporal::workflow_id(id),
+            e.run,
+            e.status,
+            ago(e.started_ms),
+            e.events,
+            e.queue
+        ));
+        match &progress {
+            Some(p) => text.push_str(&format!(
+                "  checked out on {} ({} checkout{} in this run){}\n",
+                p.worker.as_deref().unwrap_or("no worker yet"),
+                p.checkouts,
+                if p.checkouts == 1 { "" } else { "s" },
+                p.checkout
+                    .as_deref()
+                    .map(|c| format!(" at {c}"))
+                    .unwrap_or_default()
+            )),
+            None => text.push_str("  no worker answered for its progress\n"),
+        }
+        match &edits {
+            Some((steps, _)) if !files.is_empty() => {
+                text.push_str(&format!(
+                    "  edits after {steps} step{}:\n",
+                    if *steps == 1 { "" } else { "s" }
+                ));
+                for (added, deleted, path) in &files {
+                    text.push_str(&format!("    {path} (+{added} -{deleted})\n"));
+                }
+            }
+            _ => text.push_str("  no edits kept yet\n"),
+        }
+        let value = serde_json::json!({
+            "workflow": e,
+            "progress": progress,
+            "edits": edits.as_ref().map(|(steps, _)| serde_json::json!({
+                "steps": steps,
+                "files": files.iter().map(|(a, d, p)| serde_json::json!({
+                    "path": p, "added": a, "deleted": d,
+                })).collect::<Vec<_>>(),
+            })),
+        });
+        Ok((value, text))
     }
 
     fn summary(id: &str, prompt: &str) -> String {

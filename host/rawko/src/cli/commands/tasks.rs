@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::json;
 
+use crate::cli::remote::TemporalArgs;
 use crate::cli::views::task_graph;
 use crate::cli::{BadInput, Context, Table, print_json, print_out, terminal_safe};
 use rawko_store::{AnyStore, Location, StoreError, Task, TaskStore};
@@ -28,6 +29,11 @@ enum TasksAction {
         /// Print JSON
         #[arg(long)]
         json: bool,
+        /// The tasks' workflows on Temporal instead, each with what the team store has of it
+        #[arg(long, conflicts_with = "all")]
+        remote: bool,
+        #[command(flatten)]
+        temporal: TemporalArgs,
     },
     /// One task in full: timeline, transitions, tool calls, tokens
     Show {
@@ -36,6 +42,12 @@ enum TasksAction {
         /// Print JSON
         #[arg(long)]
         json: bool,
+        /// Also its workflow on Temporal: status, history, the worker holding its checkout,
+        /// and the files its edits change
+        #[arg(long, conflicts_with = "format")]
+        remote: bool,
+        #[command(flatten)]
+        temporal: TemporalArgs,
         /// How to print the task: text (the timeline), or the agents' graph as `rawko agents
         /// graph` draws it, in mermaid or dot, with the task's path on it: its steps numbered,
         /// failures in red, where it was resumed and where it stopped
@@ -53,12 +65,65 @@ enum ShowFormat {
 
 impl TasksCmd {
     pub async fn execute(self, cx: &Context) -> anyhow::Result<ExitCode> {
+        match &self.action {
+            TasksAction::List {
+                remote: false,
+                temporal,
+                ..
+            }
+            | TasksAction::Show {
+                remote: false,
+                temporal,
+                ..
+            } => temporal.only_with_remote()?,
+            TasksAction::List {
+                remote: true,
+                temporal,
+                json,
+                ..
+            } => {
+                #[cfg(feature = "temporal")]
+                return crate::cli::remote::list_remote(cx, temporal, *json).await;
+                #[cfg(not(feature = "temporal"))]
+                {
+                    let _ = (temporal, json);
+                    return Err(crate::cli::remote::unsupported("rawko tasks list --remote"));
+                }
+            }
+            TasksAction::Show {
+                remote: true,
+                temporal,
+                task,
+                json,
+                ..
+            } => {
+                #[cfg(feature = "temporal")]
+                {
+                    let store = crate::cli::remote::team_store(cx).await?;
+                    let id = store
+                        .task(task)
+                        .await
+                        .map_err(|e| BadInput::new(e.to_string()))?
+                        .id;
+                    let view = crate::cli::remote::view(cx, temporal, &store, &id).await?;
+                    show(&store, &id, *json, Some(view)).await?;
+                    return Ok(ExitCode::SUCCESS);
+                }
+                #[cfg(not(feature = "temporal"))]
+                {
+                    let _ = (temporal, task, json);
+                    return Err(crate::cli::remote::unsupported("rawko tasks show --remote"));
+                }
+            }
+        }
         let location = cx.store_location()?;
         // A workspace's SQLite store that is not there yet holds no tasks; it is not made
         // just to be read.
         let absent = matches!(&location, Location::Sqlite(path) if !path.exists());
         match self.action {
-            TasksAction::List { all: true, json } if !location.is_shared() => {
+            TasksAction::List {
+                all: true, json, ..
+            } if !location.is_shared() => {
                 let lease = crate::cli::setup::lease_settings(cx)?;
                 let mut tasks = Vec::new();
                 for path in rawko_store::stores_in(&cx.dirs.state) {
@@ -74,7 +139,7 @@ impl TasksCmd {
                 list(&tasks, true, json)?;
                 Ok(ExitCode::SUCCESS)
             }
-            TasksAction::List { all, json } => {
+            TasksAction::List { all, json, .. } => {
                 if absent {
                     list(&[], false, json)?;
                     return Ok(ExitCode::SUCCESS);
@@ -90,7 +155,9 @@ impl TasksCmd {
                 list(&tasks, all, json)?;
                 Ok(ExitCode::SUCCESS)
             }
-            TasksAction::Show { task, json, format } => {
+            TasksAction::Show {
+                task, json, format, ..
+            } => {
                 if absent {
                     return Err(BadInput::new(format!(
                         "no task `{task}`: this workspace has no tasks yet"
@@ -99,7 +166,7 @@ impl TasksCmd {
                 }
                 let store = cx.open_store().await?;
                 let shown = match format {
-                    ShowFormat::Text => show(&store, &task, json).await,
+                    ShowFormat::Text => show(&store, &task, json, None).await,
                     graph => show_graph(cx, &store, &task, graph).await,
                 };
                 match shown {
@@ -162,7 +229,14 @@ fn list(tasks: &[Task], all: bool, json: bool) -> std::io::Result<()> {
     print_out(&table.render())
 }
 
-async fn show(store: &AnyStore, id: &str, json: bool) -> anyhow::Result<()> {
+/// The task as the store has it; `remote`, its workflow on Temporal (as JSON, and as text to
+/// print after the rest).
+async fn show(
+    store: &AnyStore,
+    id: &str,
+    json: bool,
+    remote: Option<(serde_json::Value, String)>,
+) -> anyhow::Result<()> {
     let task = store.task(id).await?;
     let transitions = store.transitions(&task.id).await?;
     let turns = store.turns(&task.id).await?;
@@ -179,6 +253,7 @@ async fn show(store: &AnyStore, id: &str, json: bool) -> anyhow::Result<()> {
             "decisions": decisions,
             "usage": usage,
             "runs": store.runs(&task.id).await?,
+            "remote": remote.as_ref().map(|(v, _)| v),
         }))?;
         return Ok(());
     }
@@ -273,6 +348,9 @@ async fn show(store: &AnyStore, id: &str, json: bool) -> anyhow::Result<()> {
                 d.subject, d.capability, d.detail, d.decision, d.reason
             ));
         }
+    }
+    if let Some((_, text)) = &remote {
+        out.push_str(&format!("\non Temporal:\n{text}"));
     }
     // Summaries, tool input and reasons are model output; the store may be a stranger's.
     print_out(&terminal_safe(&out))?;
