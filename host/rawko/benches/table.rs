@@ -25,11 +25,13 @@ use rawko_session::{SessionTools, tool_budget};
 use rawko_toolset::ToolSet;
 use rawko_toolset::chain::Chain;
 
+#[path = "common/remote.rs"]
+mod remote;
 #[path = "common/steps.rs"]
 mod steps;
 
 /// The groups of rows, in the order they run.
-const GROUPS: [&str; 9] = [
+const GROUPS: [&str; 10] = [
     "read",
     "search",
     "call",
@@ -39,6 +41,7 @@ const GROUPS: [&str; 9] = [
     "cli",
     "mcp",
     "acp",
+    "remote",
 ];
 
 fn main() {
@@ -83,6 +86,7 @@ fn main() {
                 "cli" => bench::cli_rows(&b),
                 "mcp" => mcp_rows(&b).await,
                 "acp" => acp_rows(&b),
+                "remote" => remote_rows(&b).await,
                 _ => unreachable!("every group has its rows"),
             });
         }
@@ -398,5 +402,30 @@ fn acp_rows(b: &Bench) -> Vec<Row> {
         Target::Under(Duration::from_millis(1)),
         Ok(us("median_us")),
         theirs,
+    )]
+}
+
+/// The demo task on a Temporal worker against the same task run here: the whole run's time
+/// (start-up, the four states, the closing report), and from it the cost each state adds.
+async fn remote_rows(b: &Bench) -> Vec<Row> {
+    let n = b.samples(3);
+    let (remote, local) = match remote::remote_and_local(b, n).await {
+        Ok((r, l)) => (Ok(r), Ok(l)),
+        Err(skip) => (Err(skip.clone()), Err(skip)),
+    };
+    if let (Ok(r), Ok(l)) = (&remote, &local) {
+        eprintln!(
+            "remote demo: {} per state over a local run's (medians of {n})",
+            bench::time(r.saturating_sub(*l) / remote::STATES)
+        );
+    }
+    vec![Row::new(
+        "remote",
+        "demo task, rawko run --remote on a worker",
+        "the same task by rawko run here",
+        Kind::Time,
+        Target::RatioAtMost(3.0),
+        remote,
+        local,
     )]
 }
