@@ -219,6 +219,7 @@ mod imp {
                 self.trust,
                 worker.to_string(),
             );
+            let team = self.team.clone();
             let flag = cancel.clone();
             // The engine's futures are not Send: each state runs on a thread of its own, with
             // its own single-threaded runtime, as `rawko run` runs a task.
@@ -231,7 +232,7 @@ mod imp {
                     {
                         Ok(rt) => rt.block_on(async {
                             let dir = dir?;
-                            run_state(&dir, parts, &input, flag).await
+                            run_state(&dir, &team, parts, &input, flag).await
                         }),
                         Err(e) => Err(StepError::Retry(format!("cannot start a runtime: {e}"))),
                     };
@@ -363,6 +364,7 @@ mod imp {
     /// One state of `input.task`, on this worker, from what the store holds.
     async fn run_state(
         dir: &Path,
+        team: &PgStore,
         (dirs, verbose, no_sandbox, trust, worker): (Dirs, u8, bool, Trust, String),
         input: &StateInput,
         cancel: CancelFlag,
@@ -375,7 +377,9 @@ mod imp {
         }
         let dir = dir.canonicalize().map_err(retry)?;
         let cx = Context::at(dir.clone(), dirs, verbose, no_sandbox);
-        let store = cx.open_store().await.map_err(retry)?;
+        // Another connection to the team store the worker opened (and checked) at its start.
+        let store = AnyStore::Pg(team.beside().map_err(retry)?);
+        store.set_lease_settings(crate::cli::setup::lease_settings(&cx).map_err(retry)?);
         if let Err(e) = store.task(&input.task).await {
             return Err(StepError::Fatal(format!(
                 "task {}: {e} (in the team store this worker uses)",
