@@ -656,6 +656,48 @@ mod on_temporal {
     }
 }
 
+/// A workspace whose own `.git/config` names programs (a clean filter for every file, an
+/// fsmonitor): `rawko run --remote` builds the patch of its uncommitted changes with git, and
+/// git runs none of them. The client stops later for want of a team store; the patch came first.
+#[cfg(feature = "temporal")]
+#[test]
+fn a_hostile_repositorys_git_config_runs_nothing_when_its_changes_are_sent() {
+    use crate::support::{Workspace, rawko};
+    let ws = Workspace::new();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(ws.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    ws.write(".gitignore", ".test-config/\n.test-data/\n");
+    ws.write("a.txt", "one\n");
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "one"]);
+    let marker = ws.path().join("pwned");
+    let filter = format!("touch {}", marker.display());
+    git(&["config", "filter.evil.clean", &filter]);
+    git(&["config", "filter.evil.smudge", &filter]);
+    git(&["config", "diff.evil.textconv", &filter]);
+    ws.write(".gitattributes", "* filter=evil diff=evil\n");
+    ws.write("a.txt", "two\n");
+    ws.write("new.txt", "new\n");
+    let r = crate::support::Run::of(
+        rawko(&ws)
+            .args(["run", "--remote", "--temporal", "127.0.0.1:9", "a task"])
+            .env_remove("RAWKO_STORE_URL")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("needs the team store"), "{r:?}");
+    assert!(!marker.exists(), "the repository's filter ran");
+}
+
 /// A build without Temporal says how to get one that has it.
 #[cfg(not(feature = "temporal"))]
 #[test]

@@ -4,8 +4,10 @@
 //! applied with `git apply`, which writes nothing outside the work tree or beyond a symlink,
 //! and either applies a whole patch or changes nothing.
 //!
-//! Every git here runs with nothing the repository's config could start: no hooks, no
-//! fsmonitor, no external diff or textconv, no `ext::` transport, no system config, no prompt.
+//! Every git here runs with nothing the repository's config could start, as the sandbox's git
+//! does ([`rawko_sandbox::git_env`]): no hooks, fsmonitor, pager, external diff or `ext::`
+//! transport, and each filter, textconv or driver the repository's own config names made
+//! harmless, since that config is whoever wrote the repository's. No system config, no prompt.
 //! The patch is built in an index of its own, so the repository's index is never touched.
 
 use std::ffi::OsStr;
@@ -23,21 +25,14 @@ pub fn git(dir: Option<&Path>, index: Option<&Path>, args: &[&OsStr]) -> Result<
     if let Some(dir) = dir {
         cmd.arg("-C").arg(dir);
     }
-    cmd.args([
-        "-c",
-        "core.hooksPath=/dev/null",
-        "-c",
-        "core.fsmonitor=false",
-        "-c",
-        "protocol.ext.allow=never",
-    ])
-    .args(args)
-    .env("GIT_CONFIG_NOSYSTEM", "1")
-    .env("GIT_TERMINAL_PROMPT", "0")
-    .env("GIT_OPTIONAL_LOCKS", "0")
-    .env_remove("GIT_DIR")
-    .env_remove("GIT_WORK_TREE")
-    .stdin(Stdio::null());
+    cmd.args(args)
+        .envs(rawko_sandbox::git_env(dir))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_CONFIG_PARAMETERS")
+        .stdin(Stdio::null());
     match index {
         Some(index) => cmd.env("GIT_INDEX_FILE", index),
         None => cmd.env_remove("GIT_INDEX_FILE"),
@@ -73,7 +68,18 @@ fn snapshot_index(dir: &Path) -> Result<tempfile::TempDir, String> {
     let git_dir = git_text(dir, &["rev-parse", "--absolute-git-dir"])?;
     let own = Path::new(&git_dir).join("index");
     if own.is_file() {
-        std::fs::copy(&own, &index).map_err(|e| format!("cannot copy the index: {e}"))?;
+        // The copy keeps the index's time: git trusts an entry's stat only when the index is
+        // newer than the file, so a copy dated now would hide a file changed in the same
+        // second as the index was written, with the same size.
+        let copied = std::fs::copy(&own, &index)
+            .and_then(|_| own.metadata()?.modified())
+            .and_then(|at| {
+                std::fs::File::options()
+                    .write(true)
+                    .open(&index)?
+                    .set_modified(at)
+            });
+        copied.map_err(|e| format!("cannot copy the index: {e}"))?;
     }
     git(
         Some(dir),
