@@ -139,25 +139,28 @@ pub fn work_tree_id(dir: &Path) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out).trim().to_string())
 }
 
+/// `git apply ARGS FILE` in `dir`, FILE holding `patch`; its output.
+fn git_apply(dir: &Path, patch: &[u8], args: &[&str]) -> Result<Vec<u8>, String> {
+    let scratch = tempfile::tempdir().map_err(|e| format!("cannot hold the patch: {e}"))?;
+    let file = scratch.path().join("task.patch");
+    std::fs::write(&file, patch).map_err(|e| format!("cannot hold the patch: {e}"))?;
+    let mut all: Vec<&OsStr> = vec!["apply".as_ref()];
+    all.extend(args.iter().map(OsStr::new));
+    all.push(file.as_os_str());
+    git(Some(dir), None, &all)
+}
+
 /// Apply `patch` to `dir`'s work tree (not its index), or with `check` only say whether it
 /// applies. Nothing changes unless all of it applies.
 pub fn apply(dir: &Path, patch: &[u8], check: bool) -> Result<(), String> {
     if patch.is_empty() {
         return Ok(());
     }
-    let scratch = tempfile::tempdir().map_err(|e| format!("cannot hold the patch: {e}"))?;
-    let file = scratch.path().join("task.patch");
-    std::fs::write(&file, patch).map_err(|e| format!("cannot hold the patch: {e}"))?;
-    let mut args: Vec<&OsStr> = vec![
-        "apply".as_ref(),
-        "--binary".as_ref(),
-        "--whitespace=nowarn".as_ref(),
-    ];
+    let mut args = vec!["--binary", "--whitespace=nowarn"];
     if check {
-        args.push("--check".as_ref());
+        args.push("--check");
     }
-    args.push(file.as_os_str());
-    git(Some(dir), None, &args).map(drop)
+    git_apply(dir, patch, &args).map(drop)
 }
 
 /// The files a patch touches, as `git apply --numstat` reads them: (added, deleted, path),
@@ -166,14 +169,7 @@ pub fn files_of(dir: &Path, patch: &[u8]) -> Result<Vec<(String, String, String)
     if patch.is_empty() {
         return Ok(Vec::new());
     }
-    let scratch = tempfile::tempdir().map_err(|e| format!("cannot hold the patch: {e}"))?;
-    let file = scratch.path().join("task.patch");
-    std::fs::write(&file, patch).map_err(|e| format!("cannot hold the patch: {e}"))?;
-    let out = git(
-        Some(dir),
-        None,
-        &["apply".as_ref(), "--numstat".as_ref(), file.as_os_str()],
-    )?;
+    let out = git_apply(dir, patch, &["--numstat"])?;
     Ok(String::from_utf8_lossy(&out)
         .lines()
         .filter_map(|l| {

@@ -115,7 +115,7 @@ mod client {
 
     use super::{Resolved, TemporalArgs};
     use crate::cli::patch;
-    use crate::cli::setup::{ClosingDiff, OutputFlags, exit_code, report};
+    use crate::cli::setup::{ClosingDiff, OutputFlags, exit_code, patch_files, report};
     use crate::cli::{BadInput, Context, print_err, print_out};
 
     /// Connect as a client, for `what`.
@@ -212,7 +212,7 @@ mod client {
         if !changes.is_empty() {
             repository.changes = Some(store.put_blob(&changes).await?);
             if !output.json && !output.quiet {
-                let files = patch::files_of(cx.workspace(), &changes).unwrap_or_default();
+                let files = patch_files(&changes);
                 print_err(&format!(
                     "the task starts from {} with this work tree's uncommitted changes ({} \
                      file{})",
@@ -300,6 +300,21 @@ mod client {
         follow(cx, &store, &remote, &resolved, &t.id, output, apply).await
     }
 
+    /// The edits the store keeps of task `id`: the steps they were taken after, and the patch.
+    /// A record whose patch is not in the store is an error, not an empty change.
+    async fn task_edits(store: &AnyStore, id: &str) -> anyhow::Result<Option<(i64, Vec<u8>)>> {
+        let Some(e) = store.edits(id).await? else {
+            return Ok(None);
+        };
+        match store.blob(&e.patch).await? {
+            Some(patch) => Ok(Some((e.steps, patch))),
+            None => Err(anyhow::anyhow!(
+                "task {id}: its edits ({}) are not in the team store",
+                e.patch
+            )),
+        }
+    }
+
     /// Apply the task's changes to this work tree (`--apply`), or keep them in a patch file that
     /// `git apply` takes; either way, say which.
     fn changes(
@@ -310,7 +325,7 @@ mod client {
         output: &OutputFlags,
     ) -> anyhow::Result<()> {
         let ws = cx.workspace();
-        let files = patch::files_of(ws, edits).map(|f| f.len()).unwrap_or(0);
+        let files = patch_files(edits).len();
         let plural = if files == 1 { "" } else { "s" };
         let applied = apply && {
             match patch::apply(ws, edits, true).and_then(|()| patch::apply(ws, edits, false)) {
@@ -477,10 +492,7 @@ mod client {
             .describe(id)
             .await
             .map_err(|e| anyhow::anyhow!("cannot describe task {id}'s workflow: {e}"))?;
-        let edits = match store.edits(id).await? {
-            Some(e) => Some((e.steps, store.blob(&e.patch).await?.unwrap_or_default())),
-            None => None,
-        };
+        let edits = task_edits(store, id).await?;
         let files = edits
             .as_ref()
             .map(|(_, p)| patch::files_of(cx.workspace(), p).unwrap_or_default())
@@ -658,10 +670,10 @@ mod client {
         }
         // The task's changes, as the worker that ran its last state kept them in the store:
         // shown, and applied to this work tree only when asked.
-        let edits = match store.edits(id).await? {
-            Some(e) => store.blob(&e.patch).await?.unwrap_or_default(),
-            None => Vec::new(),
-        };
+        let edits = task_edits(store, id)
+            .await?
+            .map(|(_, patch)| patch)
+            .unwrap_or_default();
         report(store, ClosingDiff::Patch(&edits), id, &end, output, true).await?;
         if !edits.is_empty() {
             changes(cx, id, &edits, apply, output)?;

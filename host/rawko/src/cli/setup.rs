@@ -399,7 +399,7 @@ pub enum ClosingDiff<'a> {
 }
 
 /// The files a patch changes, from its `diff --git a/X b/X` headers.
-fn patch_files(patch: &[u8]) -> Vec<String> {
+pub fn patch_files(patch: &[u8]) -> Vec<String> {
     String::from_utf8_lossy(patch)
         .lines()
         .filter_map(|l| l.strip_prefix("diff --git "))
