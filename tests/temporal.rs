@@ -506,6 +506,96 @@ mod on_temporal {
         kill(&mut w);
     }
 
+    /// The edits that come back are only as trustworthy as whoever could write the team store.
+    /// A hostile worker (here: the test, writing the store as one would) records edits that
+    /// change the workspace's `.rawko/` (its agents, whose trust the user gave), the name
+    /// disguised in git's quoting, beside an honest change: `--apply` applies none of it, says
+    /// which file it refused, and keeps the patch for the user to read; the work tree is as it
+    /// was. Without `--apply`, the user is warned before applying the kept patch by hand.
+    #[test]
+    fn edits_that_change_rawkos_own_files_are_never_applied() {
+        let Some(team) = team() else { return };
+        let ws = team.ws.path();
+        let mut w = team.worker("w");
+        let hostile = "diff --git a/steps.log b/steps.log\nnew file mode 100644\n--- /dev/null\n\
+                       +++ b/steps.log\n@@ -0,0 +1 @@\n+honest\n\
+                       diff --git \"a/\\056rawko/agents/evil.yaml\" \"b/\\056rawko/agents/evil.yaml\"\n\
+                       new file mode 100644\n--- /dev/null\n+++ \"b/\\056rawko/agents/evil.yaml\"\n\
+                       @@ -0,0 +1 @@\n+name: evil\n";
+        let run = |prompt: &str, apply: bool| {
+            let mut client = team.command();
+            client.args(["run", "--remote", "--agent", "worker", "--no-stream"]);
+            if apply {
+                client.arg("--apply");
+            }
+            client.args(["--temporal", &team.temporal.address, "--queue", &team.queue]);
+            let child = client
+                .arg(prompt)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            // Once the worker has its checkout, the task's edits are the hostile ones, recorded
+            // as after more steps than the task takes, so the worker's own never replace them.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let id = loop {
+                let q = format!(
+                    "SELECT id FROM tasks WHERE prompt = '{prompt}' \
+                     AND to_regclass('rawko.task_edits') IS NOT NULL"
+                );
+                let made = team
+                    .db
+                    .query("SELECT CAST(to_regclass('rawko.tasks') AS TEXT)");
+                if made[0][0].is_some()
+                    && let Some(id) = team.db.query(&q).first().and_then(|r| r[0].clone())
+                    && team.data_of("w").join("worker").join(&id).is_dir()
+                {
+                    break id;
+                }
+                assert!(Instant::now() < deadline, "the task was never checked out");
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            let data = format!("convert_to($p${hostile}$p$, 'UTF8')");
+            team.db.execute(&format!(
+                "INSERT INTO blobs (hash, size, data, created_at) VALUES \
+                 ('sha256:' || encode(sha256({data}), 'hex'), length({data}), {data}, 0) \
+                 ON CONFLICT DO NOTHING"
+            ));
+            team.db.execute(&format!(
+                "INSERT INTO task_edits (task_id, steps, patch, at) VALUES \
+                 ('{id}', 1000, 'sha256:' || encode(sha256({data}), 'hex'), 0) \
+                 ON CONFLICT (task_id) DO UPDATE SET steps = excluded.steps, patch = excluded.patch"
+            ));
+            (id, finish(child, "the client"))
+        };
+        let (id, r) = run("hostile edits", true);
+        assert_ne!(r.code, 0, "{r:?}\n{}", team.worker_log("w"));
+        assert!(r.stderr.contains(".rawko/agents/evil.yaml"), "{r:?}");
+        assert!(r.stderr.contains("no task may change"), "{r:?}");
+        assert!(
+            r.stdout
+                .contains("files changed: steps.log, .rawko/agents/evil.yaml"),
+            "the report names every file: {r:?}"
+        );
+        assert!(!ws.join(".rawko/agents/evil.yaml").exists(), "{r:?}");
+        assert!(!ws.join("steps.log").exists(), "half of it was applied");
+        let kept = ws.join(".test-data/remote").join(format!("{id}.patch"));
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), hostile);
+
+        let (_, r) = run("hostile edits, kept", false);
+        assert_eq!(r.code, 0, "{r:?}\n{}", team.worker_log("w"));
+        assert!(
+            r.stderr.contains("warning: this work tree is unchanged")
+                && r.stderr.contains("(2 files)")
+                && r.stderr.contains("would change .rawko/agents/evil.yaml"),
+            "{r:?}"
+        );
+        assert!(!r.stderr.contains("--apply"), "{r:?}");
+        assert!(!ws.join(".rawko").exists());
+        kill(&mut w);
+    }
+
     /// What a user gets wrong, and what they are told; nothing is started or left behind.
     #[test]
     fn bad_servers_stores_and_work_trees_are_refused_with_a_reason() {

@@ -163,6 +163,39 @@ pub fn apply(dir: &Path, patch: &[u8], check: bool) -> Result<(), String> {
     git_apply(dir, patch, &args).map(drop)
 }
 
+/// Of the paths a patch touches (both sides of a rename or copy, as git reads them, quoting
+/// undone), those in the places a task may not change: anything named `.git` (git itself
+/// refuses to write those) and the workspace's `.rawko/`, rawko's own files, which the kernel
+/// sandbox keeps read-only for a task's commands. A task's edits come from whoever could
+/// write the team store, and must not do there what its commands could not do here.
+pub fn protected_paths(dir: &Path, patch: &[u8]) -> Result<Vec<String>, String> {
+    if patch.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut paths = std::collections::BTreeSet::new();
+    // `--numstat` names each file by its new name (its old one when deleted); reversed, by
+    // its old one.
+    for args in [&["--numstat", "-z"][..], &["-R", "--numstat", "-z"][..]] {
+        let out = git_apply(dir, patch, args)?;
+        for record in out.split(|&b| b == 0).filter(|r| !r.is_empty()) {
+            let path = record.splitn(3, |&b| b == b'\t').nth(2).unwrap_or(record);
+            paths.insert(path.to_vec());
+        }
+    }
+    Ok(paths
+        .into_iter()
+        .filter(|p| is_protected(p))
+        .map(|p| rawko_text::line(&String::from_utf8_lossy(&p), 200).into_owned())
+        .collect())
+}
+
+/// Whether `path` (relative to the work tree) is one no task may change.
+fn is_protected(path: &[u8]) -> bool {
+    path.split(|&b| b == b'/').enumerate().any(|(i, part)| {
+        part.eq_ignore_ascii_case(b".git") || (i == 0 && part.eq_ignore_ascii_case(b".rawko"))
+    })
+}
+
 /// The files a patch touches, as `git apply --numstat` reads them: (added, deleted, path),
 /// with `-` counts for binary files.
 pub fn files_of(dir: &Path, patch: &[u8]) -> Result<Vec<(String, String, String)>, String> {
@@ -194,21 +227,16 @@ mod tests {
         std::fs::write(d.join("a.txt"), "one\n").unwrap();
         std::fs::write(d.join("gone.txt"), "soon\n").unwrap();
         std::fs::write(d.join(".gitignore"), "target/\n").unwrap();
-        git_text(d, &["add", "-A"]).unwrap();
-        git_text(
-            d,
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "commit",
-                "-qm",
-                "one",
-            ],
-        )
-        .unwrap();
+        commit_all(d, "one");
         dir
+    }
+
+    fn commit_all(d: &Path, message: &str) {
+        git_text(d, &["add", "-A"]).unwrap();
+        let commit = ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm"];
+        let mut args = commit.to_vec();
+        args.push(message);
+        git_text(d, &args).unwrap();
     }
 
     #[test]
@@ -263,6 +291,50 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    /// Paths in rawko's own `.rawko/` are found however the patch names them: quoted, as
+    /// the old side of a rename, deleted; other paths are not.
+    #[test]
+    fn a_patch_that_changes_rawkos_own_files_is_found_out() {
+        let to = repo();
+        let d = to.path();
+        std::fs::create_dir(d.join(".rawko")).unwrap();
+        std::fs::write(d.join(".rawko/config.yaml"), "kept\n").unwrap();
+        commit_all(d, "two");
+        let quoted = "diff --git \"a/\\056rawko/x\" \"b/\\056rawko/x\"\nnew file mode 100644\n--- /dev/null\n+++ \"b/\\056rawko/x\"\n@@ -0,0 +1 @@\n+owned\n";
+        assert_eq!(protected_paths(d, quoted.as_bytes()).unwrap(), [".rawko/x"]);
+        git_text(d, &["mv", ".rawko/config.yaml", "moved.yaml"]).unwrap();
+        let renamed = git(
+            Some(d),
+            None,
+            &[
+                "diff".as_ref(),
+                "--no-ext-diff".as_ref(),
+                "--cached".as_ref(),
+                "-M".as_ref(),
+                "HEAD".as_ref(),
+            ],
+        )
+        .unwrap();
+        assert!(String::from_utf8_lossy(&renamed).contains("rename from"));
+        assert_eq!(
+            protected_paths(d, &renamed).unwrap(),
+            [".rawko/config.yaml"]
+        );
+        git_text(d, &["reset", "-q", "--hard"]).unwrap();
+        std::fs::remove_file(d.join(".rawko/config.yaml")).unwrap();
+        std::fs::write(d.join("a.txt"), "changed\n").unwrap();
+        let deleted = work_tree_patch(d, "HEAD").unwrap();
+        assert_eq!(
+            protected_paths(d, &deleted).unwrap(),
+            [".rawko/config.yaml"]
+        );
+        git_text(d, &["checkout", "-q", "--", ".rawko"]).unwrap();
+        let honest = work_tree_patch(d, "HEAD").unwrap();
+        assert!(protected_paths(d, &honest).unwrap().is_empty());
+        assert!(is_protected(b"sub/.GIT/config") && is_protected(b".Rawko"));
+        assert!(!is_protected(b"sub/.rawko/x") && !is_protected(b".rawkorc"));
     }
 
     /// A hostile patch cannot write outside the work tree, directly or through a symlink the

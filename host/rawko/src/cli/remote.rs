@@ -327,7 +327,17 @@ mod client {
         let ws = cx.workspace();
         let files = patch_files(edits).len();
         let plural = if files == 1 { "" } else { "s" };
-        let applied = apply && {
+        // Whoever could write the team store wrote these edits: where the sandbox would have
+        // kept the task's own commands from writing, they are refused whole.
+        let refused = match patch::protected_paths(ws, edits) {
+            Ok(paths) if paths.is_empty() => None,
+            Ok(paths) => Some(format!(
+                "they would change {}, which no task may change (rawko's own files and git's)",
+                paths.join(", ")
+            )),
+            Err(e) => Some(format!("they cannot be read ({e})")),
+        };
+        let applied = apply && refused.is_none() && {
             match patch::apply(ws, edits, true).and_then(|()| patch::apply(ws, edits, false)) {
                 Ok(()) => true,
                 Err(e) => {
@@ -358,11 +368,19 @@ mod client {
                     "task": id,
                     "files": files,
                     "applied": applied,
+                    "refused": refused,
                     "patch": kept.as_ref().map(|f| f.display().to_string()),
                 })
                 .to_string(),
             )?;
-        } else if !output.quiet {
+        } else if let (Some(why), Some(file), false) = (&refused, &kept, apply) {
+            // Said even with --quiet: the user may apply it by hand.
+            print_err(&format!(
+                "warning: this work tree is unchanged; the task's changes ({files} file{plural}) \
+                 are in {}, but {why}: read them before you apply any of them by hand",
+                file.display()
+            ))?;
+        } else if !output.quiet && (applied || !apply) {
             match &kept {
                 None => print_err(&format!(
                     "applied the task's changes ({files} file{plural}) to this work tree"
@@ -376,13 +394,20 @@ mod client {
             }
         }
         if apply && !applied {
-            return Err(BadInput::new(format!(
-                "--apply: the task's changes did not apply to this work tree; they are kept in {}",
-                kept.as_ref()
-                    .map(|f| f.display().to_string())
-                    .unwrap_or_default()
-            ))
-            .into());
+            let kept = kept
+                .as_ref()
+                .map(|f| f.display().to_string())
+                .unwrap_or_default();
+            return Err(match refused {
+                Some(why) => anyhow::anyhow!(
+                    "--apply: the task's changes were refused: {why}; they are kept in {kept}"
+                ),
+                None => BadInput::new(format!(
+                    "--apply: the task's changes did not apply to this work tree; they are kept \
+                     in {kept}"
+                ))
+                .into(),
+            });
         }
         Ok(())
     }

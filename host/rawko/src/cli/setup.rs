@@ -398,16 +398,73 @@ pub enum ClosingDiff<'a> {
     Patch(&'a [u8]),
 }
 
-/// The files a patch changes, from its `diff --git a/X b/X` headers.
+/// The files a patch changes, from its `diff --git a/X b/Y` headers (Y; git quotes a name
+/// with unusual bytes, `"b/\\056x"`, and the quoting is undone).
 pub fn patch_files(patch: &[u8]) -> Vec<String> {
-    String::from_utf8_lossy(patch)
-        .lines()
-        .filter_map(|l| l.strip_prefix("diff --git "))
+    patch
+        .split(|&b| b == b'\n')
+        .filter_map(|l| l.strip_prefix(b"diff --git "))
         .filter_map(|l| {
-            l.rsplit_once(" b/")
-                .map(|(_, b)| rawko_text::line(b, 200).into_owned())
+            let b = if l.ends_with(b"\"") {
+                // The new name is quoted; an unquoted old name holds no `"`, a quoted one
+                // ends at its closing quote.
+                let start = if l.starts_with(b"\"") {
+                    let (_, len) = unquote(l)?;
+                    len + 1
+                } else {
+                    l.windows(4).position(|w| w == b" \"b/")? + 1
+                };
+                let (name, _) = unquote(&l[start..])?;
+                name.strip_prefix(b"b/")?.to_vec()
+            } else {
+                let text = String::from_utf8_lossy(l);
+                text.rsplit_once(" b/")?.1.as_bytes().to_vec()
+            };
+            Some(rawko_text::line(&String::from_utf8_lossy(&b), 200).into_owned())
         })
         .collect()
+}
+
+/// A name as git quotes it (`"..."` with C escapes and octal bytes) undone: the bytes, and
+/// how many bytes of `s` the quoted name took.
+fn unquote(s: &[u8]) -> Option<(Vec<u8>, usize)> {
+    let mut out = Vec::new();
+    let mut i = 1;
+    if s.first() != Some(&b'"') {
+        return None;
+    }
+    while i < s.len() {
+        match s[i] {
+            b'"' => return Some((out, i + 1)),
+            b'\\' => {
+                let c = *s.get(i + 1)?;
+                i += 2;
+                out.push(match c {
+                    b'a' => 7,
+                    b'b' => 8,
+                    b't' => b'\t',
+                    b'n' => b'\n',
+                    b'v' => 11,
+                    b'f' => 12,
+                    b'r' => b'\r',
+                    b'0'..=b'3' => {
+                        let digits = s.get(i..i + 2)?;
+                        if !digits.iter().all(|d| (b'0'..=b'7').contains(d)) {
+                            return None;
+                        }
+                        i += 2;
+                        (c - b'0') * 64 + (digits[0] - b'0') * 8 + (digits[1] - b'0')
+                    }
+                    other => other,
+                });
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    None
 }
 
 /// The first lines of a patch, its binary hunks named rather than shown.
@@ -471,5 +528,36 @@ pub fn exit_code(end: &TaskEnd) -> ExitCode {
         TaskStatus::Cancelled => ExitCode::from(130),
         TaskStatus::Interrupted => ExitCode::from(75),
         _ => ExitCode::from(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::patch_files;
+
+    /// Every file a patch names is listed, however git quoted its name: a file a report
+    /// leaves out is one the user does not know to look at.
+    #[test]
+    fn a_patchs_files_are_all_named_quoted_or_not() {
+        let patch = concat!(
+            "diff --git a/b/x b/b/x\n",
+            "diff --git a/with space b/with space\n",
+            "diff --git \"a/\\056rawko/agents/evil.yaml\" \"b/\\056rawko/agents/evil.yaml\"\n",
+            "diff --git a/plain \"b/tab\\there\"\n",
+            "diff --git \"a/q\\\"uote\" \"b/q\\\"uote\"\n",
+            "diff --git \"a/caf\\303\\251\" \"b/caf\\303\\251\"\n",
+            "diff --git \"a/broken \"b/broken\n",
+        );
+        assert_eq!(
+            patch_files(patch.as_bytes()),
+            [
+                "b/x",
+                "with space",
+                ".rawko/agents/evil.yaml",
+                "tab\\there",
+                "q\"uote",
+                "café",
+            ]
+        );
     }
 }

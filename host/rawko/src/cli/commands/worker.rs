@@ -321,6 +321,16 @@ mod imp {
             patch::git_text(&partial, &["update-ref", patch::START_REF, &start])
                 .map_err(StepError::Retry)?;
             if let Some(edits) = edits {
+                // Another worker's, from the store: what a task's commands could not have
+                // written, this checkout (and the trust it may be run with) never gets.
+                let protected =
+                    patch::protected_paths(&partial, edits).map_err(fatal("edits so far"))?;
+                if !protected.is_empty() {
+                    return Err(StepError::Fatal(format!(
+                        "the task's edits so far would change {}, which no task may change",
+                        protected.join(", ")
+                    )));
+                }
                 patch::apply(&partial, edits, false).map_err(fatal("edits so far"))?;
             }
             Ok(())
@@ -613,6 +623,23 @@ mod imp {
                 "{err:?}"
             );
             assert!(!third.exists() && !workers.path().join("third.partial").exists());
+            // Edits another worker recorded that change rawko's own files are refused whole;
+            // the client's own changes may change them.
+            std::fs::create_dir(first.join(".rawko")).unwrap();
+            std::fs::write(first.join(".rawko/config.yaml"), "tools: [Bash]\n").unwrap();
+            let hostile = patch::work_tree_patch(&first, patch::START_REF).unwrap();
+            let err = checkout(&third, &repo, Some(&changes), Some(&hostile)).unwrap_err();
+            assert!(
+                matches!(err, StepError::Fatal(ref m) if m.contains(".rawko/config.yaml")),
+                "{err:?}"
+            );
+            assert!(!third.exists() && !workers.path().join("third.partial").exists());
+            std::fs::create_dir(o.join(".rawko")).unwrap();
+            std::fs::write(o.join(".rawko/config.yaml"), "tools: [Bash]\n").unwrap();
+            let own = patch::work_tree_patch(o, &repo.commit).unwrap();
+            checkout(&third, &repo, Some(&own), None).unwrap();
+            assert!(third.join(".rawko/config.yaml").is_file());
+            let third = workers.path().join("fourth");
             // A commit id that is not one is refused before git sees it.
             let bad = Repository {
                 commit: "--upload-pack=touch /tmp/x".into(),
