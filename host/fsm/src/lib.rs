@@ -135,6 +135,10 @@ impl ExternalAgents for NoExternalAgents {
 pub enum EngineError {
     #[error(transparent)]
     TaskStore(#[from] StoreError),
+    /// A tool call's effects could not be kept ([`tools::Checkpoint`]); the call is not
+    /// recorded.
+    #[error("a tool call's effects cannot be kept: {0}")]
+    Checkpoint(String),
 }
 
 /// One tool call a model asked for, in the turn it was asked in.
@@ -191,6 +195,9 @@ pub struct Engine<'a> {
     /// reached, to be driven on from the store: a Temporal worker runs one state per activity.
     /// None runs the task to its end.
     pub pause_after: Option<u32>,
+    /// Keeps each tool call's effects before the call is recorded, where the runner may be
+    /// replaced mid-state (a Temporal worker); None where the workspace outlives the runner.
+    pub checkpoint: Option<&'a dyn tools::Checkpoint>,
 }
 
 /// How a task ended (or stopped).
@@ -1394,6 +1401,12 @@ impl Engine<'_> {
                     .await?;
             }
             let outcome = self.tools.call(agent, name, arguments).await;
+            if let Some(checkpoint) = self.checkpoint {
+                checkpoint
+                    .keep(task, name)
+                    .await
+                    .map_err(EngineError::Checkpoint)?;
+            }
             for d in &outcome.decisions {
                 let d = d.clone().in_turn(turn);
                 if defer {

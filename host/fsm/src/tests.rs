@@ -262,6 +262,7 @@ impl World {
             max_task_tokens: None,
             traces: None,
             pause_after: None,
+            checkpoint: None,
         }
     }
 
@@ -403,6 +404,83 @@ fn a_paused_run_takes_one_state_and_the_next_run_goes_on_from_the_store() {
     // A finished task is only reported again.
     assert_eq!(step(&w).status, TaskStatus::Done);
     assert_eq!(w.tools.runs.borrow().len(), 1);
+}
+
+/// A checkpoint that sees, at each call, how many calls the store has recorded; it fails
+/// from the `fail_at`th call on.
+#[derive(Default)]
+struct Keeper<'s> {
+    store: Option<&'s TaskStore>,
+    seen: RefCell<Vec<(String, usize)>>,
+    fail_at: Option<usize>,
+}
+
+impl crate::tools::Checkpoint for Keeper<'_> {
+    fn keep<'a>(&'a self, task: &'a str, tool: &'a str) -> crate::tools::CheckpointFuture<'a> {
+        Box::pin(async move {
+            let recorded = self.store.unwrap().tool_calls(task).unwrap().len();
+            let mut seen = self.seen.borrow_mut();
+            seen.push((tool.to_string(), recorded));
+            match self.fail_at {
+                Some(n) if seen.len() >= n => Err("the store is gone".into()),
+                _ => Ok(()),
+            }
+        })
+    }
+}
+
+#[test]
+fn each_tool_calls_effects_are_kept_before_it_is_recorded_or_it_is_not_recorded() {
+    let w = World::new(pipeline());
+    w.script(
+        "planner",
+        vec![
+            Reply::Calls(vec![
+                call("Read", json!({"path": "a"})),
+                call("Read", json!({"path": "b"})),
+            ]),
+            Reply::Calls(vec![finish("success", "plan")]),
+        ],
+    );
+    let id = w.task("planner");
+    let keeper = Keeper {
+        store: Some(&w.store),
+        ..Keeper::default()
+    };
+    let mut engine = w.engine();
+    engine.pause_after = Some(1);
+    engine.checkpoint = Some(&keeper);
+    block_on(engine.run(&id)).unwrap();
+    // Kept after each call ran, before its record (the finish tool has no effects).
+    assert_eq!(
+        *keeper.seen.borrow(),
+        [("Read".to_string(), 0), ("Read".to_string(), 1)]
+    );
+    // A call whose effects cannot be kept is not recorded, and the run stops with an error.
+    w.script(
+        "developer",
+        vec![Reply::Calls(vec![
+            call("Write", json!({"path": "c"})),
+            finish("success", "dev"),
+        ])],
+    );
+    let failing = Keeper {
+        store: Some(&w.store),
+        fail_at: Some(1),
+        ..Keeper::default()
+    };
+    let mut engine = w.engine();
+    engine.checkpoint = Some(&failing);
+    let err = block_on(engine.run(&id)).unwrap_err();
+    assert!(
+        matches!(err, crate::EngineError::Checkpoint(ref m) if m.contains("gone")),
+        "{err}"
+    );
+    let calls = w.store.tool_calls(&id).unwrap();
+    assert!(
+        !calls.iter().any(|c| c.input.contains("\"c\"")),
+        "the call was recorded: {calls:?}"
+    );
 }
 
 #[test]

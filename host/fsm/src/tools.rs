@@ -46,6 +46,19 @@ impl Judgement {
 
 pub type JudgeFuture<'a> = Pin<Box<dyn Future<Output = Judgement> + 'a>>;
 
+pub type CheckpointFuture<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + 'a>>;
+
+/// Keeps what a tool call did to the workspace, after the call ran and before the engine
+/// records it as done, for a runner that may be replaced in the middle of a state: a Temporal
+/// worker keeps its checkout's edits in the team store, so that whoever takes the task over
+/// from the record starts from the files the recorded calls made. When they cannot be kept,
+/// the call is not recorded and the run stops with an error: from the record, the call runs
+/// again rather than being taken for done with its effects lost.
+pub trait Checkpoint {
+    /// Keep the effects of a call of `tool` in `task`.
+    fn keep<'a>(&'a self, task: &'a str, tool: &'a str) -> CheckpointFuture<'a>;
+}
+
 /// Runs tools for agents, with each agent's own capabilities.
 pub trait ToolHost {
     /// Every tool the host could run for `agent` (the engine filters by the agent's policy).

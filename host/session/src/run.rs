@@ -19,6 +19,7 @@ use rawko_fsm::arbiter::{Arbiter, DEFAULT_MAX_FAILURES};
 use rawko_fsm::events::{EventSink, RunEvent};
 use rawko_fsm::store::Store;
 use rawko_fsm::telemetry::TraceLinks;
+use rawko_fsm::tools::Checkpoint;
 use rawko_fsm::{CancelFlag, Engine, EngineError, StateLimits, TaskEnd};
 use rawko_mcp::client::Servers;
 use rawko_runtime::{Runtime, RuntimeError};
@@ -374,6 +375,7 @@ impl RunConfig {
             max_task_tokens: self.max_task_tokens,
             traces: options.traces.clone(),
             pause_after: None,
+            checkpoint: None,
         })
     }
 }
@@ -485,9 +487,17 @@ pub struct Prepared {
     max_task_tokens: Option<u64>,
     traces: Option<Arc<dyn TraceLinks>>,
     pause_after: Option<u32>,
+    checkpoint: Option<Rc<dyn Checkpoint>>,
 }
 
 impl Prepared {
+    /// Keep each tool call's effects before the call is recorded (see
+    /// [`Engine::checkpoint`]).
+    pub fn checkpoint(mut self, checkpoint: Rc<dyn Checkpoint>) -> Prepared {
+        self.checkpoint = Some(checkpoint);
+        self
+    }
+
     /// Stop after `n` transitions, the task left running where it stands (see
     /// [`Engine::pause_after`]).
     pub fn pause_after(mut self, n: u32) -> Prepared {
@@ -558,6 +568,7 @@ impl Prepared {
             max_task_tokens: self.max_task_tokens,
             traces: self.traces.as_deref(),
             pause_after: self.pause_after,
+            checkpoint: self.checkpoint.as_deref(),
         };
         engine.run(&self.task).await
     }

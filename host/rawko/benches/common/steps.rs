@@ -182,6 +182,7 @@ pub async fn steps_in(tools: &dyn ToolHost, store: &AnyStore, steps: usize) -> V
         max_task_tokens: None,
         traces: None,
         pause_after: None,
+        checkpoint: None,
     };
     let id = store
         .create_task("benchmark", "worker", &serde_json::json!({}))

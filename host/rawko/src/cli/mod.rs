@@ -423,7 +423,7 @@ pub fn main() -> ExitCode {
                 let store = c.downcast_ref::<rawko_store::StoreError>().or_else(|| {
                     match c.downcast_ref::<rawko_fsm::EngineError>() {
                         Some(rawko_fsm::EngineError::TaskStore(e)) => Some(e),
-                        None => None,
+                        Some(rawko_fsm::EngineError::Checkpoint(_)) | None => None,
                     }
                 });
                 store.is_some_and(|e| e.is_taken_over() || e.is_connection_lost())

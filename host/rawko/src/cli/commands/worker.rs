@@ -52,6 +52,7 @@ impl WorkerCmd {
 mod imp {
     use std::path::{Path, PathBuf};
     use std::process::ExitCode;
+    use std::rc::Rc;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
@@ -343,28 +344,74 @@ mod imp {
             .map_err(|e| StepError::Retry(format!("cannot move the checkout into place: {e}")))
     }
 
-    /// Keep the task's edits (its checkout against its start) in the store, as of `steps`.
+    /// Keep the task's edits (its checkout against its start) in the store, as of `steps`,
+    /// unless the store has them already as `kept` (their hash); the hash the store has now.
     async fn keep_edits(
         dir: &Path,
         store: &AnyStore,
         task: &str,
         steps: u32,
-    ) -> Result<(), StepError> {
-        if patch::git_text(dir, &["rev-parse", "--verify", "--quiet", patch::START_REF]).is_err() {
+        kept: Option<&str>,
+    ) -> Result<Option<String>, StepError> {
+        // The ref is a file of its own, as the checkout made it (packed only by a `git gc`).
+        if !dir.join(".git").join(patch::START_REF).is_file()
+            && patch::git_text(dir, &["rev-parse", "--verify", "--quiet", patch::START_REF])
+                .is_err()
+        {
             // A checkout an older rawko made: it has no start to take the edits against.
-            return Ok(());
+            return Ok(kept.map(str::to_string));
         }
         let edits = patch::work_tree_patch(dir, patch::START_REF).map_err(StepError::Retry)?;
-        if edits.is_empty() && store.edits(task).await.map_err(retry)?.is_none() {
-            return Ok(());
+        let hash = rawko_store::blob_hash(&edits);
+        if kept == Some(hash.as_str()) {
+            return Ok(Some(hash));
         }
-        let hash = store.put_blob(&edits).await.map_err(|e| {
+        if edits.is_empty() && kept.is_none() && store.edits(task).await.map_err(retry)?.is_none() {
+            return Ok(None);
+        }
+        store.put_blob(&edits).await.map_err(|e| {
             StepError::Fatal(format!("the task's edits cannot be kept in the store: {e}"))
         })?;
         store
             .set_edits(task, i64::from(steps), &hash)
             .await
-            .map_err(retry)
+            .map_err(retry)?;
+        Ok(Some(hash))
+    }
+
+    /// Tools that change no file: no edits to keep after them.
+    const READ_ONLY_TOOLS: [&str; 5] = ["Read", "Glob", "Grep", "LS", "Knowledge"];
+
+    /// The checkout's edits kept after every tool call that may have changed files, before
+    /// the call is recorded: a worker taking the task over in the middle of the state starts
+    /// from the files the recorded calls made, not from those of the last finished state.
+    struct KeepEdits {
+        dir: PathBuf,
+        store: Rc<AnyStore>,
+        /// The task's steps before this state, which the edits are kept as of.
+        steps: u32,
+        /// The hash of the edits the store has, not written again while they are the same.
+        kept: std::cell::RefCell<Option<String>>,
+    }
+
+    impl rawko_fsm::tools::Checkpoint for KeepEdits {
+        fn keep<'a>(
+            &'a self,
+            task: &'a str,
+            tool: &'a str,
+        ) -> rawko_fsm::tools::CheckpointFuture<'a> {
+            Box::pin(async move {
+                if READ_ONLY_TOOLS.contains(&tool) {
+                    return Ok(());
+                }
+                let kept = self.kept.borrow().clone();
+                let now = keep_edits(&self.dir, &self.store, task, self.steps, kept.as_deref())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                *self.kept.borrow_mut() = now;
+                Ok(())
+            })
+        }
     }
 
     fn retry(e: impl std::fmt::Display) -> StepError {
@@ -388,7 +435,7 @@ mod imp {
         let dir = dir.canonicalize().map_err(retry)?;
         let cx = Context::at(dir.clone(), dirs, verbose, no_sandbox);
         // Another connection to the team store the worker opened (and checked) at its start.
-        let store = AnyStore::Pg(team.beside().map_err(retry)?);
+        let store = Rc::new(AnyStore::Pg(team.beside().map_err(retry)?));
         store.set_lease_settings(crate::cli::setup::lease_settings(&cx).map_err(retry)?);
         if let Err(e) = store.task(&input.task).await {
             return Err(StepError::Fatal(format!(
@@ -417,7 +464,7 @@ mod imp {
             .map_err(retry)?;
         let mut outcome = drive_state(&cx, &store, trust, &worker, input, cancel).await;
         if let Ok(report) = &outcome
-            && let Err(e) = keep_edits(&dir, &store, &input.task, report.steps).await
+            && let Err(e) = keep_edits(&dir, &store, &input.task, report.steps, None).await
         {
             outcome = Err(e);
         }
@@ -430,7 +477,7 @@ mod imp {
     /// already, else run.
     async fn drive_state(
         cx: &Context,
-        store: &AnyStore,
+        store: &Rc<AnyStore>,
         trust: Trust,
         worker: &str,
         input: &StateInput,
@@ -466,7 +513,19 @@ mod imp {
                     retry(e)
                 }
             })?
-            .pause_after(1);
+            .pause_after(1)
+            .checkpoint(Rc::new(KeepEdits {
+                dir: cx.workspace().to_path_buf(),
+                store: Rc::clone(store),
+                steps: input.steps,
+                kept: std::cell::RefCell::new(
+                    store
+                        .edits(&input.task)
+                        .await
+                        .map_err(retry)?
+                        .map(|e| e.patch),
+                ),
+            }));
         drive_with(prepared, store, cancel, false)
             .await
             .map_err(retry)?;
