@@ -215,6 +215,35 @@ fn the_environment_is_scrubbed() {
     assert!(r.stdout.contains("TERM=dumb"), "{r:?}");
 }
 
+/// A command whose reader goes away ends by SIGPIPE, as it does in a shell: the program starts
+/// with every signal at its default, confined or not (the helper and the reaper are Rust
+/// programs, whose runtime ignores SIGPIPE, and that was passed on through exec).
+#[test]
+fn a_command_starts_with_sigpipe_at_its_default() {
+    let ws = Workspace::new();
+    for extra in [&[][..], &["--no-sandbox"][..]] {
+        let mut args = extra.to_vec();
+        args.extend_from_slice(&["--read", ".", "--read", "/proc", "--allow", "yes"]);
+        args.extend_from_slice(&["--allow", "head *", "--allow", "grep *"]);
+        let r = bash(&ws, &args, "grep SigIgn /proc/self/status; yes | head -n 1");
+        assert_eq!(r.code, 0, "{extra:?}: {r:?}");
+        assert!(r.stdout.contains("\ny\n"), "{extra:?}: {r:?}");
+        assert!(!r.stdout.contains("Broken pipe"), "{extra:?}: {r:?}");
+        // SIGPIPE is signal 13: bit 12 of the mask of ignored signals.
+        let ignored = r
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .unwrap_or_else(|| panic!("{extra:?}: {r:?}"));
+        assert_eq!(
+            ignored & (1 << 12),
+            0,
+            "{extra:?}: SIGPIPE is ignored: {r:?}"
+        );
+    }
+}
+
 /// `python3` writing `path` under a policy that allows any python3 and a workspace grant.
 fn python_writes(ws: &Workspace, path: &std::path::Path) -> Run {
     let script = format!("open('{}', 'w').write('x'); print('wrote')", path.display());

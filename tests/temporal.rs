@@ -113,7 +113,7 @@ mod on_temporal {
             self.ws.path().join(".test-workers").join(worker)
         }
 
-        fn worker(&self, name: &str) -> Child {
+        fn worker(&self, name: &str) -> Worker {
             let data = self.data_of(name);
             std::fs::create_dir_all(&data).unwrap();
             let log = std::fs::File::create(data.with_extension("log")).unwrap();
@@ -131,6 +131,7 @@ mod on_temporal {
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()
+                .map(Worker)
                 .unwrap()
         }
 
@@ -164,6 +165,28 @@ mod on_temporal {
 
         fn worker_log(&self, name: &str) -> String {
             std::fs::read_to_string(self.data_of(name).with_extension("log")).unwrap_or_default()
+        }
+    }
+
+    /// A worker process, killed when dropped: a failing test leaves none behind.
+    struct Worker(Child);
+
+    impl std::ops::Deref for Worker {
+        type Target = Child;
+        fn deref(&self) -> &Child {
+            &self.0
+        }
+    }
+
+    impl std::ops::DerefMut for Worker {
+        fn deref_mut(&mut self) -> &mut Child {
+            &mut self.0
+        }
+    }
+
+    impl Drop for Worker {
+        fn drop(&mut self) {
+            kill(&mut self.0);
         }
     }
 
@@ -215,7 +238,7 @@ mod on_temporal {
         let mut rng = fastrand::Rng::with_seed(seed);
         let names: Vec<String> = (0..n_workers).map(|i| format!("w{i}")).collect();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        let mut workers: Vec<Child> = names.iter().map(|n| team.worker(n)).collect();
+        let mut workers: Vec<Worker> = names.iter().map(|n| team.worker(n)).collect();
         let started = Instant::now();
         let clients: Vec<Child> = (0..n_tasks)
             .map(|i| team.client(&format!("task {i}")))

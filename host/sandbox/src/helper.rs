@@ -7,11 +7,12 @@
 //! ruleset all allocate. The helper runs single-threaded, before anything else in `main`.
 //!
 //! In order: die with rawko (parent-death signal); new user, mount and PID namespaces (and a
-//! network namespace with nothing in it when the network is off); fork, so the program is PID 1
-//! of its namespace, sees only its own processes in a fresh `/proc`, and takes every process it
-//! starts down with it when it ends; `.git` internals and `.rawko` bind-mounted read-only over
-//! themselves; resource limits; a landlock ruleset over every read, write and TCP connection
-//! (and, where the kernel has it, signals and abstract sockets outside the sandbox); exec.
+//! network namespace with nothing in it when the network is off); fork, so the child is PID 1
+//! of its namespace, whose processes alone a fresh `/proc` shows, and which takes every process
+//! the program starts down with it when the program ends; `.git` internals and `.rawko`
+//! bind-mounted read-only over themselves; resource limits; a landlock ruleset over every read,
+//! write and TCP connection (and, where the kernel has it, signals and abstract sockets outside
+//! the sandbox); fork the program, which execs as PID 2 while PID 1 reaps.
 
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -23,6 +24,14 @@ use landlock::{
 };
 
 use crate::policy::Policy;
+
+/// SIGPIPE back at its default for the program about to be exec'd: the Rust runtime ignores it
+/// in this process, and an ignored signal stays ignored through exec, so a writer whose reader
+/// went away (`yes | head -n 1`) would get errors instead of ending as it does in a shell.
+pub(crate) fn default_sigpipe() {
+    // SAFETY: signal(2) with a constant disposition; async-signal-safe.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
 
 /// Exit status when the sandbox cannot be set up (as `env` uses 125 for its own failures).
 pub const SETUP_FAILED: i32 = 125;
@@ -143,7 +152,14 @@ fn wait_for(child: libc::pid_t) -> Result<i32, String> {
     }
 }
 
-/// In the forked child, PID 1 of the new namespace: confine, then exec. Returns only on error.
+/// In the forked child, PID 1 of the new namespace: confine, then fork the program, which
+/// runs as PID 2, and wait for it. Returns only on error.
+///
+/// Not the program itself as PID 1: the kernel drops every signal an init process leaves at
+/// its default action, SIGPIPE included, so a writer whose reader went away (`yes | head -n 1`)
+/// would get errors instead of ending; and the orphans of a program that never reaps would
+/// stay zombies. PID 1 reaps them all, and ends with the program's status, which takes every
+/// process left in the namespace down with it.
 fn confine_and_exec(policy: &Policy, program: &Path, argv: &[OsString]) -> String {
     if let Err(e) = confine(policy) {
         return e;
@@ -158,16 +174,70 @@ fn confine_and_exec(policy: &Policy, program: &Path, argv: &[OsString]) -> Strin
         Ok(a) => a,
         Err(e) => return e,
     };
-    let mut ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
-    ptrs.push(std::ptr::null());
-    // SAFETY: `prog` and every pointer in `ptrs` point at NUL-terminated strings that outlive
-    // the call, and `ptrs` ends with a null pointer; the environment is the helper's own.
-    unsafe { libc::execv(prog.as_ptr(), ptrs.as_ptr()) };
-    format!(
-        "cannot run {}: {}",
-        program.display(),
-        std::io::Error::last_os_error()
-    )
+    let mut ptrs: Vec<*mut libc::c_char> = args.iter().map(|a| a.as_ptr().cast_mut()).collect();
+    ptrs.push(std::ptr::null_mut());
+    // posix_spawn (a vfork, not a copy of this process's memory), the program's SIGPIPE at
+    // its default. It needs no parent-death signal: when PID 1 ends, the kernel kills every
+    // other process of the namespace.
+    let mut pid: libc::pid_t = 0;
+    // SAFETY: the attribute and signal set are initialised before use and destroyed after;
+    // `prog` and every pointer in `ptrs` point at NUL-terminated strings that outlive the
+    // call, `ptrs` ends with a null pointer, and the environment is the helper's own.
+    let r = unsafe {
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        libc::posix_spawnattr_init(&mut attr);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::posix_spawnattr_setsigdefault(&mut attr, &set);
+        libc::posix_spawnattr_setflags(&mut attr, libc::POSIX_SPAWN_SETSIGDEF as libc::c_short);
+        let r = libc::posix_spawn(
+            &mut pid,
+            prog.as_ptr(),
+            std::ptr::null(),
+            &attr,
+            ptrs.as_ptr(),
+            environ,
+        );
+        libc::posix_spawnattr_destroy(&mut attr);
+        r
+    };
+    if r != 0 {
+        return format!(
+            "cannot run {}: {}",
+            program.display(),
+            std::io::Error::from_raw_os_error(r)
+        );
+    }
+    let code = init_wait(pid);
+    // SAFETY: leaving without the exit handlers, as the forked child it is.
+    unsafe { libc::_exit(code) }
+}
+
+unsafe extern "C" {
+    /// The process's environment, as exec passes it on.
+    static environ: *const *mut libc::c_char;
+}
+
+/// As the namespace's init: reap every process that ends until `program` has, and its status
+/// as a shell reports it.
+fn init_wait(program: libc::pid_t) -> i32 {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid(2) writes the status into a local.
+        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if pid == -1 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return SETUP_FAILED;
+        }
+        if pid == program
+            && let Some(code) = exit_status(status)
+        {
+            return code;
+        }
+    }
 }
 
 fn confine(policy: &Policy) -> Result<(), String> {

@@ -96,6 +96,7 @@ fn run(args: &[OsString]) -> Result<i32, String> {
         unsafe {
             libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            crate::helper::default_sigpipe();
             libc::execv(program.as_ptr(), argv_ptrs.as_ptr());
             let msg = b"rawko reaper: cannot run the program\n";
             libc::write(2, msg.as_ptr().cast(), msg.len());
@@ -147,6 +148,12 @@ fn reap_ready(program: libc::pid_t) -> Option<i32> {
 fn kill_below() {
     // SAFETY: getpid cannot fail.
     let me = unsafe { libc::getpid() };
+    // Without a child there is nothing below: a process whose parent dies is re-parented to
+    // the reaper in the same step, so every living descendant has a living ancestor among the
+    // reaper's children. The common case (the program left nothing behind) reads no `/proc`.
+    if !has_children() {
+        return;
+    }
     loop {
         for pid in descendants(me) {
             // SAFETY: kill(2) takes no pointers.
@@ -166,6 +173,23 @@ fn kill_below() {
             return;
         }
     }
+}
+
+/// Whether the reaper has a child, running or ended, that it has not reaped.
+fn has_children() -> bool {
+    // SAFETY: waitid(2) fills a zeroed local siginfo; WNOWAIT leaves an ended child to be
+    // reaped.
+    let r = unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WSTOPPED | libc::WCONTINUED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // ECHILD: none at all; 0: some (ended or still running).
+    r == 0
 }
 
 /// Every process whose chain of parents reaches `root`, read from `/proc/*/stat`.
