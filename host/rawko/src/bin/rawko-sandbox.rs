@@ -5,7 +5,11 @@
 //! same roles, but loading it (its size, its relocations) costs milliseconds that this small
 //! program does not. rawko uses it when it is installed beside it and falls back to itself.
 
-use std::ffi::OsString;
+//!
+//! It starts without the Rust runtime's set-up (`#![no_main]`): no check of the standard
+//! descriptors, no SIGPIPE disposition, no stack guard read from `/proc/self/maps`, none of which
+//! a process that confines itself and execs needs, and each of which every command paid for.
+#![cfg_attr(target_os = "linux", no_main)]
 
 #[cfg(not(target_os = "linux"))]
 fn main() {
@@ -13,9 +17,22 @@ fn main() {
     std::process::exit(2)
 }
 
+/// The C entry point, with the arguments as exec passed them.
+///
+/// # Safety
+/// Called by the C runtime only: `argv` holds `argc` pointers to NUL-terminated strings.
 #[cfg(target_os = "linux")]
-fn main() {
-    let args: Vec<OsString> = std::env::args_os().collect();
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
+    use std::ffi::{CStr, OsString};
+    use std::os::unix::ffi::OsStringExt;
+    let args: Vec<OsString> = (0..usize::try_from(argc).unwrap_or(0))
+        .map(|i| {
+            // SAFETY: exec gives `argc` pointers to NUL-terminated strings in `argv`.
+            let arg = unsafe { CStr::from_ptr(*argv.add(i)) };
+            OsString::from_vec(arg.to_bytes().to_vec())
+        })
+        .collect();
     let role = args.get(1).and_then(|a| a.to_str()).unwrap_or("");
     let rest = args.get(2..).unwrap_or(&[]);
     match role {
@@ -27,7 +44,7 @@ fn main() {
                 "rawko-sandbox is started by rawko to confine the commands it runs; run `rawko` \
                  instead (see `rawko doctor`)"
             );
-            std::process::exit(2)
+            2
         }
     }
 }
