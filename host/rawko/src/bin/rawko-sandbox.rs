@@ -9,7 +9,7 @@
 //! It starts without the Rust runtime's set-up (`#![no_main]`): no check of the standard
 //! descriptors, no SIGPIPE disposition, no stack guard read from `/proc/self/maps`, none of which
 //! a process that confines itself and execs needs, and each of which every command paid for.
-#![cfg_attr(target_os = "linux", no_main)]
+#![cfg_attr(all(target_os = "linux", not(test)), no_main)]
 
 #[cfg(not(target_os = "linux"))]
 fn main() {
@@ -21,7 +21,8 @@ fn main() {
 ///
 /// # Safety
 /// Called by the C runtime only: `argv` holds `argc` pointers to NUL-terminated strings.
-#[cfg(target_os = "linux")]
+/// (A test build has the test harness's `main` instead.)
+#[cfg(all(target_os = "linux", not(test)))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
     use std::ffi::{CStr, OsString};

@@ -392,6 +392,9 @@ mod imp {
         steps: u32,
         /// The hash of the edits the store has, not written again while they are the same.
         kept: std::cell::RefCell<Option<String>>,
+        /// Why the edits could not be kept, as the state's error: a fatal one (edits too big
+        /// for the store) ends the task instead of being retried.
+        failed: std::cell::RefCell<Option<StepError>>,
     }
 
     impl rawko_fsm::tools::Checkpoint for KeepEdits {
@@ -405,11 +408,17 @@ mod imp {
                     return Ok(());
                 }
                 let kept = self.kept.borrow().clone();
-                let now = keep_edits(&self.dir, &self.store, task, self.steps, kept.as_deref())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                *self.kept.borrow_mut() = now;
-                Ok(())
+                match keep_edits(&self.dir, &self.store, task, self.steps, kept.as_deref()).await {
+                    Ok(now) => {
+                        *self.kept.borrow_mut() = now;
+                        Ok(())
+                    }
+                    Err(e) => {
+                        let message = e.to_string();
+                        *self.failed.borrow_mut() = Some(e);
+                        Err(message)
+                    }
+                }
             })
         }
     }
@@ -513,22 +522,24 @@ mod imp {
                     retry(e)
                 }
             })?
-            .pause_after(1)
-            .checkpoint(Rc::new(KeepEdits {
-                dir: cx.workspace().to_path_buf(),
-                store: Rc::clone(store),
-                steps: input.steps,
-                kept: std::cell::RefCell::new(
-                    store
-                        .edits(&input.task)
-                        .await
-                        .map_err(retry)?
-                        .map(|e| e.patch),
-                ),
-            }));
-        drive_with(prepared, store, cancel, false)
-            .await
-            .map_err(retry)?;
+            .pause_after(1);
+        let keeper = Rc::new(KeepEdits {
+            dir: cx.workspace().to_path_buf(),
+            store: Rc::clone(store),
+            steps: input.steps,
+            kept: std::cell::RefCell::new(
+                store
+                    .edits(&input.task)
+                    .await
+                    .map_err(retry)?
+                    .map(|e| e.patch),
+            ),
+            failed: std::cell::RefCell::new(None),
+        });
+        let prepared = prepared.checkpoint(keeper.clone());
+        if let Err(e) = drive_with(prepared, store, cancel, false).await {
+            return Err(keeper.failed.take().unwrap_or_else(|| retry(e)));
+        }
         let report = recorded(store, &input.task, worker, false).await?;
         let _ = print_err(&format!(
             "task {}: {} -> {} ({} tool call{}, {:.1} s)",
