@@ -22,6 +22,18 @@ use serde::Deserialize;
 
 pub use repo::Located;
 
+/// A name as git quotes it in a patch or its output (`"..."`, C escapes and octal bytes),
+/// unquoted: the bytes and how many bytes of `s` the quoted name took; `None` when `s` does
+/// not start with a well-formed quoted name.
+pub fn unquote(s: &[u8]) -> Option<(Vec<u8>, usize)> {
+    use gix::bstr::ByteSlice;
+    if !s.starts_with(b"\"") {
+        return None;
+    }
+    let (name, used) = gix::quote::ansi_c::undo(s.as_bstr()).ok()?;
+    Some((name.to_vec(), used))
+}
+
 /// Lines of diff shown unless the caller asks for another number, and the most it may ask for.
 pub const DEFAULT_MAX_LINES: usize = 400;
 pub const MAX_LINES: usize = 5_000;

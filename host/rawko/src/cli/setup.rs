@@ -409,12 +409,12 @@ pub fn patch_files(patch: &[u8]) -> Vec<String> {
                 // The new name is quoted; an unquoted old name holds no `"`, a quoted one
                 // ends at its closing quote.
                 let start = if l.starts_with(b"\"") {
-                    let (_, len) = unquote(l)?;
+                    let (_, len) = rawko_git::unquote(l)?;
                     len + 1
                 } else {
                     l.windows(4).position(|w| w == b" \"b/")? + 1
                 };
-                let (name, _) = unquote(&l[start..])?;
+                let (name, _) = rawko_git::unquote(&l[start..])?;
                 name.strip_prefix(b"b/")?.to_vec()
             } else {
                 let text = String::from_utf8_lossy(l);
@@ -423,48 +423,6 @@ pub fn patch_files(patch: &[u8]) -> Vec<String> {
             Some(rawko_text::line(&String::from_utf8_lossy(&b), 200).into_owned())
         })
         .collect()
-}
-
-/// A name as git quotes it (`"..."` with C escapes and octal bytes) undone: the bytes, and
-/// how many bytes of `s` the quoted name took.
-fn unquote(s: &[u8]) -> Option<(Vec<u8>, usize)> {
-    let mut out = Vec::new();
-    let mut i = 1;
-    if s.first() != Some(&b'"') {
-        return None;
-    }
-    while i < s.len() {
-        match s[i] {
-            b'"' => return Some((out, i + 1)),
-            b'\\' => {
-                let c = *s.get(i + 1)?;
-                i += 2;
-                out.push(match c {
-                    b'a' => 7,
-                    b'b' => 8,
-                    b't' => b'\t',
-                    b'n' => b'\n',
-                    b'v' => 11,
-                    b'f' => 12,
-                    b'r' => b'\r',
-                    b'0'..=b'3' => {
-                        let digits = s.get(i..i + 2)?;
-                        if !digits.iter().all(|d| (b'0'..=b'7').contains(d)) {
-                            return None;
-                        }
-                        i += 2;
-                        (c - b'0') * 64 + (digits[0] - b'0') * 8 + (digits[1] - b'0')
-                    }
-                    other => other,
-                });
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    None
 }
 
 /// The first lines of a patch, its binary hunks named rather than shown.
