@@ -25,14 +25,6 @@ use landlock::{
 
 use crate::policy::Policy;
 
-/// SIGPIPE back at its default for the program about to be exec'd: the Rust runtime ignores it
-/// in this process, and an ignored signal stays ignored through exec, so a writer whose reader
-/// went away (`yes | head -n 1`) would get errors instead of ending as it does in a shell.
-pub(crate) fn default_sigpipe() {
-    // SAFETY: signal(2) with a constant disposition; async-signal-safe.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-}
-
 /// Exit status when the sandbox cannot be set up (as `env` uses 125 for its own failures).
 pub const SETUP_FAILED: i32 = 125;
 
@@ -134,11 +126,14 @@ fn enter_namespaces(network: bool) -> Result<(), String> {
     ))
 }
 
+/// Reap every child that ends until `child` has, and its status as a shell reports it (the
+/// helper's only child is its namespace's init; the init's children are the program and every
+/// orphan of the namespace).
 fn wait_for(child: libc::pid_t) -> Result<i32, String> {
     loop {
         let mut status = 0;
         // SAFETY: waitpid(2) writes the status into a local.
-        let r = unsafe { libc::waitpid(child, &mut status, 0) };
+        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
         if r == -1 {
             let e = std::io::Error::last_os_error();
             if e.kind() == std::io::ErrorKind::Interrupted {
@@ -146,7 +141,9 @@ fn wait_for(child: libc::pid_t) -> Result<i32, String> {
             }
             return Err(format!("waitpid: {e}"));
         }
-        if let Some(code) = exit_status(status) {
+        if r == child
+            && let Some(code) = exit_status(status)
+        {
             return Ok(code);
         }
     }
@@ -209,7 +206,8 @@ fn confine_and_exec(policy: &Policy, program: &Path, argv: &[OsString]) -> Strin
             std::io::Error::from_raw_os_error(r)
         );
     }
-    let code = init_wait(pid);
+    // As the namespace's init, it reaps every process that ends until the program has.
+    let code = wait_for(pid).unwrap_or(SETUP_FAILED);
     // SAFETY: leaving without the exit handlers, as the forked child it is.
     unsafe { libc::_exit(code) }
 }
@@ -217,27 +215,6 @@ fn confine_and_exec(policy: &Policy, program: &Path, argv: &[OsString]) -> Strin
 unsafe extern "C" {
     /// The process's environment, as exec passes it on.
     static environ: *const *mut libc::c_char;
-}
-
-/// As the namespace's init: reap every process that ends until `program` has, and its status
-/// as a shell reports it.
-fn init_wait(program: libc::pid_t) -> i32 {
-    loop {
-        let mut status = 0;
-        // SAFETY: waitpid(2) writes the status into a local.
-        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
-        if pid == -1 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return SETUP_FAILED;
-        }
-        if pid == program
-            && let Some(code) = exit_status(status)
-        {
-            return code;
-        }
-    }
 }
 
 fn confine(policy: &Policy) -> Result<(), String> {

@@ -96,7 +96,10 @@ fn run(args: &[OsString]) -> Result<i32, String> {
         unsafe {
             libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            crate::helper::default_sigpipe();
+            // The Rust runtime ignores SIGPIPE in this process, and an ignored signal stays
+            // ignored through exec: a writer whose reader went away would get errors instead
+            // of ending as it does in a shell.
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             libc::execv(program.as_ptr(), argv_ptrs.as_ptr());
             let msg = b"rawko reaper: cannot run the program\n";
             libc::write(2, msg.as_ptr().cast(), msg.len());
