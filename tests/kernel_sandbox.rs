@@ -284,8 +284,17 @@ fn doctor_reports_the_kernel_and_the_modes() {
     let names: Vec<&str> = modes.iter().filter_map(|m| m["mode"].as_str()).collect();
     assert_eq!(names, ["read-only", "workspace-write", "full"]);
     assert!(modes.iter().all(|m| m["enforced"] == true), "{v}");
+    // The kernel scopes abstract sockets (ABI 6), so the commands share their namespaces.
+    let shared = v["landlock_abi"].as_i64().unwrap_or(0) >= 6;
+    assert_eq!(v["shared_namespaces"], shared, "{v}");
     let r = s.rawko(&["doctor"]);
     assert!(r.stdout.contains("sandbox helper: works"), "{r:?}");
+    let said = if shared {
+        "namespaces: one user"
+    } else {
+        "namespaces: made for each"
+    };
+    assert!(r.stdout.contains(said), "{r:?}");
 }
 
 /// The resource limits hold for what a command starts: 10 GiB of memory (past the 8 GiB limit;
@@ -730,4 +739,37 @@ fn a_fork_bomb_is_held_to_the_process_limit_as_a_user_without_cgroups() {
         .unwrap();
     let v = Run::of(doctor).json();
     assert_eq!(v["process_limit"]["mechanism"], "rlimit", "{v}");
+}
+
+/// The commands of one rawko process share one empty network namespace (making one for each
+/// command was a third of what the sandbox cost): none of them may change it, even as root
+/// with the capabilities a user namespace gives, and none may reach another through it.
+#[test]
+fn commands_cannot_change_or_talk_through_the_network_namespace_they_share() {
+    let s = Setup::new();
+    std::fs::write(
+        s.config().join("rawko/agents/netter.yaml"),
+        "name: netter\nsystemPrompt: Net.\ntools:\n  allowed: [Bash]\n  \
+         bashFilter:\n    allowedCommands: [ip, python3]\ntransitions: {onSuccess: done}\n",
+    )
+    .unwrap();
+    // The loopback device brought up by one command, looked at by the next: it stays down, so
+    // nothing can be sent over it from one command to another.
+    let r = s.bash("netter", "ip link set lo up; ip -o link show lo");
+    assert!(r.stdout.contains("<LOOPBACK>"), "{r:?}");
+    assert!(!r.stdout.contains("LOWER_UP"), "{r:?}");
+    // An abstract Unix socket (which lives in the network namespace, not in the filesystem)
+    // bound by one side of a pipeline and connected to by the other.
+    let listen = "import socket,sys,time; s=socket.socket(socket.AF_UNIX); \
+                  s.bind('\\0rawko-shared-netns-probe'); s.listen(1); print('listening', flush=True); \
+                  s.settimeout(2); c=s.accept()[0]; c.sendall(b'hello')";
+    let connect = "import socket,sys; sys.stdin.readline(); s=socket.socket(socket.AF_UNIX)\n\
+                   try:\n s.connect('\\0rawko-shared-netns-probe'); print('reached', s.recv(5))\n\
+                   except OSError as e:\n print('refused', e)";
+    let r = s.bash_at_real_home(
+        "netter",
+        &format!("python3 -c \"{listen}\" | python3 -c \"{connect}\""),
+    );
+    assert!(r.stdout.contains("refused"), "{r:?}");
+    assert!(!r.stdout.contains("reached"), "{r:?}");
 }

@@ -81,7 +81,7 @@ fn main() {
             });
             println!(
                 "| sandboxed by {by}, {mode}, network {} | {} | {} | {:.1}x | {} |",
-                if network { "on" } else { "off (own namespace)" },
+                if network { "on" } else { "off" },
                 ms(med),
                 ms(p90),
                 med.as_secs_f64() / base.as_secs_f64(),

@@ -25,6 +25,10 @@ fn main() -> std::process::ExitCode {
         if first.is_some_and(|a| a == rawko_sandbox::pids::KEEPER_ARG) {
             rawko_sandbox::pids::keeper_main(&args[2..]);
         }
+        // And the holder of the namespaces its commands share (`rawko __namespaces`).
+        if first.is_some_and(|a| a == rawko_sandbox::namespaces::HOLDER_ARG) {
+            rawko_sandbox::helper::holder_main();
+        }
     }
     // The installer's compiler (`rawko __compile CACHE_DIR FILE`), limited by its parent.
     if first.is_some_and(|a| a == cli::COMPILE_ARG) {

@@ -58,7 +58,7 @@ fn run(args: &[OsString]) -> Result<i32, String> {
     let (policy, program, argv) = Policy::from_args(args).map_err(|e| e.to_string())?;
     // Die with the rawko thread that started us.
     prctl_death_signal()?;
-    enter_namespaces(policy.network)?;
+    enter_namespaces(&policy)?;
     // SAFETY: the helper is single-threaded (it runs first thing in `main`), so the child may
     // do anything the parent could.
     let pid = unsafe { libc::fork() };
@@ -96,34 +96,76 @@ fn prctl_death_signal() -> Result<(), String> {
     Ok(())
 }
 
-/// New user, mount and PID namespaces, and a network namespace unless `network`.
-fn enter_namespaces(network: bool) -> Result<(), String> {
-    // SAFETY: getuid/getgid cannot fail.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID;
-    if !network {
-        flags |= libc::CLONE_NEWNET;
-    }
-    // SAFETY: unshare(2) with flags only.
-    if unsafe { libc::unshare(flags | libc::CLONE_NEWUSER) } == 0 {
-        let write = |file: &str, text: String| {
-            std::fs::write(file, text).map_err(|e| format!("{file}: {e}"))
-        };
-        write("/proc/self/setgroups", "deny".into())?;
-        write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
-        write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
+/// New mount and PID namespaces in a user namespace, and a network namespace with nothing in
+/// it unless `policy.network`: the namespaces rawko shares between its commands where it can
+/// ([`crate::namespaces`]), else new ones.
+fn enter_namespaces(policy: &Policy) -> Result<(), String> {
+    let rest = libc::CLONE_NEWNS | libc::CLONE_NEWPID;
+    if let Some(shared) = &policy.namespaces
+        && let Some(opened) = crate::namespaces::open(shared, policy.network)
+    {
+        crate::namespaces::join(opened)?;
+        // SAFETY: unshare(2) with flags only.
+        if unsafe { libc::unshare(rest) } != 0 {
+            return Err(format!("unshare: {}", std::io::Error::last_os_error()));
+        }
         return Ok(());
     }
-    let userns = std::io::Error::last_os_error();
+    let flags = if policy.network {
+        rest
+    } else {
+        rest | libc::CLONE_NEWNET
+    };
+    let userns = match new_user_namespace(flags) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
     // Root may make the other namespaces without a user namespace.
-    // SAFETY: as above.
-    if uid == 0 && unsafe { libc::unshare(flags) } == 0 {
+    // SAFETY: getuid cannot fail; unshare(2) with flags only.
+    if unsafe { libc::getuid() } == 0 && unsafe { libc::unshare(flags) } == 0 {
         return Ok(());
     }
     Err(format!(
         "cannot create a user namespace ({userns}); the kernel sandbox needs them \
          (see `rawko doctor`)"
     ))
+}
+
+/// A new user namespace, the user and group mapped to themselves, with the namespaces `flags`
+/// names made in it.
+pub(crate) fn new_user_namespace(flags: libc::c_int) -> Result<(), String> {
+    // SAFETY: getuid/getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    // SAFETY: unshare(2) with flags only.
+    if unsafe { libc::unshare(flags | libc::CLONE_NEWUSER) } != 0 {
+        return Err(std::io::Error::last_os_error().to_string());
+    }
+    let write =
+        |file: &str, text: String| std::fs::write(file, text).map_err(|e| format!("{file}: {e}"));
+    write("/proc/self/setgroups", "deny".into())?;
+    write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
+    write("/proc/self/gid_map", format!("{gid} {gid} 1"))
+}
+
+/// The holder: make a user namespace (the user mapped to itself) and a network namespace in
+/// it, say so, and wait until stdin closes. Never returns.
+pub fn holder_main() -> ! {
+    exit_with("rawko sandbox namespaces", hold())
+}
+
+fn hold() -> Result<i32, String> {
+    // SAFETY: prctl(2) with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
+        return Err(format!("prctl: {}", std::io::Error::last_os_error()));
+    }
+    new_user_namespace(libc::CLONE_NEWNET)?;
+    use std::io::{Read, Write};
+    let mut out = std::io::stdout();
+    writeln!(out, "{}", crate::namespaces::READY)
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("stdout: {e}"))?;
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    Ok(0)
 }
 
 /// Reap every child that ends until `child` has, and its status as a shell reports it (the
@@ -225,7 +267,79 @@ fn confine(policy: &Policy) -> Result<(), String> {
     }
     mounts(policy)?;
     limits(policy)?;
-    landlock(policy)
+    landlock(policy)?;
+    drop_capabilities()?;
+    close_inherited()
+}
+
+/// Every capability gone, for good, before the program starts: the capabilities the user
+/// namespace gave the helper, and root's (the kernel gives uid 0 a full set at exec unless told
+/// not to). No sandboxed program needs one, and with one a command could change what the
+/// commands of its rawko share (bring the shared network namespace's loopback device up).
+fn drop_capabilities() -> Result<(), String> {
+    let err = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
+    // No capabilities for uid 0 at exec, locked (`SECBIT_NOROOT | SECBIT_NOROOT_LOCKED`).
+    const NOROOT: libc::c_ulong = 0b11;
+    // SAFETY: prctl(2) with integer arguments throughout.
+    if unsafe { libc::prctl(libc::PR_SET_SECUREBITS, NOROOT, 0, 0, 0) } != 0 {
+        return Err(err("securebits"));
+    }
+    // The bounding set emptied, so that no file capability gives one back.
+    let mut cap: libc::c_ulong = 0;
+    while unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) } >= 0 {
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
+            return Err(err("capability bounding set"));
+        }
+        cap += 1;
+    }
+    let clear = libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong;
+    if unsafe { libc::prctl(libc::PR_CAP_AMBIENT, clear, 0, 0, 0) } != 0 {
+        return Err(err("ambient capabilities"));
+    }
+    // And this process's own: effective, permitted and inheritable all empty.
+    let header = CapHeader {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+        pid: 0,
+    };
+    let data = [CapData::default(); 2];
+    // SAFETY: capset(2) reads a version 3 header and the two data words it names.
+    if unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) } != 0 {
+        return Err(err("capset"));
+    }
+    Ok(())
+}
+
+/// `struct __user_cap_header_struct`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// `struct __user_cap_data_struct`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Nothing but the standard descriptors reaches the program, whatever the helper inherited.
+fn close_inherited() -> Result<(), String> {
+    // SAFETY: close_range(2) with CLOSE_RANGE_CLOEXEC only marks descriptors.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if r != 0 {
+        return Err(format!("close_range: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 /// Where POSIX shared memory lives; the sandbox gets a private tmpfs there.

@@ -11,6 +11,7 @@
 pub mod gitconfig;
 #[cfg(target_os = "linux")]
 pub mod helper;
+pub mod namespaces;
 pub mod pids;
 pub mod policy;
 pub mod probe;

@@ -63,6 +63,10 @@ pub struct Policy {
     /// The command's own cgroup, made when the command is started ([`Policy::command`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process_group: Option<PathBuf>,
+    /// The namespaces rawko shares between its commands, joined instead of made
+    /// ([`crate::namespaces`]); set when the command is started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<crate::namespaces::Shared>,
 }
 
 fn rlimit() -> crate::pids::Mechanism {
@@ -214,6 +218,7 @@ impl Policy {
             processes_by: crate::pids::mechanism(),
             limits: Limits::default(),
             process_group: None,
+            namespaces: None,
         }
     }
 
@@ -230,6 +235,9 @@ impl Policy {
             if policy.process_group.is_none() {
                 policy.processes_by = crate::pids::Mechanism::Rlimit;
             }
+        }
+        if policy.namespaces.is_none() {
+            policy.namespaces = crate::namespaces::shared(launcher);
         }
         let mut c = Command::new(crate::helper_program(launcher));
         c.arg(HELPER_ARG)

@@ -40,6 +40,7 @@ pub unsafe extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_cha
         rawko_sandbox::policy::HELPER_ARG => rawko_sandbox::helper::main(rest),
         rawko_sandbox::reaper::REAPER_ARG => rawko_sandbox::reaper::main(rest),
         rawko_sandbox::pids::KEEPER_ARG => rawko_sandbox::pids::keeper_main(rest),
+        rawko_sandbox::namespaces::HOLDER_ARG => rawko_sandbox::helper::holder_main(),
         _ => {
             eprintln!(
                 "rawko-sandbox is started by rawko to confine the commands it runs; run `rawko` \

@@ -28,6 +28,7 @@ impl DoctorCmd {
         let store = store_state(cx).await;
         let launcher = std::env::current_exe()?;
         let support = probe(&launcher);
+        let shared_namespaces = rawko_sandbox::namespaces::shared(&launcher).is_some();
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
             .unwrap_or_else(|_| "unknown".into());
@@ -49,6 +50,7 @@ impl DoctorCmd {
                 "landlock_abi": support.landlock_abi,
                 "max_user_namespaces": support.max_user_namespaces,
                 "helper": support.helper.as_ref().err(),
+                "shared_namespaces": shared_namespaces,
                 "limits": Limits::default(),
                 "process_limit": process_limit(),
                 "traces": crate::cli::telemetry::state(),
@@ -56,7 +58,7 @@ impl DoctorCmd {
                 "modes": modes,
             }))?;
         } else {
-            print_out(&report(&kernel, &support, &store))?;
+            print_out(&report(&kernel, &support, shared_namespaces, &store))?;
         }
         Ok(if ok {
             ExitCode::SUCCESS
@@ -90,7 +92,7 @@ async fn store_state(cx: &Context) -> serde_json::Value {
     v
 }
 
-fn report(kernel: &str, s: &Support, store: &serde_json::Value) -> String {
+fn report(kernel: &str, s: &Support, shared_namespaces: bool, store: &serde_json::Value) -> String {
     let mut out = format!("kernel: Linux {kernel}\n");
     out.push_str(&match s.landlock_abi {
         Some(abi) => format!(
@@ -112,6 +114,11 @@ fn report(kernel: &str, s: &Support, store: &serde_json::Value) -> String {
     out.push_str(&match &s.helper {
         Ok(()) => "sandbox helper: works\n".into(),
         Err(e) => format!("sandbox helper: fails: {e}\n"),
+    });
+    out.push_str(if shared_namespaces {
+        "namespaces: one user and one empty network namespace, shared by rawko's commands\n"
+    } else {
+        "namespaces: made for each command (sharing them needs landlock ABI 6)\n"
     });
     let (mechanism, _, failed) = pids::in_force();
     out.push_str(&format!(
