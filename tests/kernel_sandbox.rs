@@ -753,6 +753,17 @@ fn commands_cannot_change_or_talk_through_the_network_namespace_they_share() {
          bashFilter:\n    allowedCommands: [ip, python3]\ntransitions: {onSuccess: done}\n",
     )
     .unwrap();
+    // No capability, root's included: none now, none that an exec could give back.
+    let r = s.bash_at_real_home(
+        "netter",
+        "python3 -c \"print(open('/proc/self/status').read())\"",
+    );
+    let caps: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with("Cap")).collect();
+    assert_eq!(caps.len(), 5, "{r:?}");
+    assert!(
+        caps.iter().all(|l| l.ends_with("\t0000000000000000")),
+        "{r:?}"
+    );
     // The loopback device brought up by one command, looked at by the next: it stays down, so
     // nothing can be sent over it from one command to another.
     let r = s.bash("netter", "ip link set lo up; ip -o link show lo");
