@@ -784,3 +784,38 @@ fn commands_cannot_change_or_talk_through_the_network_namespace_they_share() {
     assert!(r.stdout.contains("refused"), "{r:?}");
     assert!(!r.stdout.contains("reached"), "{r:?}");
 }
+
+/// `/etc` is readable in the sandbox, its secrets are not: the password hashes and the host's
+/// ssh keys read as root, from the program's side.
+#[test]
+fn the_secrets_of_etc_stay_unreadable() {
+    let s = Setup::new();
+    let probe = "import os\n\
+                 def show(p):\n try:\n  print(p, 'listed' if os.path.isdir(p) else 'read', \
+                 os.listdir(p) if os.path.isdir(p) else repr(open(p).read()[:40]))\n \
+                 except OSError as e:\n  print(p, 'refused', e.errno)\n\
+                 for p in ['/etc/hostname', '/etc/shadow', '/etc/gshadow', '/etc/ssh']: show(p)";
+    let r = s.bash_at_real_home("builder", &format!("python3 -c \"{probe}\""));
+    assert_eq!(r.code, 0, "{r:?}");
+    let line = |p: &str| {
+        r.stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{p} ")))
+            .unwrap_or_else(|| panic!("no line for {p}: {r:?}"))
+            .to_string()
+    };
+    let hostname = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    if !hostname.is_empty() {
+        assert!(line("/etc/hostname").contains(hostname.trim()), "{r:?}");
+    }
+    for secret in ["/etc/shadow", "/etc/gshadow"] {
+        if std::path::Path::new(secret).exists() {
+            let l = line(secret);
+            assert!(l.contains("refused") || l.ends_with("read ''"), "{l}");
+        }
+    }
+    if std::path::Path::new("/etc/ssh").is_dir() {
+        let l = line("/etc/ssh");
+        assert!(l.contains("refused") || l.ends_with("listed []"), "{l}");
+    }
+}

@@ -16,7 +16,7 @@
 
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
@@ -285,12 +285,13 @@ fn drop_capabilities() -> Result<(), String> {
         return Err(err("securebits"));
     }
     // The bounding set emptied, so that no file capability gives one back.
+    // Every capability the kernel knows, up to the first number it does not (EINVAL).
     let mut cap: libc::c_ulong = 0;
-    while unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) } >= 0 {
-        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
-            return Err(err("capability bounding set"));
-        }
+    while unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } == 0 {
         cap += 1;
+    }
+    if cap == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+        return Err(err("capability bounding set"));
     }
     let clear = libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong;
     if unsafe { libc::prctl(libc::PR_CAP_AMBIENT, clear, 0, 0, 0) } != 0 {
@@ -429,6 +430,32 @@ fn mounts(policy: &Policy) -> Result<(), String> {
             None,
             libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | kept,
         )?;
+    }
+    hide(&policy.hidden)
+}
+
+/// Cover each of `hidden` with something empty: a read-only tmpfs with no access over a
+/// directory, `/dev/null` over anything else. The program cannot take them off (landlock
+/// refuses it every mount and unmount, and it has no capability); one that cannot be covered
+/// stops the command, rather than leave it readable.
+fn hide(hidden: &[PathBuf]) -> Result<(), String> {
+    for p in hidden {
+        let Ok(meta) = std::fs::metadata(p) else {
+            // Gone, or a dangling symlink: nothing to read there.
+            continue;
+        };
+        let covered = if meta.is_dir() {
+            mount_with(
+                Some("tmpfs"),
+                p,
+                Some("tmpfs"),
+                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                "size=4k,nr_inodes=1,mode=000",
+            )
+        } else {
+            mount(Some("/dev/null"), p, None, libc::MS_BIND)
+        };
+        covered.map_err(|e| format!("cannot hide {}: {e}", p.display()))?;
     }
     Ok(())
 }
