@@ -7,6 +7,8 @@
 // target directory, and keeping one wasm directory shared by every profile means debug, release,
 // test and clippy builds compile the plugins once between them.
 
+include!("nested-cargo.rs");
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -72,21 +74,8 @@ fn build_plugins(packages: &[&str]) -> Vec<PathBuf> {
             .args(["build", "--package", package, "--target", WASM_TARGET, "--profile", WASM_PROFILE])
             .arg("--target-dir")
             .arg(&target_dir);
-        // The outer build's settings are for the host, not for wasm; clippy's wrapper would
-        // lint the plugins a second time.
-        for var in [
-            "CARGO_ENCODED_RUSTFLAGS",
-            "RUSTFLAGS",
-            "RUSTC_WORKSPACE_WRAPPER",
-            "CARGO_TARGET_DIR",
-            "CARGO_BUILD_TARGET",
-            "CARGO_PRIMARY_PACKAGE",
-            "CARGO_LLVM_COV",
-            "CARGO_LLVM_COV_TARGET_DIR",
-            "__CARGO_FIX_PLZ",
-        ] {
-            cmd.env_remove(var);
-        }
+        // The outer build's settings are for the host, not for wasm.
+        clear_outer_build(&mut cmd);
         let status = cmd
             .status()
             .unwrap_or_else(|e| panic!("could not run {cargo} to build plugin {package}: {e}"));

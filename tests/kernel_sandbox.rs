@@ -295,6 +295,15 @@ fn doctor_reports_the_kernel_and_the_modes() {
         "namespaces: made for each"
     };
     assert!(r.stdout.contains(said), "{r:?}");
+    // The helper that runs each command's sandbox is the static one built into rawko wherever
+    // the build could make it (the musl target installed), and is named.
+    let builtin = "the static one built into rawko";
+    assert_eq!(
+        v["helper_program"] == builtin,
+        cfg!(rawko_static_helper),
+        "{v}"
+    );
+    assert!(r.stdout.contains("sandbox helper: works ("), "{r:?}");
 }
 
 /// The resource limits hold for what a command starts: 10 GiB of memory (past the 8 GiB limit;

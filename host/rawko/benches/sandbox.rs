@@ -1,7 +1,7 @@
 //! What the kernel sandbox costs per command: `/bin/true` started directly, under the reaper
-//! alone (mode `full`), and through the sandbox helper (`rawko-sandbox`, or `rawko` itself where
-//! it is not installed; namespaces, a fresh `/proc`, landlock), in the read-only and
-//! workspace-write modes. Prints a table with the ratio and the extra time.
+//! alone (mode `full`), and through the sandbox helper (the static one built into rawko, the
+//! `rawko-sandbox` beside it, or `rawko` itself; namespaces, a fresh `/proc`, landlock), in the
+//! read-only and workspace-write modes. Prints a table with the ratio and the extra time.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -39,6 +39,14 @@ fn main() {
     let tmp = tempfile::tempdir().unwrap();
     let home = std::env::home_dir();
     let program = Path::new("/bin/true");
+    // The static helper rawko embeds, offered as rawko's `main` offers it.
+    #[cfg(rawko_static_helper)]
+    rawko_sandbox::offer_helper(include_bytes!(concat!(
+        env!("OUT_DIR"),
+        "/rawko-sandbox-static"
+    )));
+    let builtin =
+        Some(rawko_sandbox::helper_program(launcher)).filter(|h| h.starts_with("/proc/self/fd"));
     let (base, base90) = time(|| Command::new(program));
     println!(
         "sandbox set-up per command, {RUNS} runs of /bin/true, {} cores",
@@ -66,13 +74,18 @@ fn main() {
     ] {
         let mut policy = Policy::new(mode, ws.path(), tmp.path(), home.as_deref());
         policy.network = network;
-        // The small helper beside the binary (what rawko uses), then `rawko` itself in its
-        // place (where the helper is not installed).
-        let helper = rawko_sandbox::helper_program(launcher);
-        for (by, exe) in [
-            ("rawko-sandbox", helper.as_path()),
-            ("rawko itself", launcher),
-        ] {
+        // The static helper built into rawko (what rawko uses where the build made it), the
+        // dynamically linked one beside the binary (what it uses otherwise), then `rawko`
+        // itself in its place (where neither is there).
+        let beside = launcher.with_file_name(rawko_sandbox::HELPER_PROGRAM);
+        let mut helpers = vec![
+            ("rawko-sandbox beside rawko", beside.clone()),
+            ("rawko itself", launcher.to_path_buf()),
+        ];
+        if let Some(builtin) = &builtin {
+            helpers.insert(0, ("the static helper built in", builtin.clone()));
+        }
+        for (by, exe) in &helpers {
             let (med, p90) = time(|| {
                 let via = policy.command(launcher, program, "true", &[]);
                 let mut c = Command::new(exe);

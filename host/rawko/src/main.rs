@@ -34,6 +34,12 @@ fn main() -> std::process::ExitCode {
     if first.is_some_and(|a| a == cli::COMPILE_ARG) {
         return cli::compile_main(&args[2..]);
     }
+    // The sandbox helper built into this binary (static, so quick to start), where it was built.
+    #[cfg(rawko_static_helper)]
+    rawko_sandbox::offer_helper(include_bytes!(concat!(
+        env!("OUT_DIR"),
+        "/rawko-sandbox-static"
+    )));
     // The embedded plugins' digests, computed at build time, key their compiled forms.
     for b in rawko_builtins::ALL {
         rawko_runtime::cache::vouch(b.wasm, b.sha256);

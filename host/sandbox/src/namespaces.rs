@@ -18,7 +18,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
@@ -75,7 +75,7 @@ pub fn shared(launcher: &Path) -> Option<Shared> {
 
 /// Start the holder, open its namespaces, and let it end.
 fn make(launcher: &Path) -> Result<Held, String> {
-    let mut child = Command::new(crate::helper_program(launcher))
+    let mut child = crate::helper_command(launcher)
         .arg(HOLDER_ARG)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

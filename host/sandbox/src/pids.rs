@@ -268,7 +268,7 @@ fn make_task_group(base: &Base, launcher: &Path, max: u64) -> Result<TaskGroup, 
 
 fn start_keeper(launcher: &Path, dir: &Path) -> Result<(), String> {
     use std::process::Stdio;
-    std::process::Command::new(crate::helper_program(launcher))
+    crate::helper_command(launcher)
         .arg(KEEPER_ARG)
         .arg(std::process::id().to_string())
         .arg(dir)

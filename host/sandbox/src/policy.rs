@@ -240,7 +240,7 @@ impl Policy {
         if policy.namespaces.is_none() {
             policy.namespaces = crate::namespaces::shared(launcher);
         }
-        let mut c = Command::new(crate::helper_program(launcher));
+        let mut c = crate::helper_command(launcher);
         c.arg(HELPER_ARG)
             .arg(serde_json::to_string(&policy).expect("a policy serializes"))
             .arg(program)

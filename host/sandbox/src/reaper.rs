@@ -28,7 +28,7 @@ pub fn command(
     arg0: &str,
     args: &[&str],
 ) -> std::process::Command {
-    let mut c = std::process::Command::new(crate::helper_program(launcher));
+    let mut c = crate::helper_command(launcher);
     c.arg(REAPER_ARG)
         .arg(std::process::id().to_string())
         .arg(program)

@@ -29,6 +29,7 @@ impl DoctorCmd {
         let launcher = std::env::current_exe()?;
         let support = probe(&launcher);
         let shared_namespaces = rawko_sandbox::namespaces::shared(&launcher).is_some();
+        let helper = rawko_sandbox::helper_kind(&launcher);
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
             .unwrap_or_else(|_| "unknown".into());
@@ -51,6 +52,7 @@ impl DoctorCmd {
                 "max_user_namespaces": support.max_user_namespaces,
                 "helper": support.helper.as_ref().err(),
                 "shared_namespaces": shared_namespaces,
+                "helper_program": helper,
                 "limits": Limits::default(),
                 "process_limit": process_limit(),
                 "traces": crate::cli::telemetry::state(),
@@ -58,7 +60,13 @@ impl DoctorCmd {
                 "modes": modes,
             }))?;
         } else {
-            print_out(&report(&kernel, &support, shared_namespaces, &store))?;
+            print_out(&report(
+                &kernel,
+                &support,
+                helper,
+                shared_namespaces,
+                &store,
+            ))?;
         }
         Ok(if ok {
             ExitCode::SUCCESS
@@ -92,7 +100,13 @@ async fn store_state(cx: &Context) -> serde_json::Value {
     v
 }
 
-fn report(kernel: &str, s: &Support, shared_namespaces: bool, store: &serde_json::Value) -> String {
+fn report(
+    kernel: &str,
+    s: &Support,
+    helper: &str,
+    shared_namespaces: bool,
+    store: &serde_json::Value,
+) -> String {
     let mut out = format!("kernel: Linux {kernel}\n");
     out.push_str(&match s.landlock_abi {
         Some(abi) => format!(
@@ -112,7 +126,7 @@ fn report(kernel: &str, s: &Support, shared_namespaces: bool, store: &serde_json
         None => "user namespaces: unknown\n".into(),
     });
     out.push_str(&match &s.helper {
-        Ok(()) => "sandbox helper: works\n".into(),
+        Ok(()) => format!("sandbox helper: works ({helper})\n"),
         Err(e) => format!("sandbox helper: fails: {e}\n"),
     });
     out.push_str(if shared_namespaces {
