@@ -163,6 +163,23 @@ mod on_temporal {
             })
         }
 
+        /// Record `patch` in the team store as the task's edits, as after more steps than the
+        /// task takes, so that the worker's own never replace them: what a compromised worker
+        /// or anyone else who can write the store could leave there.
+        fn record_edits(&self, id: &str, patch: &str) {
+            let data = format!("convert_to($p${patch}$p$, 'UTF8')");
+            self.db.execute(&format!(
+                "INSERT INTO blobs (hash, size, data, created_at) VALUES \
+                 ('sha256:' || encode(sha256({data}), 'hex'), length({data}), {data}, 0) \
+                 ON CONFLICT DO NOTHING"
+            ));
+            self.db.execute(&format!(
+                "INSERT INTO task_edits (task_id, steps, patch, at) VALUES \
+                 ('{id}', 1000, 'sha256:' || encode(sha256({data}), 'hex'), 0) \
+                 ON CONFLICT (task_id) DO UPDATE SET steps = excluded.steps, patch = excluded.patch"
+            ));
+        }
+
         fn worker_log(&self, name: &str) -> String {
             std::fs::read_to_string(self.data_of(name).with_extension("log")).unwrap_or_default()
         }
@@ -576,17 +593,7 @@ mod on_temporal {
                 assert!(Instant::now() < deadline, "the task was never checked out");
                 std::thread::sleep(Duration::from_millis(20));
             };
-            let data = format!("convert_to($p${hostile}$p$, 'UTF8')");
-            team.db.execute(&format!(
-                "INSERT INTO blobs (hash, size, data, created_at) VALUES \
-                 ('sha256:' || encode(sha256({data}), 'hex'), length({data}), {data}, 0) \
-                 ON CONFLICT DO NOTHING"
-            ));
-            team.db.execute(&format!(
-                "INSERT INTO task_edits (task_id, steps, patch, at) VALUES \
-                 ('{id}', 1000, 'sha256:' || encode(sha256({data}), 'hex'), 0) \
-                 ON CONFLICT (task_id) DO UPDATE SET steps = excluded.steps, patch = excluded.patch"
-            ));
+            team.record_edits(&id, hostile);
             (id, finish(child, "the client"))
         };
         let (id, r) = run("hostile edits", true);
@@ -614,6 +621,74 @@ mod on_temporal {
         assert!(!r.stderr.contains("--apply"), "{r:?}");
         assert!(!ws.join(".rawko").exists());
         kill(&mut w);
+    }
+
+    /// Edits in the store that change what no task may change (a git hook, an agent of the
+    /// repository's own), left there while a worker held the task: the worker that takes the
+    /// task over when that one dies refuses the whole checkout, the task fails saying why, and
+    /// no file of those edits is written anywhere on the new worker.
+    #[test]
+    fn a_worker_taking_a_task_over_refuses_hostile_edits_from_the_store() {
+        let Some(team) = team() else { return };
+        let hostile = "diff --git a/steps.log b/steps.log\nnew file mode 100644\n--- /dev/null\n\
+                       +++ b/steps.log\n@@ -0,0 +1 @@\n+honest\n\
+                       diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\n\
+                       new file mode 100755\n--- /dev/null\n+++ b/.git/hooks/post-checkout\n\
+                       @@ -0,0 +1,2 @@\n+#!/bin/sh\n+touch /tmp/rawko-hostile-hook-ran\n\
+                       diff --git \"a/\\056rawko/agents/evil.yaml\" \"b/\\056rawko/agents/evil.yaml\"\n\
+                       new file mode 100644\n--- /dev/null\n+++ \"b/\\056rawko/agents/evil.yaml\"\n\
+                       @@ -0,0 +1 @@\n+name: evil\n";
+        let mut a = team.worker("a");
+        let prompt = "one slow task, then hostile edits";
+        let client = team.client(prompt);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !team.labels_of_any(&["a"]) {
+            assert!(Instant::now() < deadline, "worker a never ran a step");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let q = format!("SELECT id FROM tasks WHERE prompt = '{prompt}'");
+        let id = team.db.query(&q)[0][0].clone().expect("the task's id");
+        team.record_edits(&id, hostile);
+        kill(&mut a);
+        let mut b = team.worker("b");
+        let r = finish(client, "the client");
+        let logs = format!(
+            "{r:?}\nworker a:\n{}\nworker b:\n{}",
+            team.worker_log("a"),
+            team.worker_log("b")
+        );
+        assert_ne!(r.code, 0, "{logs}");
+        let said = format!("{}{}", r.stdout, r.stderr);
+        // The reason, not only that an activity failed.
+        assert!(
+            said.contains("its workflow failed: the task's edits so far would change"),
+            "{logs}"
+        );
+        assert!(said.contains("which no task may change"), "{logs}");
+        assert!(said.contains(".rawko/agents/evil.yaml"), "{logs}");
+        assert!(!said.contains("scheduled_event_id"), "{logs}");
+        assert!(
+            team.worker_log("b")
+                .contains("no checkout (the task fails): the task's edits so far would change"),
+            "{logs}"
+        );
+        // Nothing of them on worker b: no checkout holds them, half-made or whole.
+        let mut left = vec![team.data_of("b")];
+        while let Some(dir) = left.pop() {
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let p = e.path();
+                assert!(
+                    !p.ends_with(".rawko/agents/evil.yaml") && !p.ends_with("hooks/post-checkout"),
+                    "{} was written\n{logs}",
+                    p.display()
+                );
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    left.push(p);
+                }
+            }
+        }
+        assert!(!Path::new("/tmp/rawko-hostile-hook-ran").exists(), "{logs}");
+        kill(&mut b);
     }
 
     /// What a user gets wrong, and what they are told; nothing is started or left behind.

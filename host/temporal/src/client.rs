@@ -51,6 +51,22 @@ pub struct Execution {
     pub events: i64,
 }
 
+/// Why a workflow failed: the deepest cause its failure carries. A workflow that failed because
+/// an activity did says only that at the top ("Activity task failed", and the event's number);
+/// the activity's own message, the reason, is at the bottom.
+fn reason(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut reason = e.to_string();
+    let mut at = e.source();
+    while let Some(e) = at {
+        let text = e.to_string();
+        if !text.trim().is_empty() {
+            reason = text;
+        }
+        at = e.source();
+    }
+    reason
+}
+
 fn status_name(s: WorkflowExecutionStatus) -> &'static str {
     match s {
         WorkflowExecutionStatus::Running => "running",
@@ -162,7 +178,7 @@ impl Remote {
         match handle.get_result(WorkflowGetResultOptions::default()).await {
             Ok(outcome) => Follow::Ended(outcome),
             Err(WorkflowGetResultError::Cancelled { .. }) => Follow::Cancelled,
-            Err(WorkflowGetResultError::Failed(e)) => Follow::Failed(e.to_string()),
+            Err(WorkflowGetResultError::Failed(e)) => Follow::Failed(reason(&*e)),
             Err(e) => Follow::Failed(e.to_string()),
         }
     }

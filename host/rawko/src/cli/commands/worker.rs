@@ -178,7 +178,8 @@ mod imp {
         fn checkout(&self, input: CheckoutInput) -> StepFuture<String> {
             let dir = self.checkout_of(&input.task);
             let team = self.team.clone();
-            Box::pin(async move {
+            let task = input.task.clone();
+            let made = Box::pin(async move {
                 let dir = dir?;
                 let at = dir.display().to_string();
                 if dir.join(".git").is_dir() {
@@ -206,6 +207,18 @@ mod imp {
                 .await
                 .map_err(|e| StepError::Retry(format!("the checkout stopped: {e}")))??;
                 Ok(at)
+            });
+            // Said on the worker too, not only to the client: why its task has no checkout.
+            Box::pin(async move {
+                let made = made.await;
+                if let Err(e) = &made {
+                    let then = match e {
+                        StepError::Retry(_) => "it will be tried again",
+                        StepError::Fatal(_) => "the task fails",
+                    };
+                    let _ = print_err(&format!("task {task}: no checkout ({then}): {e}"));
+                }
+                made
             })
         }
 
