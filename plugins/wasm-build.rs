@@ -28,26 +28,14 @@ fn workspace_root() -> PathBuf {
 /// Make sure the standard library for `wasm32-wasip2` is installed, installing it with rustup
 /// when it is not, and fail with instructions when that is impossible.
 fn ensure_wasm_target() {
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let libdir = Command::new(&rustc)
-        .args(["--print", "target-libdir", "--target", WASM_TARGET])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
-    let installed = |dir: &Option<PathBuf>| {
-        dir.as_ref()
-            .and_then(|d| std::fs::read_dir(d).ok())
-            .is_some_and(|mut entries| entries.next().is_some())
-    };
-    if installed(&libdir) {
+    if target_installed(WASM_TARGET) {
         return;
     }
     println!("cargo:warning=installing the {WASM_TARGET} target with rustup (rawko's plugins are built for it)");
     let status = Command::new("rustup")
         .args(["target", "add", WASM_TARGET])
         .status();
-    if !matches!(status, Ok(s) if s.success()) || !installed(&libdir) {
+    if !matches!(status, Ok(s) if s.success()) || !target_installed(WASM_TARGET) {
         panic!(
             "\n\nrawko builds its plugins for {WASM_TARGET}, and that target is not installed.\n\
              Install it with:\n\n    rustup target add {WASM_TARGET}\n\n"

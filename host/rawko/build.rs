@@ -148,16 +148,3 @@ fn static_helper(native: bool) {
     std::fs::copy(&exe, &staged).expect("staging the static sandbox helper");
     println!("cargo:rustc-cfg=rawko_static_helper");
 }
-
-/// Whether the standard library for `target` is installed.
-fn target_installed(target: &str) -> bool {
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    Command::new(rustc)
-        .args(["--print", "target-libdir", "--target", target])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| std::path::PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
-        .and_then(|d| std::fs::read_dir(d).ok())
-        .is_some_and(|mut entries| entries.next().is_some())
-}

@@ -154,12 +154,9 @@ pub fn holder_main() -> ! {
 }
 
 fn hold() -> Result<i32, String> {
-    // SAFETY: prctl(2) with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
-        return Err(format!("prctl: {}", std::io::Error::last_os_error()));
-    }
-    new_user_namespace(libc::CLONE_NEWNET)?;
     use std::io::{Read, Write};
+    prctl_death_signal()?;
+    new_user_namespace(libc::CLONE_NEWNET)?;
     let mut out = std::io::stdout();
     writeln!(out, "{}", crate::namespaces::READY)
         .and_then(|()| out.flush())
@@ -284,8 +281,8 @@ fn drop_capabilities() -> Result<(), String> {
     if unsafe { libc::prctl(libc::PR_SET_SECUREBITS, NOROOT, 0, 0, 0) } != 0 {
         return Err(err("securebits"));
     }
-    // The bounding set emptied, so that no file capability gives one back.
-    // Every capability the kernel knows, up to the first number it does not (EINVAL).
+    // The bounding set emptied, so that no file capability gives one back: every capability
+    // the kernel knows, up to the first number it does not (EINVAL).
     let mut cap: libc::c_ulong = 0;
     while unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } == 0 {
         cap += 1;

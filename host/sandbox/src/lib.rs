@@ -34,10 +34,12 @@ pub const HELPER_PROGRAM: &str = "rawko-sandbox";
 /// helper built into rawko where it offered one ([`offer_helper`]), else the small helper
 /// beside it where it is installed, else `launcher` itself, which has the same roles.
 pub fn helper_program(launcher: &Path) -> PathBuf {
-    if let Some(builtin) = builtin_helper() {
-        return builtin.clone();
-    }
-    installed_helper(launcher)
+    builtin_helper_program().unwrap_or_else(|| installed_helper(launcher))
+}
+
+/// The static helper built into rawko, as a path to run, where it was offered and starts.
+pub fn builtin_helper_program() -> Option<PathBuf> {
+    builtin_helper().cloned()
 }
 
 /// Which program [`helper_program`] gives, in words, for `rawko doctor`.
@@ -102,14 +104,7 @@ fn sealed_executable(bytes: &[u8]) -> Result<PathBuf, String> {
         .map_err(|e| format!("writing it: {e}"))?;
     let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
     // SAFETY: fcntl(2) on a descriptor we own.
-    if unsafe {
-        libc::fcntl(
-            std::os::fd::AsRawFd::as_raw_fd(&file),
-            libc::F_ADD_SEALS,
-            seals,
-        )
-    } != 0
-    {
+    if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, seals) } != 0 {
         return Err(err("sealing it"));
     }
     let path = PathBuf::from(format!("/proc/self/fd/{fd}"));

@@ -179,7 +179,7 @@ mod imp {
             let dir = self.checkout_of(&input.task);
             let team = self.team.clone();
             let task = input.task.clone();
-            let made = Box::pin(async move {
+            let made = async move {
                 let dir = dir?;
                 let at = dir.display().to_string();
                 if dir.join(".git").is_dir() {
@@ -207,7 +207,7 @@ mod imp {
                 .await
                 .map_err(|e| StepError::Retry(format!("the checkout stopped: {e}")))??;
                 Ok(at)
-            });
+            };
             // Said on the worker too, not only to the client: why its task has no checkout.
             Box::pin(async move {
                 let made = made.await;
