@@ -828,3 +828,42 @@ fn the_secrets_of_etc_stay_unreadable() {
         assert!(l.contains("refused") || l.ends_with("listed []"), "{l}");
     }
 }
+
+/// A descriptor rawko itself inherited, open on a file outside every grant, does not reach a
+/// sandboxed program: the helper marks everything past the standard three close-on-exec.
+#[test]
+fn a_descriptor_rawko_inherited_does_not_reach_the_program() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let s = Setup::new();
+    let secret = std::fs::File::open(s.home().join(".ssh/id_rsa")).unwrap();
+    let fd = secret.as_raw_fd();
+    let input = serde_json::json!({
+        "command": "python3 -c \"import os\ntry:\n print('read', os.read(7, 100))\nexcept OSError as e:\n print('refused', e.errno)\""
+    })
+    .to_string();
+    let home = std::env::home_dir().expect("a home directory");
+    let mut c = Command::new(crate::support::rawko_bin());
+    c.current_dir(s.ws.path())
+        .args([
+            "tool", "call", "Bash", "--agent", "builder", "--input", &input,
+        ])
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", s.config())
+        .env("RAWKO_DATA_DIR", s.outside.path().join("data"))
+        .env("RAWKO_CACHE_DIR", cache_dir())
+        .env_remove("RAWKO_LOG");
+    // SAFETY: between fork and exec, dup2(2) only (async-signal-safe): the file as fd 7,
+    // without close-on-exec, as a careless parent of rawko would leave it.
+    unsafe {
+        c.pre_exec(move || {
+            if libc::dup2(fd, 7) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let r = Run::of(c.output().expect("run rawko"));
+    assert!(r.stdout.contains("refused 9"), "{r:?}");
+    assert!(!r.stdout.contains(SECRET), "{r:?}");
+}
