@@ -78,13 +78,21 @@ impl TemporalServer {
 
     /// Workflow `id`'s history as `temporal workflow show --output json` exports it, with every
     /// payload's base64 `data` decoded and appended, so that what the payloads carry can be
-    /// searched as text.
+    /// searched as text. A task's row is in the store a moment before its workflow is
+    /// started, so a workflow not found yet is waited for (up to 30 s).
     pub fn history(&self, binary: &std::path::Path, id: &str) -> String {
         use base64::Engine as _;
-        let raw = self.cli(
-            binary,
-            &["workflow", "show", "--workflow-id", id, "--output", "json"],
-        );
+        let args = ["workflow", "show", "--workflow-id", id, "--output", "json"];
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let raw = loop {
+            match self.try_cli(binary, &args) {
+                Ok(out) => break out,
+                Err(e) if e.contains("not found") && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(100))
+                }
+                Err(e) => panic!("temporal {args:?}: {e}"),
+            }
+        };
         fn walk(v: &serde_json::Value, out: &mut String) {
             match v {
                 serde_json::Value::Object(m) => {
@@ -111,19 +119,18 @@ impl TemporalServer {
         out
     }
 
-    /// `temporal ARGS...` against this server, its stdout.
-    pub fn cli(&self, binary: &std::path::Path, args: &[&str]) -> String {
+    /// `temporal ARGS...` against this server: its stdout, or its stderr if it failed.
+    pub fn try_cli(&self, binary: &std::path::Path, args: &[&str]) -> Result<String, String> {
         let out = Command::new(binary)
             .args(args)
             .args(["--address", &self.address])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "temporal {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
     }
 }
 
